@@ -1,0 +1,343 @@
+import ArgumentParser
+import Foundation
+import HeraldRuntime
+import HeraldStorage
+import Logging
+import PostgresNIO
+import PostgresQueue
+import Synchronization
+
+/// `herald-bench queue`: the queue's figures on the local cluster (`HERALD_DATABASE_URL`),
+/// each in a database of its own, with pgbench on the same cluster as the baseline.
+struct QueueBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "queue",
+        abstract: "Queue benchmarks: bulk enqueue, drain, pickup latency, pgbench baseline, history and sustained load.")
+
+    @Option(help: "Jobs for the enqueue and drain figures.") var jobs = 100_000
+    @Option(help: "Finished jobs preloaded into history for the history ratio.") var history = 1_000_000
+    @Option(help: "Executors draining (each on its own client).") var executors = 2
+    @Option(help: "Concurrency (largest claim) per executor.") var concurrency = 500
+    @Option(help: "Seconds of combined enqueue and drain for the decay ratio.") var sustainedSeconds = 120
+    @Option(help: "Seconds of ~1k jobs/s for the pickup latency.") var pickupSeconds = 10
+    @Option(help: "Seconds per pgbench run.") var pgbenchSeconds = 10
+
+    func run() async throws {
+        guard let url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"] else {
+            throw ValidationError("HERALD_DATABASE_URL is not set (make bench-queue sets it)")
+        }
+        var logger = Logger(label: "bench")
+        logger.logLevel = .warning
+        let bench = Bench(baseURL: url, logger: logger)
+        info("queue benchmark: \(jobs) jobs, \(executors) executors x concurrency \(concurrency)")
+
+        // Bulk enqueue and drain on an empty history.
+        let (enqueueRate, drainEmpty) = try await bench.withDatabase("herald_bench_q1") { client in
+            let enqueue = try await bench.bulkEnqueue(client: client, count: jobs)
+            let drain = try await bench.drain(url: client.url, count: jobs, executors: executors, concurrency: concurrency)
+            return (enqueue, drain)
+        }
+        report("queue.enqueue.bulk", enqueueRate, "jobs/s")
+        report("queue.drain", drainEmpty, "jobs/s")
+
+        // Pickup latency at a steady ~1k jobs/s with wake-ups on.
+        let (p50, p99) = try await bench.withDatabase("herald_bench_q2") { client in
+            try await bench.pickup(client: client, seconds: pickupSeconds)
+        }
+        report("queue.pickup.p50_ms", p50, "ms")
+        report("queue.pickup.p99_ms", p99, "ms")
+
+        // pgbench: the machine's limit for batched claim(100)+complete, on the reference schema
+        // and on this queue's own schema and statements.
+        let reference = try await bench.withDatabase("herald_bench_pgb1", migrate: false) { client in
+            try await bench.pgbenchReference(client: client, seconds: pgbenchSeconds)
+        }
+        let own = try await bench.withDatabase("herald_bench_pgb2") { client in
+            try await bench.pgbenchOwnSchema(client: client, seconds: pgbenchSeconds)
+        }
+        report("queue.pgbench.claim_complete", reference, "rows/s")
+        report("queue.pgbench.claim_complete_pgqueue", own, "rows/s")
+        report("queue.drain.pgbench_ratio", drainEmpty / reference, "ratio")
+        report("queue.drain.pgbench_pgqueue_ratio", drainEmpty / own, "ratio")
+
+        // Drain with a large history.
+        let drainFull = try await bench.withDatabase("herald_bench_q3") { client in
+            try await bench.preloadHistory(client: client, rows: history)
+            _ = try await bench.bulkEnqueue(client: client, count: jobs)
+            return try await bench.drain(url: client.url, count: jobs, executors: executors, concurrency: concurrency)
+        }
+        report("queue.drain.with_history", drainFull, "jobs/s")
+        report("queue.drain.history_ratio", drainFull / drainEmpty, "ratio")
+
+        // Sustained enqueue + drain.
+        let (first, last) = try await bench.withDatabase("herald_bench_q4") { client in
+            try await bench.sustained(client: client, seconds: sustainedSeconds, executors: executors, concurrency: concurrency)
+        }
+        report("queue.sustained.first20s", first, "jobs/s")
+        report("queue.sustained.last20s", last, "jobs/s")
+        report("queue.sustained.decay_ratio", last / first, "ratio")
+    }
+}
+
+func report(_ name: String, _ value: Double, _ unit: String) {
+    print("bench \(name) \(String(format: value < 10 ? "%.3f" : "%.0f", value)) \(unit)")
+    fflush(nil)
+}
+
+func info(_ line: String) {
+    FileHandle.standardError.write(Data("# \(line)\n".utf8))
+}
+
+/// A client plus the URL it was made from.
+struct BenchClient: Sendable {
+    let client: PostgresClient
+    let url: String
+}
+
+struct Bench: Sendable {
+    let baseURL: String
+    let logger: Logger
+
+    func url(database: String) throws -> String {
+        var components = URLComponents(string: baseURL)!
+        components.path = "/" + database
+        return components.string!
+    }
+
+    func makeClient(_ url: String, poolSize: Int = 20) throws -> PostgresClient {
+        var settings = try DatabaseSettings(url: url)
+        settings.poolSize = poolSize
+        return PostgresClient(configuration: settings.postgres, backgroundLogger: logger)
+    }
+
+    /// A fresh database for one figure, migrated unless asked not to, dropped afterwards.
+    func withDatabase<T: Sendable>(
+        _ name: String, migrate: Bool = true, _ body: @Sendable (BenchClient) async throws -> T
+    ) async throws -> T {
+        try await HeraldBootstrap.withClient(try DatabaseSettings(url: baseURL), logger: logger) { admin in
+            try await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+            try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        }
+        let url = try url(database: name)
+        let result: T = try await HeraldBootstrap.withClient(try DatabaseSettings(url: url), logger: logger) { client in
+            if migrate { try await MigrationRunner(client: client, logger: logger).migrate() }
+            return try await body(BenchClient(client: client, url: url))
+        }
+        try await HeraldBootstrap.withClient(try DatabaseSettings(url: baseURL), logger: logger) { admin in
+            try await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+        }
+        return result
+    }
+
+    func newJobs(_ count: Int, queue: String = "bench") -> [NewJob] {
+        (0..<count).map { NewJob(queue: queue, kind: "noop", argsJSON: #"{"device":"dev\#($0)","title":"hi","body":"hello world"}"#) }
+    }
+
+    /// jobs/s through `JobQueue.enqueue` of the whole array (one statement per 10k jobs, one transaction).
+    func bulkEnqueue(client: BenchClient, count: Int) async throws -> Double {
+        let queue = JobQueue(client: client.client, logger: logger, configuration: .init(notifyOnEnqueue: false))
+        let jobs = newJobs(count)
+        let start = ContinuousClock.now
+        try await queue.enqueue(jobs)
+        return Double(count) / (ContinuousClock.now - start).seconds
+    }
+
+    /// jobs/s for `executors` executors (own clients) draining `count` no-op jobs, until every
+    /// outcome is written.
+    func drain(url: String, count: Int, executors: Int, concurrency: Int) async throws -> Double {
+        let done = Mutex(0)
+        let finished = AsyncStream<Void>.makeStream()
+        var handlers = JobHandlers()
+        handlers.register("noop") { _ in
+            if done.withLock({ $0 += 1; return $0 }) == count { finished.continuation.yield() }
+            return .completed
+        }
+        let clients = try (0..<executors).map { _ in try makeClient(url, poolSize: 8) }
+        let runners = clients.map { client in
+            JobExecutor(
+                queue: JobQueue(client: client, logger: logger), handlers: handlers,
+                configuration: .init(queue: "bench", concurrency: concurrency, pollInterval: .milliseconds(50)))
+        }
+        let start = ContinuousClock.now
+        await withDiscardingTaskGroup { group in
+            for client in clients { group.addTask { await client.run() } }
+            await withDiscardingTaskGroup { executorsGroup in
+                for runner in runners { executorsGroup.addTask { await runner.run() } }
+                for await _ in finished.stream { break }
+                // Shutdown returns once every outcome is written.
+                for runner in runners { runner.shutdown() }
+            }
+            group.cancelAll()
+        }
+        return Double(count) / (ContinuousClock.now - start).seconds
+    }
+
+    /// p50/p99 ms from the start of an enqueue to the start of its handler, at ~1k jobs/s.
+    func pickup(client: BenchClient, seconds: Int) async throws -> (Double, Double) {
+        let queue = JobQueue(client: client.client, logger: logger)
+        let listener = JobQueueListener(client: client.client, logger: logger)
+        let enqueuedAt = Mutex<[JobID: ContinuousClock.Instant]>([:])
+        let startedAt = Mutex<[JobID: ContinuousClock.Instant]>([:])
+        var handlers = JobHandlers()
+        handlers.register("noop") { job in
+            startedAt.withLock { $0[job.id] = ContinuousClock.now }
+            return .completed
+        }
+        let executor = JobExecutor(
+            queue: queue, handlers: handlers, configuration: .init(queue: "bench", concurrency: 50), listener: listener)
+        let total = seconds * 1000
+        await withDiscardingTaskGroup { group in
+            group.addTask { await listener.run() }
+            group.addTask { await executor.run() }
+            try? await Task.sleep(for: .milliseconds(500))
+            let begin = ContinuousClock.now
+            for i in 0..<total {
+                // Pace at 1 job per millisecond against the schedule, not by sleeping a fixed gap.
+                let due = begin + .milliseconds(i)
+                if ContinuousClock.now < due { try? await Task.sleep(until: due) }
+                let t0 = ContinuousClock.now
+                if let job = try? await queue.enqueue(NewJob(queue: "bench", kind: "noop")) {
+                    enqueuedAt.withLock { $0[job.id] = t0 }
+                }
+            }
+            try? await Task.sleep(for: .milliseconds(500))
+            executor.shutdown()
+            try? await Task.sleep(for: .milliseconds(200))
+            group.cancelAll()
+        }
+        let enqueued = enqueuedAt.withLock { $0 }
+        let started = startedAt.withLock { $0 }
+        var latencies = enqueued.compactMap { id, t0 in started[id].map { ($0 - t0).milliseconds } }.sorted()
+        info("pickup: \(latencies.count) of \(enqueued.count) jobs measured")
+        if latencies.isEmpty { latencies = [0] }
+        func pct(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
+        return (pct(0.5), pct(0.99))
+    }
+
+    /// rows/s of pgbench running the reference batched claim(100)+complete script.
+    func pgbenchReference(client: BenchClient, seconds: Int) async throws -> Double {
+        try await runSQLFile(client: client, "Benchmarks/pgbench/schema.sql")
+        let preload = max(500_000, seconds * 120_000)
+        try await client.client.query(
+            """
+            INSERT INTO jobs (args)
+            SELECT jsonb_build_object('device', 'dev' || g, 'title', 'hi', 'body', 'hello world')
+            FROM generate_series(1, \(preload)) g
+            """, logger: logger)
+        try await client.client.query("VACUUM ANALYZE jobs", logger: logger)
+        return try pgbench(url: client.url, script: "Benchmarks/pgbench/claim_batch100_then_complete.sql", seconds: seconds) * 100
+    }
+
+    /// rows/s of pgbench running the same batch on this queue's schema and statements.
+    func pgbenchOwnSchema(client: BenchClient, seconds: Int) async throws -> Double {
+        let preload = max(500_000, seconds * 120_000)
+        let queue = JobQueue(client: client.client, logger: logger, configuration: .init(notifyOnEnqueue: false))
+        var left = preload
+        while left > 0 {
+            let n = min(left, 100_000)
+            try await queue.enqueue(newJobs(n, queue: "pgbench"))
+            left -= n
+        }
+        try await client.client.query("VACUUM ANALYZE pgqueue.jobs", logger: logger)
+        return try pgbench(url: client.url, script: "Benchmarks/pgbench/pgqueue_claim100_then_complete.sql", seconds: seconds) * 100
+    }
+
+    func runSQLFile(client: BenchClient, _ path: String) async throws {
+        let sql = try String(contentsOfFile: path, encoding: .utf8)
+        for statement in QueueSchema.statements(in: sql) {
+            try await client.client.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+        }
+    }
+
+    /// Runs pgbench (4 clients, 2 threads, prepared) and returns its tps.
+    func pgbench(url: String, script: String, seconds: Int) throws -> Double {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["pgbench", "-n", "-M", "prepared", "-c", "4", "-j", "2", "-T", "\(seconds)", "-f", script, url]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        guard process.terminationStatus == 0,
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
+            let tps = Double(line.dropFirst(6).prefix { $0 != " " })
+        else { throw ValidationError("pgbench failed: \(text.suffix(400))") }
+        return tps
+    }
+
+    func preloadHistory(client: BenchClient, rows: Int) async throws {
+        try await client.client.query(
+            """
+            INSERT INTO pgqueue.job_history (id, queue, kind, args, state, priority, attempt, max_attempts, run_at, created_at, attempted_at, finished_at)
+            SELECT nextval('pgqueue.job_ids'), 'bench', 'noop', jsonb_build_object('device', 'dev' || g, 'title', 'hi', 'body', 'hello world'),
+                   'completed', 0, 1, 20, now(), now(), now(), now() - (g % 86400) * interval '1 second'
+            FROM generate_series(1, \(rows)) g
+            """, logger: logger)
+        try await client.client.query("VACUUM ANALYZE pgqueue.job_history", logger: logger)
+    }
+
+    /// Enqueue (batches of 1,000) and drain together for `seconds`; jobs/s drained in the first
+    /// and in the last 20 seconds.
+    func sustained(client: BenchClient, seconds: Int, executors: Int, concurrency: Int) async throws -> (Double, Double) {
+        let done = Mutex(0)
+        var handlers = JobHandlers()
+        handlers.register("noop") { _ in
+            done.withLock { $0 += 1 }
+            return .completed
+        }
+        let clients = try (0..<executors).map { _ in try makeClient(client.url, poolSize: 8) }
+        let runners = clients.map { c in
+            JobExecutor(
+                queue: JobQueue(client: c, logger: logger), handlers: handlers,
+                configuration: .init(queue: "bench", concurrency: concurrency, pollInterval: .milliseconds(50)))
+        }
+        let queue = JobQueue(client: client.client, logger: logger)
+        let stop = Flag()
+        var samples: [(ContinuousClock.Instant, Int)] = []
+        let window = min(20, max(1, seconds / 3))
+        await withDiscardingTaskGroup { group in
+            for c in clients { group.addTask { await c.run() } }
+            for runner in runners { group.addTask { await runner.run() } }
+            group.addTask {
+                let batch = newJobs(1000)
+                while !stop.isSet {
+                    // Keep a backlog of at most ~50k so the run measures the queue, not an ever-growing table.
+                    let backlog = (try? await queue.client.query("SELECT count(*) FROM pgqueue.jobs", logger: logger)
+                        .decode(Int64.self).reduce(0) { $0 + $1 }) ?? 0
+                    if backlog > 50_000 { try? await Task.sleep(for: .milliseconds(20)); continue }
+                    _ = try? await queue.enqueue(batch)
+                }
+            }
+            let begin = ContinuousClock.now
+            samples.append((begin, done.withLock { $0 }))
+            while ContinuousClock.now - begin < .seconds(seconds) {
+                try? await Task.sleep(for: .seconds(1))
+                samples.append((ContinuousClock.now, done.withLock { $0 }))
+            }
+            stop.set()
+            for runner in runners { runner.shutdown() }
+            try? await Task.sleep(for: .milliseconds(500))
+            group.cancelAll()
+        }
+        func rate(_ from: Int, _ to: Int) -> Double {
+            Double(samples[to].1 - samples[from].1) / (samples[to].0 - samples[from].0).seconds
+        }
+        let n = samples.count - 1
+        return (rate(0, min(window, n)), rate(max(0, n - window), n))
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    var milliseconds: Double { seconds * 1000 }
+}
+
+/// A flag one task sets and others read.
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
+}

@@ -1,0 +1,58 @@
+# Herald: `make run` brings everything up locally; `make test` runs the whole test suite.
+# Both need nothing installed by hand: scripts/db.sh installs PostgreSQL when it is missing.
+
+SWIFT ?= swift
+RELEASE_PATH ?= .build-release
+DB_ENV := .data/postgres.env
+
+.PHONY: help build test run bench bench-queue bench-hub lint format migrate db-up db-down clean
+
+help:
+	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
+	@echo "make test        start PostgreSQL, build every product, run every test"
+	@echo "make bench       every benchmark (release build); bench-queue, bench-hub for subsets"
+	@echo "make lint        swift-format lint with the checked-in .swift-format"
+	@echo "make migrate     apply migrations to the local database"
+	@echo "make db-up/db-down  start/stop the local PostgreSQL cluster in .data/"
+
+db-up:
+	@scripts/db.sh up
+
+db-down:
+	@scripts/db.sh down
+
+build:
+	$(SWIFT) build
+
+# db-up, then build every product (tests start the executables as child processes), then test.
+# The exit code of `swift test` is the exit code of `make test`.
+test: db-up
+	$(SWIFT) build --build-tests
+	@set -a; . ./$(DB_ENV); set +a; \
+	  scripts/test-db-cleanup.sh; \
+	  HERALD_BIN_DIR="$$($(SWIFT) build --show-bin-path)" $(SWIFT) test --skip-build
+
+migrate: db-up build
+	@set -a; . ./$(DB_ENV); set +a; "$$($(SWIFT) build --show-bin-path)/heraldctl" migrate
+
+run: db-up build
+	@scripts/run.sh "$$($(SWIFT) build --show-bin-path)"
+
+bench: bench-queue bench-hub
+
+bench-queue: db-up
+	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-bench
+	@set -a; . ./$(DB_ENV); set +a; "$(RELEASE_PATH)/release/herald-bench" queue
+
+bench-hub:
+	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-bench
+	"$(RELEASE_PATH)/release/herald-bench" hub
+
+lint:
+	$(SWIFT) format lint --recursive --parallel Package.swift Sources Tests Benchmarks
+
+format:
+	$(SWIFT) format format --in-place --recursive --parallel Package.swift Sources Tests Benchmarks
+
+clean:
+	rm -rf .build $(RELEASE_PATH)

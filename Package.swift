@@ -1,0 +1,242 @@
+// swift-tools-version:6.1
+// Herald: a self-hosted push-notification backend on Azure Notification Hubs.
+// Module boundaries follow docs/architecture.md; the import rules there are checked in review.
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "herald",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "NotificationHubs", targets: ["NotificationHubs"]),
+        .library(name: "NotificationHubsEmulator", targets: ["NotificationHubsEmulator"]),
+        .library(name: "PostgresQueue", targets: ["PostgresQueue"]),
+        .executable(name: "herald-api", targets: ["herald-api"]),
+        .executable(name: "herald-worker", targets: ["herald-worker"]),
+        .executable(name: "heraldctl", targets: ["heraldctl"]),
+        .executable(name: "nh-emulator", targets: ["nh-emulator"]),
+        .executable(name: "herald-bench", targets: ["herald-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+    ],
+    targets: [
+        // MARK: Reusable libraries (know nothing of Herald)
+        .target(
+            name: "NotificationHubs",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "NotificationHubsEmulator",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "PostgresQueue",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            resources: [.copy("Schema")],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Herald
+        .target(name: "HeraldDomain", swiftSettings: swiftSettings),
+        .target(
+            name: "HeraldStorage",
+            dependencies: [
+                "HeraldDomain", "PostgresQueue",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("Migrations")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HeraldDelivery",
+            dependencies: [
+                "HeraldDomain", "HeraldStorage", "PostgresQueue", "NotificationHubs",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HeraldAPI",
+            dependencies: [
+                "HeraldDomain", "HeraldStorage",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
+                .product(name: "HummingbirdBasicAuth", package: "hummingbird-auth"),
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HeraldRuntime",
+            dependencies: [
+                "HeraldStorage", "PostgresQueue",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Executables (parsing and wiring only)
+        .executableTarget(
+            name: "herald-api",
+            dependencies: [
+                "HeraldAPI", "HeraldRuntime",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "herald-worker",
+            dependencies: [
+                "HeraldDelivery", "HeraldRuntime", "PostgresQueue",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "heraldctl",
+            dependencies: [
+                "HeraldStorage", "HeraldRuntime",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "nh-emulator",
+            dependencies: [
+                "NotificationHubsEmulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "herald-bench",
+            dependencies: [
+                "PostgresQueue", "HeraldStorage", "HeraldRuntime", "NotificationHubs", "NotificationHubsEmulator",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/herald-bench",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Tests
+        .executableTarget(
+            name: "pgqueue-probe",
+            dependencies: [
+                "PostgresQueue", "HeraldRuntime",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tests/pgqueue-probe",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HeraldTestSupport",
+            dependencies: [
+                "HeraldStorage", "HeraldRuntime", "PostgresQueue",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/HeraldTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PostgresQueueTests",
+            dependencies: [
+                "PostgresQueue", "HeraldTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HeraldStorageTests",
+            dependencies: [
+                "HeraldStorage", "HeraldTestSupport", "PostgresQueue",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NotificationHubsTests",
+            dependencies: [
+                "NotificationHubs", "NotificationHubsEmulator",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NotificationHubsEmulatorTests",
+            dependencies: [
+                "NotificationHubsEmulator",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)
+

@@ -1,0 +1,1 @@
+// HeraldDomain: filled in by its issue.

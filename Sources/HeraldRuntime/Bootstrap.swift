@@ -1,0 +1,80 @@
+public import Logging
+import Metrics
+public import Prometheus
+public import PostgresNIO
+import HeraldStorage
+import Foundation
+import NIOSSL
+import NIOCore
+
+/// Process-wide setup shared by the executables.
+public enum HeraldBootstrap {
+    /// Sends logs to standard error at `level`. Call once, first thing.
+    public static func logging(level: Logger.Level) {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+    }
+
+    /// Routes swift-metrics to a Prometheus registry and returns it (for `/metrics`). Call once.
+    public static func metrics() -> PrometheusCollectorRegistry {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }
+
+    /// Runs `body` with a running client, after checking within `timeout` that the database
+    /// answers: one direct connection attempt first, so that a refused connection, a wrong
+    /// password or a missing database fails at once with a one-line error instead of the
+    /// pool retrying in the background.
+    public static func withClient<T: Sendable>(
+        _ settings: DatabaseSettings, logger: Logger, timeout: Duration = .seconds(10),
+        _ body: @Sendable (PostgresClient) async throws -> T
+    ) async throws -> T {
+        try await preflight(settings, timeout: timeout)
+        // The pool's own chatter (connection churn) is noise for a short-lived client.
+        var background = logger
+        background.logLevel = max(logger.logLevel, .error)
+        let client = PostgresClient(configuration: settings.postgres, backgroundLogger: background)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            return try await body(client)
+        }
+    }
+
+    /// One connection attempt, closed at once; throws a ``StorageError`` naming the reason.
+    public static func preflight(_ settings: DatabaseSettings, timeout: Duration = .seconds(10)) async throws {
+        let silent = Logger(label: "herald.preflight", factory: { _ in SwiftLogNoOpLogHandler() })
+        let tls: PostgresConnection.Configuration.TLS
+        switch settings.tlsMode {
+        case "require": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        case "prefer": tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        default: tls = .disable
+        }
+        var configuration = PostgresConnection.Configuration(
+            host: settings.host, port: settings.port, username: settings.username, password: settings.password,
+            database: settings.database, tls: tls)
+        configuration.options.connectTimeout = .seconds(max(1, timeout.components.seconds))
+        let action = "connect to the database at \(settings.redacted)"
+        do {
+            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: silent)
+            try? await connection.close()
+        } catch let error as PSQLError {
+            throw StorageError.from(error, action: action)
+        } catch {
+            throw StorageError(.unavailable, "could not \(action): \(error)", underlying: error)
+        }
+    }
+
+    /// Checks that the database answers and that its schema is exactly what this build
+    /// expects. Throws a one-line error (unreachable database, schema behind) so the
+    /// executables can refuse to start cleanly.
+    public static func checkDatabase(_ settings: DatabaseSettings, logger: Logger) async throws {
+        try await withClient(settings, logger: logger) { client in
+            try await MigrationRunner(client: client, logger: logger).ensureCurrent()
+        }
+    }
+}

@@ -1,0 +1,192 @@
+public import Foundation
+public import Logging
+public import PostgresNIO
+import NIOSSL
+
+/// Herald's settings, read from the environment in one place (``fromEnvironment(_:)``).
+/// Every key carries the `HERALD_` prefix; the README's configuration table lists them.
+public struct HeraldConfiguration: Sendable {
+    /// Database settings.
+    public var database: DatabaseSettings
+    /// Log level for every component (`HERALD_LOG_LEVEL`: trace, debug, info, notice, warning, error).
+    public var logLevel: Logger.Level
+    /// Where `herald-api` listens.
+    public var api: APISettings
+    /// Worker settings.
+    public var worker: WorkerSettings
+    /// The Notification Hub, as plain values (the runtime never links the hub client).
+    public var hub: HubSettings?
+
+    /// Reads and validates every setting. Throws a ``ConfigurationError`` naming the key.
+    public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws
+        -> HeraldConfiguration
+    {
+        let env = Environment(values: environment)
+        guard let url = env["HERALD_DATABASE_URL"] else {
+            throw ConfigurationError(
+                key: "HERALD_DATABASE_URL",
+                "is not set (for a local database: `make db-up`, then `set -a; . .data/postgres.env; set +a`)")
+        }
+        var database = try DatabaseSettings(url: url)
+        database.poolSize = try env.int("HERALD_DATABASE_POOL_SIZE", default: 20, range: 1...500)
+        let hub: HubSettings?
+        if let connectionString = env["HERALD_HUB_CONNECTION_STRING"] {
+            guard let name = env["HERALD_HUB_NAME"] else {
+                throw ConfigurationError(key: "HERALD_HUB_NAME", "is not set, but HERALD_HUB_CONNECTION_STRING is")
+            }
+            hub = HubSettings(connectionString: connectionString, hubName: name)
+        } else {
+            hub = nil
+        }
+        return HeraldConfiguration(
+            database: database,
+            logLevel: try env.logLevel("HERALD_LOG_LEVEL", default: .info),
+            api: APISettings(
+                host: env["HERALD_API_HOST"] ?? "127.0.0.1",
+                port: try env.int("HERALD_API_PORT", default: 8080, range: 0...65535),
+                maxBodyBytes: try env.int("HERALD_API_MAX_BODY_BYTES", default: 64 * 1024, range: 1024...(16 << 20))),
+            worker: WorkerSettings(
+                concurrency: try env.int("HERALD_WORKER_CONCURRENCY", default: 50, range: 1...10_000),
+                leaseSeconds: try env.int("HERALD_LEASE_SECONDS", default: 30, range: 1...86_400),
+                historyRetentionHours: try env.int("HERALD_HISTORY_RETENTION_HOURS", default: 168, range: 1...87_600),
+                metricsHost: env["HERALD_WORKER_METRICS_HOST"] ?? "127.0.0.1",
+                metricsPort: try env.int("HERALD_WORKER_METRICS_PORT", default: 9091, range: 0...65535)),
+            hub: hub)
+    }
+}
+
+/// How to reach PostgreSQL.
+public struct DatabaseSettings: Sendable {
+    /// Host name or address.
+    public var host: String
+    /// TCP port.
+    public var port: Int
+    /// Role.
+    public var username: String
+    /// Password, if any. Never logged.
+    public var password: String?
+    /// Database name.
+    public var database: String
+    /// TLS mode: `disable`, `prefer` or `require` (`?sslmode=` in the URL). Defaults to
+    /// `disable` on loopback and `require` elsewhere.
+    public var tlsMode: String
+    /// Connections in the pool.
+    public var poolSize: Int = 20
+
+    /// Parses `postgres://user:password@host:port/database?sslmode=…`.
+    public init(url: String) throws {
+        guard let components = URLComponents(string: url), let scheme = components.scheme,
+            scheme == "postgres" || scheme == "postgresql", let host = components.host, !host.isEmpty
+        else {
+            throw ConfigurationError(key: "HERALD_DATABASE_URL", "must look like postgres://user:password@host:port/database")
+        }
+        guard let user = components.user, !user.isEmpty else {
+            throw ConfigurationError(key: "HERALD_DATABASE_URL", "has no user name")
+        }
+        self.host = host
+        self.port = components.port ?? 5432
+        self.username = user.removingPercentEncoding ?? user
+        self.password = components.password.map { $0.removingPercentEncoding ?? $0 }
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        self.database = path.isEmpty ? self.username : path
+        let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        let mode = components.queryItems?.first { $0.name == "sslmode" }?.value ?? (loopback ? "disable" : "require")
+        guard ["disable", "prefer", "require"].contains(mode) else {
+            throw ConfigurationError(key: "HERALD_DATABASE_URL", "has sslmode=\(mode); use disable, prefer or require")
+        }
+        self.tlsMode = mode
+    }
+
+    /// The PostgresNIO client configuration.
+    public var postgres: PostgresClient.Configuration {
+        let tls: PostgresClient.Configuration.TLS
+        switch tlsMode {
+        case "require": tls = .require(.makeClientConfiguration())
+        case "prefer": tls = .prefer(.makeClientConfiguration())
+        default: tls = .disable
+        }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.maximumConnections = poolSize
+        configuration.options.connectTimeout = .seconds(5)
+        return configuration
+    }
+
+    /// `host:port/database`, safe to log (no credentials).
+    public var redacted: String { "\(host):\(port)/\(database)" }
+}
+
+/// Where `herald-api` listens.
+public struct APISettings: Sendable {
+    /// Bind address (`HERALD_API_HOST`, default 127.0.0.1).
+    public var host: String
+    /// Port (`HERALD_API_PORT`, default 8080; 0 picks a free one).
+    public var port: Int
+    /// Largest request body (`HERALD_API_MAX_BODY_BYTES`, default 64 KiB); larger ones get 413.
+    public var maxBodyBytes: Int
+}
+
+/// Worker settings.
+public struct WorkerSettings: Sendable {
+    /// Jobs run at once per queue (`HERALD_WORKER_CONCURRENCY`, default 50).
+    public var concurrency: Int
+    /// Job lease (`HERALD_LEASE_SECONDS`, default 30): a crashed worker's jobs run again after it.
+    public var leaseSeconds: Int
+    /// How long finished jobs stay in history (`HERALD_HISTORY_RETENTION_HOURS`, default 168).
+    public var historyRetentionHours: Int
+    /// Metrics and health listener address (`HERALD_WORKER_METRICS_HOST`, default 127.0.0.1).
+    public var metricsHost: String
+    /// Metrics and health listener port (`HERALD_WORKER_METRICS_PORT`, default 9091).
+    public var metricsPort: Int
+}
+
+/// The Notification Hub to deliver through.
+public struct HubSettings: Sendable {
+    /// `HERALD_HUB_CONNECTION_STRING` (a secret: never logged).
+    public var connectionString: String
+    /// `HERALD_HUB_NAME`.
+    public var hubName: String
+}
+
+/// A setting that is missing or malformed. The description names the key and never
+/// repeats a secret value.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    /// The environment key.
+    public var key: String
+    /// What is wrong with it.
+    public var problem: String
+
+    /// Creates an error.
+    public init(key: String, _ problem: String) {
+        self.key = key
+        self.problem = problem
+    }
+
+    /// `KEY problem`.
+    public var description: String { "\(key) \(problem)" }
+}
+
+struct Environment {
+    var values: [String: String]
+
+    subscript(key: String) -> String? {
+        guard let value = values[key]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        return value
+    }
+
+    func int(_ key: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let text = self[key] else { return value }
+        guard let number = Int(text), range.contains(number) else {
+            throw ConfigurationError(key: key, "must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
+        }
+        return number
+    }
+
+    func logLevel(_ key: String, default value: Logger.Level) throws -> Logger.Level {
+        guard let text = self[key] else { return value }
+        guard let level = Logger.Level(rawValue: text.lowercased()) else {
+            throw ConfigurationError(key: key, "must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        return level
+    }
+}

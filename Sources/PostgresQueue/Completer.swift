@@ -1,0 +1,173 @@
+import Logging
+import PostgresNIO
+
+/// One attempt's result, waiting to be written.
+struct Completion: Sendable {
+    enum Resolution: Sendable {
+        /// Leaves the claim table for history.
+        case finish(state: JobState, error: String?)
+        /// Back in line after `delay`.
+        case requeue(state: JobState, delay: Duration, error: String?, countsAsAttempt: Bool)
+        /// Back in line at once, as if never claimed (shutdown).
+        case release
+    }
+    var job: ClaimedJob
+    var resolution: Resolution
+}
+
+/// Writes outcomes in batches: whatever is pending is written as soon as the previous write
+/// returns, so batches grow with load and an idle executor writes at once. Each batch is at
+/// most two statements (one to history, one back to the claim table), both fenced.
+actor Completer {
+    private let queue: JobQueue
+    private let configuration: JobExecutor.Configuration
+    private let state: ExecutorState
+    private var pending: [Completion] = []
+    private var flusher: CheckedContinuation<Void, Never>?
+    private var spaceWaiters: [CheckedContinuation<Void, Never>] = []
+    private var finishing = false
+
+    init(queue: JobQueue, configuration: JobExecutor.Configuration, state: ExecutorState) {
+        self.queue = queue
+        self.configuration = configuration
+        self.state = state
+    }
+
+    /// Queues an outcome; waits while too many are pending (backpressure on handlers).
+    func submit(_ completion: Completion) async {
+        pending.append(completion)
+        wakeFlusher()
+        while pending.count > configuration.maxPendingCompletions {
+            await withCheckedContinuation { spaceWaiters.append($0) }
+        }
+    }
+
+    /// Releases claimed jobs that never started (graceful shutdown), at once.
+    func release(_ jobs: [ClaimedJob]) async {
+        guard !jobs.isEmpty else { return }
+        await write(jobs.map { Completion(job: $0, resolution: .release) })
+    }
+
+    /// Stops after everything pending is written.
+    func finish() {
+        finishing = true
+        wakeFlusher()
+    }
+
+    func run() async {
+        while true {
+            if pending.isEmpty {
+                if finishing { return }
+                await withCheckedContinuation { flusher = $0 }
+                continue
+            }
+            let batch = pending
+            pending = []
+            let waiters = spaceWaiters
+            spaceWaiters = []
+            for waiter in waiters { waiter.resume() }
+            await write(batch)
+        }
+    }
+
+    private func wakeFlusher() {
+        flusher?.resume()
+        flusher = nil
+    }
+
+    /// Writes a batch, retrying while the database is unreachable. After five failed tries the
+    /// batch is given up: those jobs stay `running` until their leases expire and then run
+    /// again (at-least-once), which is the same thing a crash at this point would do.
+    private func write(_ batch: [Completion]) async {
+        var tries = 0
+        while true {
+            do {
+                try await writeOnce(batch)
+                break
+            } catch {
+                tries += 1
+                queue.logger.warning(
+                    "pgqueue.complete.failed",
+                    metadata: ["queue": "\(configuration.queue)", "error": "\(error)", "jobs": "\(batch.count)", "tries": "\(tries)"])
+                if tries >= 5 { break }
+                try? await Task.sleep(for: .milliseconds(100 * (1 << tries)))
+            }
+        }
+        state.withLock { s in for completion in batch { s.leased[completion.job.id] = nil } }
+    }
+
+    private func writeOnce(_ batch: [Completion]) async throws {
+        var finishIDs: [JobID] = [], finishAttempts: [Int16] = [], finishStates: [String] = [], finishErrors: [String] = []
+        var requeueIDs: [JobID] = [], requeueAttempts: [Int16] = [], requeueStates: [String] = []
+        var requeueDelays: [Int64] = [], requeueErrors: [String] = [], requeueDeltas: [Int16] = []
+        for completion in batch {
+            let job = completion.job
+            switch completion.resolution {
+            case .finish(let state, let error):
+                finishIDs.append(job.id)
+                finishAttempts.append(job.attempt)
+                finishStates.append(state.rawValue)
+                finishErrors.append(error ?? "")
+            case .requeue(let state, let delay, let error, let counts):
+                requeueIDs.append(job.id)
+                requeueAttempts.append(job.attempt)
+                requeueStates.append(state.rawValue)
+                requeueDelays.append(max(0, delay.milliseconds))
+                requeueErrors.append(error ?? "")
+                requeueDeltas.append(counts ? 0 : -1)
+            case .release:
+                requeueIDs.append(job.id)
+                requeueAttempts.append(job.attempt)
+                requeueStates.append(JobState.available.rawValue)
+                requeueDelays.append(0)
+                requeueErrors.append("")
+                requeueDeltas.append(-1)
+            }
+        }
+        let worker = configuration.workerID
+        var written = 0
+        if !finishIDs.isEmpty {
+            let query = QueueSQL.finish(
+                ids: finishIDs, attempts: finishAttempts, states: finishStates, errors: finishErrors, workerID: worker)
+            written += try await count(query)
+        }
+        if !requeueIDs.isEmpty {
+            func requeue(clearKeys: Bool) -> PostgresQuery {
+                QueueSQL.requeue(
+                    ids: requeueIDs, attempts: requeueAttempts, states: requeueStates, delaysMs: requeueDelays,
+                    errors: requeueErrors, attemptDeltas: requeueDeltas, workerID: worker, clearKeys: clearKeys)
+            }
+            do {
+                written += try await count(requeue(clearKeys: false))
+            } catch where QueueSQL.isUniqueViolation(error) {
+                // A job with the same key was enqueued concurrently: the newer one keeps the key.
+                written += try await count(requeue(clearKeys: true))
+            }
+        }
+        if written < batch.count {
+            queue.logger.debug(
+                "pgqueue.complete.fenced",
+                metadata: ["queue": "\(configuration.queue)", "fenced": "\(batch.count - written)"])
+        }
+        for completion in batch {
+            let outcome: String
+            switch completion.resolution {
+            case .finish(let state, _): outcome = state.rawValue
+            case .requeue(let state, _, _, _): outcome = state == .retryable ? "retried" : "snoozed"
+            case .release: outcome = "released"
+            }
+            queue.metrics.finished(queue: completion.job.queue, kind: completion.job.kind, outcome: outcome)
+        }
+    }
+
+    private func count(_ query: PostgresQuery) async throws -> Int {
+        do {
+            var n = 0
+            for try await _ in try await queue.client.query(query, logger: queue.logger).decode(JobID.self) { n += 1 }
+            return n
+        } catch let error as PSQLError {
+            if QueueSQL.isUniqueViolation(error) { throw error }
+            throw QueueSQL.map(error, doing: "complete")
+        }
+    }
+}

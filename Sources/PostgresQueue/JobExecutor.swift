@@ -1,0 +1,318 @@
+import Foundation
+import Logging
+import PostgresNIO
+public import ServiceLifecycle
+import Synchronization
+
+/// Claims jobs from one queue and runs them with bounded concurrency.
+///
+/// - Claims up to its free slots in one statement (`FOR UPDATE SKIP LOCKED`), and claims
+///   again at once while claims come back full.
+/// - Wakes on a ``JobQueueListener`` notification, polls as the fallback, and polls briefly
+///   at a fast pace after activity (enqueue notifications are debounced, so jobs enqueued
+///   inside a debounce window are found by these fast polls).
+/// - Holds each job by a lease judged on the database clock and extends leases with
+///   heartbeats; completions and failures are written in batches, fenced on
+///   (`id`, worker, attempt).
+/// - On graceful shutdown it stops claiming, releases jobs it claimed but had not started,
+///   lets running handlers finish within ``Configuration/shutdownBudget``, then cancels them
+///   and releases their jobs, and flushes every outcome before returning.
+///
+/// Delivery is at least once: a job whose worker dies runs again when its lease expires.
+public final class JobExecutor: Service, Sendable {
+    /// Executor settings.
+    public struct Configuration: Sendable {
+        /// The queue to claim from.
+        public var queue: String
+        /// Handlers running at once; also the largest claim.
+        public var concurrency: Int
+        /// How long a claim holds a job without a heartbeat (down to one second).
+        public var leaseDuration: Duration
+        /// How often leases of running jobs are extended. Default: a third of the lease.
+        public var heartbeatInterval: Duration?
+        /// How often an idle executor looks for work without a notification.
+        public var pollInterval: Duration
+        /// The fast poll pace used for ``hotWindow`` after activity.
+        public var hotPollInterval: Duration
+        /// How long after a notification or a non-empty claim the fast pace lasts.
+        public var hotWindow: Duration
+        /// Backoff for retries.
+        public var retryPolicy: RetryPolicy
+        /// How long running handlers get to finish on graceful shutdown before they are cancelled.
+        public var shutdownBudget: Duration
+        /// Outcomes waiting to be written before handlers wait (backpressure).
+        public var maxPendingCompletions: Int
+        /// Identifies this executor in `locked_by`. Must be unique per running executor.
+        public var workerID: String
+        /// Called after each non-empty claim, before the jobs start (instrumentation and tests).
+        public var afterClaim: (@Sendable ([JobID]) async -> Void)?
+
+        /// Creates a configuration with production defaults.
+        public init(
+            queue: String = "default", concurrency: Int = 50, leaseDuration: Duration = .seconds(30),
+            heartbeatInterval: Duration? = nil, pollInterval: Duration = .seconds(1),
+            hotPollInterval: Duration = .milliseconds(1), hotWindow: Duration = .milliseconds(100),
+            retryPolicy: RetryPolicy = .init(), shutdownBudget: Duration = .seconds(20),
+            maxPendingCompletions: Int = 10_000, workerID: String = JobExecutor.defaultWorkerID(),
+            afterClaim: (@Sendable ([JobID]) async -> Void)? = nil
+        ) {
+            self.queue = queue
+            self.concurrency = max(1, concurrency)
+            self.leaseDuration = max(leaseDuration, .seconds(1))
+            self.heartbeatInterval = heartbeatInterval
+            self.pollInterval = pollInterval
+            self.hotPollInterval = hotPollInterval
+            self.hotWindow = hotWindow
+            self.retryPolicy = retryPolicy
+            self.shutdownBudget = shutdownBudget
+            self.maxPendingCompletions = max(1, maxPendingCompletions)
+            self.workerID = workerID
+            self.afterClaim = afterClaim
+        }
+    }
+
+    /// `host:pid:random`, unique per executor.
+    public static func defaultWorkerID() -> String {
+        let host = ProcessInfo.processInfo.hostName
+        let pid = ProcessInfo.processInfo.processIdentifier
+        return "\(host):\(pid):\(UInt32.random(in: 0...UInt32.max))"
+    }
+
+    /// The queue this executor works for.
+    public let queue: JobQueue
+    /// Its settings.
+    public let configuration: Configuration
+    private let handlers: JobHandlers
+    private let listener: JobQueueListener?
+    private let state: ExecutorState
+    private let signals: AsyncStream<Void>
+    private let signal: AsyncStream<Void>.Continuation
+    private let completer: Completer
+    private var logger: Logger { queue.logger }
+
+    /// Creates an executor. Pass a running ``JobQueueListener`` to wake on notifications.
+    public init(queue: JobQueue, handlers: JobHandlers, configuration: Configuration, listener: JobQueueListener? = nil) {
+        self.queue = queue
+        self.handlers = handlers
+        self.configuration = configuration
+        self.listener = listener
+        self.state = ExecutorState()
+        (self.signals, self.signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.completer = Completer(queue: queue, configuration: configuration, state: state)
+    }
+
+    /// Stops claiming and winds down as on graceful shutdown (for use outside a `ServiceGroup`).
+    public func shutdown() {
+        state.withLock { $0.stopping = true }
+        signal.yield()
+    }
+
+    /// Runs until graceful shutdown or cancellation. Returns once every outcome is written.
+    public func run() async {
+        let subscription = listener?.subscribe(queue: configuration.queue)
+        await withTaskCancellationOrGracefulShutdownHandler {
+            await withDiscardingTaskGroup { services in
+                services.addTask { await self.heartbeatLoop() }
+                services.addTask { await self.pollLoop() }
+                if let subscription {
+                    services.addTask {
+                        for await _ in subscription.stream {
+                            self.state.withLock { $0.noteWake(hotWindow: self.configuration.hotWindow) }
+                            self.signal.yield()
+                        }
+                    }
+                }
+                async let completed: Void = self.completer.run()
+                await withDiscardingTaskGroup { jobs in
+                    await self.claimLoop(&jobs)
+                    if !(await self.waitForIdle(budget: self.configuration.shutdownBudget)) {
+                        self.logger.debug("pgqueue.executor.shutdown_budget_spent", metadata: ["queue": "\(self.configuration.queue)"])
+                        jobs.cancelAll()
+                    }
+                }
+                await self.completer.finish()
+                await completed
+                if let subscription { listener?.unsubscribe(subscription.id) }
+                self.state.withLock { $0.terminated = true }
+                self.signal.finish()
+                // The timers sleep between rounds; end them now rather than after their interval.
+                services.cancelAll()
+            }
+        } onCancelOrGracefulShutdown: {
+            self.shutdown()
+        }
+    }
+
+    // MARK: Claiming
+
+    private func claimLoop(_ jobs: inout DiscardingTaskGroup) async {
+        var iterator = signals.makeAsyncIterator()
+        var failures = 0
+        let threshold = max(1, configuration.concurrency / 4)
+        while true {
+            let (stopping, free, wanted, hot) = state.withLock { s in
+                let free = self.configuration.concurrency - s.inFlight
+                let wanted = free > 0 && (s.claimRequested || (s.backlog && (free >= threshold || s.inFlight == 0)))
+                if wanted { s.claimRequested = false }
+                return (s.stopping, free, wanted, s.isHot())
+            }
+            if stopping { return }
+            if wanted {
+                do {
+                    let claimed = try await claim(limit: free)
+                    failures = 0
+                    if let hook = configuration.afterClaim, !claimed.isEmpty { await hook(claimed.map(\.id)) }
+                    if state.withLock({ $0.stopping }) {
+                        await completer.release(claimed)
+                        return
+                    }
+                    state.withLock { s in
+                        s.inFlight += claimed.count
+                        for job in claimed { s.leased[job.id] = job.attempt }
+                        s.backlog = claimed.count == free
+                        if !claimed.isEmpty { s.hotUntil = ContinuousClock.now + self.configuration.hotWindow }
+                    }
+                    for job in claimed { jobs.addTask { await self.execute(job) } }
+                    continue
+                } catch {
+                    failures += 1
+                    logger.warning(
+                        "pgqueue.claim.failed",
+                        metadata: ["queue": "\(configuration.queue)", "error": "\(error)", "failures": "\(failures)"])
+                    try? await Task.sleep(for: min(.seconds(5), .milliseconds(100 * (1 << min(failures, 6)))))
+                    state.withLock { $0.claimRequested = true }
+                    continue
+                }
+            }
+            if hot && free > 0 {
+                try? await Task.sleep(for: configuration.hotPollInterval)
+                state.withLock { $0.claimRequested = true }
+                continue
+            }
+            guard await iterator.next() != nil else { return }
+        }
+    }
+
+    private func claim(limit: Int) async throws -> [ClaimedJob] {
+        let query = QueueSQL.claim(
+            queue: configuration.queue, limit: limit, workerID: configuration.workerID,
+            leaseMs: configuration.leaseDuration.milliseconds)
+        var claimed: [ClaimedJob] = []
+        claimed.reserveCapacity(limit)
+        do {
+            let rows = try await queue.client.query(query, logger: logger)
+            for try await (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt) in rows.decode(
+                (JobID, String, String, Int16, Int16, Int16, Date, Date, Date).self)
+            {
+                claimed.append(
+                    ClaimedJob(
+                        id: id, queue: configuration.queue, kind: kind, argsJSON: args, attempt: attempt,
+                        maxAttempts: maxAttempts, priority: priority, runAt: runAt, attemptedAt: attemptedAt,
+                        createdAt: createdAt))
+            }
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: "claim")
+        }
+        if !claimed.isEmpty { queue.metrics.claimed(queue: configuration.queue, count: claimed.count) }
+        return claimed
+    }
+
+    // MARK: Running
+
+    private func execute(_ job: ClaimedJob) async {
+        let latency = Duration.milliseconds(Int64(max(0, job.attemptedAt.timeIntervalSince(job.runAt)) * 1000))
+        queue.metrics.started(queue: job.queue, kind: job.kind, latency: latency)
+        let started = ContinuousClock.now
+        let resolution: Completion.Resolution
+        if let handler = handlers.byKind[job.kind] {
+            do {
+                resolution = resolve(try await handler(job), for: job)
+            } catch is CancellationError where state.withLock({ $0.stopping }) {
+                resolution = .release
+            } catch {
+                resolution = resolve(.retry(reason: String(describing: error)), for: job)
+            }
+        } else {
+            resolution = .finish(state: .discarded, error: "no handler is registered for kind \(job.kind)")
+        }
+        queue.metrics.ran(queue: job.queue, kind: job.kind, duration: ContinuousClock.now - started)
+        await completer.submit(Completion(job: job, resolution: resolution))
+        state.withLock { $0.inFlight -= 1 }
+        signal.yield()
+    }
+
+    private func resolve(_ outcome: JobOutcome, for job: ClaimedJob) -> Completion.Resolution {
+        switch outcome {
+        case .completed:
+            return .finish(state: .completed, error: nil)
+        case .discard(let reason):
+            return .finish(state: .discarded, error: reason)
+        case .retry(let reason, let notBefore):
+            if job.isLastAttempt { return .finish(state: .discarded, error: reason) }
+            let delay = configuration.retryPolicy.delay(afterAttempt: Int(job.attempt), notBefore: notBefore)
+            return .requeue(state: .retryable, delay: delay, error: reason, countsAsAttempt: true)
+        case .snooze(let delay):
+            return .requeue(state: .available, delay: delay, error: nil, countsAsAttempt: false)
+        }
+    }
+
+    // MARK: Timers
+
+    private func pollLoop() async {
+        while !state.withLock({ $0.stopping }) {
+            try? await Task.sleep(for: configuration.pollInterval)
+            state.withLock { $0.claimRequested = true }
+            signal.yield()
+        }
+    }
+
+    private func heartbeatLoop() async {
+        let interval = configuration.heartbeatInterval ?? configuration.leaseDuration / 3
+        while !state.withLock({ $0.terminated }) {
+            try? await Task.sleep(for: interval)
+            let ids = state.withLock { Array($0.leased.keys) }
+            guard !ids.isEmpty else { continue }
+            do {
+                try await queue.client.query(
+                    QueueSQL.heartbeat(ids: ids, workerID: configuration.workerID, leaseMs: configuration.leaseDuration.milliseconds),
+                    logger: logger)
+            } catch {
+                logger.warning("pgqueue.heartbeat.failed", metadata: ["queue": "\(configuration.queue)", "error": "\(error)"])
+            }
+        }
+    }
+
+    private func waitForIdle(budget: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + budget
+        while state.withLock({ $0.inFlight > 0 }) {
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return true
+    }
+}
+
+/// The executor's shared bookkeeping.
+final class ExecutorState: Sendable {
+    struct Values {
+        var inFlight = 0
+        var leased: [JobID: Int16] = [:]
+        var stopping = false
+        var terminated = false
+        var claimRequested = true
+        var backlog = false
+        var hotUntil: ContinuousClock.Instant?
+
+        func isHot() -> Bool { hotUntil.map { ContinuousClock.now < $0 } ?? false }
+
+        mutating func noteWake(hotWindow: Duration) {
+            claimRequested = true
+            hotUntil = ContinuousClock.now + hotWindow
+        }
+    }
+    private let values = Mutex(Values())
+
+    func withLock<T>(_ body: (inout Values) -> T) -> T {
+        values.withLock { body(&$0) }
+    }
+}

@@ -1,0 +1,423 @@
+public import Foundation
+public import Logging
+public import PostgresNIO
+import Synchronization
+
+/// A PostgreSQL job queue: enqueue (on the caller's connection, so a job commits or rolls
+/// back with the caller's own rows), cancel, and counts. Executors (``JobExecutor``) claim
+/// and run the jobs; ``JobQueueMaintenance`` rescues expired leases and prunes history.
+///
+/// The queue lives in its own PostgreSQL schema, `pgqueue`, created by ``QueueSchema``.
+public struct JobQueue: Sendable {
+    /// Enqueue-side settings.
+    public struct Configuration: Sendable {
+        /// Send a LISTEN/NOTIFY hint so idle executors wake at once. Polling is the fallback,
+        /// so the queue is correct with this off (e.g. behind a transaction-pooling PgBouncer).
+        public var notifyOnEnqueue: Bool
+        /// The first enqueue of a window notifies at once; later ones in the window fold into
+        /// one trailing notification (NOTIFY takes a global lock at commit: keep it rare).
+        public var notifyDebounce: Duration
+
+        /// Creates a configuration. Defaults: notifications on, 50 ms window.
+        public init(notifyOnEnqueue: Bool = true, notifyDebounce: Duration = .milliseconds(50)) {
+            self.notifyOnEnqueue = notifyOnEnqueue
+            self.notifyDebounce = notifyDebounce
+        }
+    }
+
+    /// The LISTEN/NOTIFY channel; the payload is the queue name.
+    public static let notificationChannel = "pgqueue_jobs"
+    /// The largest batch one enqueue statement takes; larger batches are split.
+    public static let maxBatch = 10_000
+
+    /// The pool used for work outside a caller's transaction.
+    public let client: PostgresClient
+    /// Where the queue logs (debug and trace only).
+    public let logger: Logger
+    /// Enqueue-side settings.
+    public let configuration: Configuration
+    let debouncer: NotifyDebouncer
+    let metrics: QueueMetrics
+
+    /// Creates a queue on a running `PostgresClient`.
+    public init(client: PostgresClient, logger: Logger, configuration: Configuration = .init()) {
+        self.client = client
+        self.logger = logger
+        self.configuration = configuration
+        self.debouncer = NotifyDebouncer(window: configuration.notifyDebounce)
+        self.metrics = QueueMetrics()
+    }
+
+    // MARK: Enqueue
+
+    /// Enqueues one job on the caller's connection (inside the caller's transaction, if any).
+    @discardableResult
+    public func enqueue(_ job: NewJob, on connection: PostgresConnection) async throws -> EnqueuedJob {
+        try await enqueue([job], on: connection)[0]
+    }
+
+    /// Enqueues many jobs with one statement per ``maxBatch`` jobs, on the caller's connection.
+    /// Results come back in input order.
+    @discardableResult
+    public func enqueue(_ jobs: [NewJob], on connection: PostgresConnection) async throws -> [EnqueuedJob] {
+        guard !jobs.isEmpty else { return [] }
+        var results: [EnqueuedJob] = []
+        results.reserveCapacity(jobs.count)
+        var start = 0
+        while start < jobs.count {
+            let end = min(start + Self.maxBatch, jobs.count)
+            results += try await insertBatch(jobs[start..<end], on: connection)
+            start = end
+        }
+        for job in jobs { metrics.enqueued(queue: job.queue, kind: job.kind) }
+        if configuration.notifyOnEnqueue {
+            for queue in Set(jobs.map(\.queue)) {
+                if debouncer.shouldNotifyNow(queue: queue, schedule: { scheduleTrailingNotify(queue: queue) }) {
+                    try await notify(queue: queue, on: connection)
+                }
+            }
+        }
+        return results
+    }
+
+    /// Enqueues one job in a transaction of its own.
+    @discardableResult
+    public func enqueue(_ job: NewJob) async throws -> EnqueuedJob {
+        try await enqueue([job])[0]
+    }
+
+    /// Enqueues many jobs in a transaction of their own.
+    @discardableResult
+    public func enqueue(_ jobs: [NewJob]) async throws -> [EnqueuedJob] {
+        try await withTransaction { connection in try await enqueue(jobs, on: connection) }
+    }
+
+    private func insertBatch(_ batch: ArraySlice<NewJob>, on connection: PostgresConnection) async throws
+        -> [EnqueuedJob]
+    {
+        for job in batch where job.kind.isEmpty || job.queue.isEmpty || job.maxAttempts < 1 {
+            throw JobQueueError(.invalidJob, "a job needs a queue, a kind and at least one attempt")
+        }
+        // A unique key that appears twice in one batch is enqueued once; later copies point at it.
+        var firstIndexForKey: [String: Int] = [:]
+        var sent: [NewJob] = []
+        var sentIndexForInput: [Int] = []
+        sent.reserveCapacity(batch.count)
+        for job in batch {
+            if let key = job.uniqueKey, let first = firstIndexForKey[key] {
+                sentIndexForInput.append(-1 - first)
+                continue
+            }
+            if let key = job.uniqueKey { firstIndexForKey[key] = sent.count }
+            sentIndexForInput.append(sent.count)
+            sent.append(job)
+        }
+        let sentResults = try await insertDistinct(sent, on: connection)
+        return sentIndexForInput.map { index in
+            index >= 0 ? sentResults[index] : EnqueuedJob(id: sentResults[-1 - index].id, deduplicated: true)
+        }
+    }
+
+    private func insertDistinct(_ jobs: [NewJob], on connection: PostgresConnection) async throws -> [EnqueuedJob] {
+        let hasUniqueKeys = jobs.contains { $0.uniqueKey != nil }
+        var results = [EnqueuedJob?](repeating: nil, count: jobs.count)
+        var pending = Array(jobs.indices)
+        // A unique key held by a job in another, uncommitted transaction is skipped by ON CONFLICT
+        // but invisible to this statement's snapshot; look again, and insert again if that job
+        // has started meanwhile. Three rounds settle every race that is not pathological.
+        for _ in 0..<3 where !pending.isEmpty {
+            let rows = try await runInsert(pending.map { jobs[$0] }, uniqueKeys: hasUniqueKeys, on: connection)
+            var unresolved: [Int] = []
+            for (offset, row) in rows.enumerated() {
+                if let id = row.id {
+                    results[pending[offset]] = EnqueuedJob(id: id, deduplicated: !row.inserted)
+                } else {
+                    unresolved.append(pending[offset])
+                }
+            }
+            if !unresolved.isEmpty {
+                let keys = unresolved.compactMap { jobs[$0].uniqueKey }
+                let existing = try await existingJobs(forKeys: keys, on: connection)
+                unresolved.removeAll { index in
+                    guard let key = jobs[index].uniqueKey, let id = existing[key] else { return false }
+                    results[index] = EnqueuedJob(id: id, deduplicated: true)
+                    return true
+                }
+            }
+            pending = unresolved
+        }
+        guard pending.isEmpty else {
+            throw JobQueueError(.query, "enqueue could not settle a unique-key race after three rounds")
+        }
+        return results.map { $0! }
+    }
+
+    private func runInsert(_ jobs: [NewJob], uniqueKeys: Bool, on connection: PostgresConnection) async throws
+        -> [(id: JobID?, inserted: Bool)]
+    {
+        var queues: [String] = [], kinds: [String] = [], args: [String] = []
+        var priorities: [Int16] = [], maxAttempts: [Int16] = [], delays: [Int64] = []
+        var ats: [Date] = [], hasAt: [Bool] = [], keys: [String] = []
+        for job in jobs {
+            queues.append(job.queue)
+            kinds.append(job.kind)
+            args.append(job.argsJSON)
+            priorities.append(job.priority)
+            maxAttempts.append(job.maxAttempts)
+            switch job.schedule {
+            case .now: delays.append(0); ats.append(Date(timeIntervalSince1970: 0)); hasAt.append(false)
+            case .after(let d): delays.append(max(0, d.milliseconds)); ats.append(Date(timeIntervalSince1970: 0)); hasAt.append(false)
+            case .at(let date): delays.append(0); ats.append(date); hasAt.append(true)
+            }
+            keys.append(job.uniqueKey ?? "")
+        }
+        let query: PostgresQuery
+        if uniqueKeys {
+            query = """
+                WITH input AS MATERIALIZED (
+                    SELECT nextval('pgqueue.job_ids') AS id, i.*
+                    FROM unnest(\(queues)::text[], \(kinds)::text[], \(args)::text[], \(priorities)::int2[],
+                                \(maxAttempts)::int2[], \(delays)::int8[], \(ats)::timestamptz[], \(hasAt)::bool[],
+                                \(keys)::text[])
+                         WITH ORDINALITY AS i(queue, kind, args, priority, max_attempts, delay_ms, at, has_at, unique_key, ord)
+                ),
+                inserted AS (
+                    INSERT INTO pgqueue.jobs (id, queue, kind, args, priority, max_attempts, run_at, unique_key)
+                    SELECT id, queue, kind, args::jsonb, priority, max_attempts,
+                           CASE WHEN has_at THEN at ELSE now() + delay_ms * interval '1 millisecond' END,
+                           NULLIF(unique_key, '')
+                    FROM input ORDER BY ord
+                    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable')
+                    DO NOTHING
+                    RETURNING id
+                )
+                SELECT coalesce(inserted.id, existing.id), inserted.id IS NOT NULL
+                FROM input
+                LEFT JOIN inserted ON inserted.id = input.id
+                LEFT JOIN LATERAL (
+                    SELECT e.id FROM pgqueue.jobs e
+                    WHERE e.unique_key = input.unique_key AND e.state IN ('available', 'retryable')
+                ) existing ON inserted.id IS NULL AND input.unique_key <> ''
+                ORDER BY input.ord
+                """
+        } else {
+            query = """
+                WITH input AS MATERIALIZED (
+                    SELECT nextval('pgqueue.job_ids') AS id, i.*
+                    FROM unnest(\(queues)::text[], \(kinds)::text[], \(args)::text[], \(priorities)::int2[],
+                                \(maxAttempts)::int2[], \(delays)::int8[], \(ats)::timestamptz[], \(hasAt)::bool[])
+                         WITH ORDINALITY AS i(queue, kind, args, priority, max_attempts, delay_ms, at, has_at, ord)
+                ),
+                inserted AS (
+                    INSERT INTO pgqueue.jobs (id, queue, kind, args, priority, max_attempts, run_at)
+                    SELECT id, queue, kind, args::jsonb, priority, max_attempts,
+                           CASE WHEN has_at THEN at ELSE now() + delay_ms * interval '1 millisecond' END
+                    FROM input ORDER BY ord
+                )
+                SELECT id, true FROM input ORDER BY ord
+                """
+        }
+        do {
+            var out: [(id: JobID?, inserted: Bool)] = []
+            out.reserveCapacity(jobs.count)
+            for try await (id, inserted) in try await connection.query(query, logger: logger).decode((JobID?, Bool).self) {
+                out.append((id, inserted))
+            }
+            return out
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: "enqueue")
+        }
+    }
+
+    private func existingJobs(forKeys keys: [String], on connection: PostgresConnection) async throws -> [String: JobID] {
+        guard !keys.isEmpty else { return [:] }
+        var found: [String: JobID] = [:]
+        let rows = try await connection.query(
+            """
+            SELECT unique_key, id FROM pgqueue.jobs
+            WHERE unique_key = ANY(\(keys)::text[]) AND state IN ('available', 'retryable')
+            """, logger: logger)
+        for try await (key, id) in rows.decode((String, JobID).self) { found[key] = id }
+        return found
+    }
+
+    private func notify(queue: String, on connection: PostgresConnection) async throws {
+        try await connection.query("SELECT pg_notify(\(Self.notificationChannel), \(queue))", logger: logger)
+    }
+
+    private func scheduleTrailingNotify(queue: String) {
+        // A fire-and-forget task on purpose: the trailing notification of a debounce window
+        // must outlive the enqueue call that scheduled it, and losing it only costs a poll.
+        let window = configuration.notifyDebounce
+        Task { [client, logger, debouncer] in
+            try? await Task.sleep(for: window)
+            debouncer.trailingSent(queue: queue)
+            _ = try? await client.query("SELECT pg_notify(\(Self.notificationChannel), \(queue))", logger: logger)
+        }
+    }
+
+    // MARK: Operations
+
+    /// Cancels a job that has not started (`available` or `retryable`); it moves to history
+    /// as `cancelled`. Returns false when the job is running, finished or unknown.
+    @discardableResult
+    public func cancel(id: JobID) async throws -> Bool {
+        do {
+            let rows = try await client.query(
+                """
+                WITH gone AS (
+                    DELETE FROM pgqueue.jobs WHERE id = \(id) AND state IN ('available', 'retryable') RETURNING *
+                )
+                INSERT INTO pgqueue.job_history
+                    (id, queue, kind, args, state, priority, attempt, max_attempts, run_at, created_at,
+                     attempted_at, unique_key, errors)
+                SELECT id, queue, kind, args, 'cancelled', priority, attempt, max_attempts, run_at, created_at,
+                       attempted_at, unique_key, errors
+                FROM gone
+                RETURNING id
+                """, logger: logger)
+            for try await _ in rows.decode(JobID.self) { return true }
+            return false
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: "cancel")
+        }
+    }
+
+    /// Jobs waiting or running, by queue and state, with the age of the oldest runnable job.
+    /// Reads only the small claim table, so dashboards may call it often.
+    public func counts() async throws -> [QueueCount] {
+        do {
+            let rows = try await client.query(
+                """
+                SELECT queue, state, count(*)::int8,
+                       coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now())), 0)::float8
+                FROM pgqueue.jobs GROUP BY queue, state ORDER BY queue, state
+                """, logger: logger)
+            var out: [QueueCount] = []
+            for try await (queue, state, count, age) in rows.decode((String, String, Int64, Double).self) {
+                out.append(QueueCount(queue: queue, state: JobState(rawValue: state) ?? .available, count: Int(count),
+                                      oldestRunnableAge: .milliseconds(Int64(age * 1000))))
+            }
+            return out
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: "count jobs")
+        }
+    }
+
+    /// One job, wherever it is (claim table or history).
+    public func job(id: JobID) async throws -> JobSnapshot? {
+        do {
+            let rows = try await client.query(
+                """
+                SELECT id, queue, kind, args::text, state, attempt, max_attempts, run_at, errors::text
+                FROM pgqueue.jobs WHERE id = \(id)
+                UNION ALL
+                SELECT id, queue, kind, args::text, state, attempt, max_attempts, run_at, errors::text
+                FROM pgqueue.job_history WHERE id = \(id)
+                LIMIT 1
+                """, logger: logger)
+            for try await (id, queue, kind, args, state, attempt, maxAttempts, runAt, errors) in rows.decode(
+                (JobID, String, String, String, String, Int16, Int16, Date, String).self)
+            {
+                let history = (try? JSONDecoder().decode([JobSnapshot.AttemptError].self, from: Data(errors.utf8))) ?? []
+                return JobSnapshot(id: id, queue: queue, kind: kind, argsJSON: args, state: JobState(rawValue: state) ?? .available,
+                                   attempt: attempt, maxAttempts: maxAttempts, runAt: runAt, errors: history)
+            }
+            return nil
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: "read job")
+        }
+    }
+
+    func withTransaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        } catch let error as PostgresTransactionError {
+            let inner = error.closureError ?? error.beginError ?? error.commitError ?? error
+            if let queueError = inner as? JobQueueError { throw queueError }
+            if let psql = inner as? PSQLError { throw QueueSQL.map(psql, doing: "transaction") }
+            throw JobQueueError(.unavailable, "transaction failed", underlying: inner)
+        }
+    }
+}
+
+/// Jobs in one queue and state.
+public struct QueueCount: Sendable, Hashable {
+    /// The queue.
+    public var queue: String
+    /// The state (`available`, `running` or `retryable`).
+    public var state: JobState
+    /// How many jobs.
+    public var count: Int
+    /// How long the oldest job that may run has been waiting (zero if none).
+    public var oldestRunnableAge: Duration
+}
+
+/// A job as stored, for inspection.
+public struct JobSnapshot: Sendable, Hashable {
+    /// One failed attempt.
+    public struct AttemptError: Sendable, Hashable, Codable {
+        /// The attempt that failed.
+        public var attempt: Int
+        /// When (database clock, ISO 8601 text).
+        public var at: String
+        /// Why.
+        public var error: String
+    }
+    /// The id.
+    public var id: JobID
+    /// The queue.
+    public var queue: String
+    /// The kind.
+    public var kind: String
+    /// Arguments as JSON text.
+    public var argsJSON: String
+    /// Where the job is in its life.
+    public var state: JobState
+    /// Attempts made so far.
+    public var attempt: Int16
+    /// Attempts allowed.
+    public var maxAttempts: Int16
+    /// When it may (next) run.
+    public var runAt: Date
+    /// Every failed attempt, oldest first.
+    public var errors: [AttemptError]
+}
+
+/// Debounces enqueue notifications per queue: the first enqueue of a window notifies at
+/// once; later ones fold into one trailing notification at the end of the window.
+final class NotifyDebouncer: Sendable {
+    private struct QueueState {
+        var lastNotified: ContinuousClock.Instant?
+        var trailingScheduled = false
+    }
+    private let window: Duration
+    private let state = Mutex<[String: QueueState]>([:])
+
+    init(window: Duration) { self.window = window }
+
+    /// True when the caller should notify now; otherwise schedules one trailing notification.
+    func shouldNotifyNow(queue: String, schedule: () -> Void) -> Bool {
+        let now = ContinuousClock.now
+        let decision: (now: Bool, scheduleTrailing: Bool) = state.withLock { states in
+            var entry = states[queue] ?? QueueState()
+            defer { states[queue] = entry }
+            if let last = entry.lastNotified, now - last < window {
+                if entry.trailingScheduled { return (false, false) }
+                entry.trailingScheduled = true
+                return (false, true)
+            }
+            entry.lastNotified = now
+            return (true, false)
+        }
+        if decision.scheduleTrailing { schedule() }
+        return decision.now
+    }
+
+    func trailingSent(queue: String) {
+        state.withLock { states in
+            states[queue]?.trailingScheduled = false
+            states[queue]?.lastNotified = ContinuousClock.now
+        }
+    }
+}

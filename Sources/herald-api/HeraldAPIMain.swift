@@ -1,0 +1,45 @@
+import ArgumentParser
+import HeraldAPI
+import HeraldRuntime
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// `herald-api`: the HTTP process. It validates, authorizes, writes rows and jobs, and
+/// answers; it never calls the Notification Hub.
+@main
+struct HeraldAPIMain: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "herald-api",
+        abstract: "Herald's HTTP API. Configured by HERALD_* environment variables (see README)."
+    )
+
+    func run() async throws {
+        let configuration: HeraldConfiguration
+        do {
+            configuration = try HeraldConfiguration.fromEnvironment()
+            HeraldBootstrap.logging(level: configuration.logLevel)
+            try await HeraldBootstrap.checkDatabase(configuration.database, logger: Logger(label: "herald-api"))
+        } catch {
+            HeraldExit.fail("herald-api", error)
+        }
+        let logger = Logger(label: "herald-api")
+        let client = PostgresClient(configuration: configuration.database.postgres, backgroundLogger: logger)
+        let app = buildApplication(
+            configuration: APIConfiguration(
+                host: configuration.api.host, port: configuration.api.port, maxBodyBytes: configuration.api.maxBodyBytes),
+            client: client, logger: logger,
+            onServerRunning: { port in
+                logger.notice("herald.api.listening", metadata: ["host": "\(configuration.api.host)", "port": "\(port)"])
+            })
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: client), .init(service: app)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            HeraldExit.fail("herald-api", error)
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import ArgumentParser
+import Foundation
+import HeraldRuntime
+import HeraldStorage
+import Logging
+import PostgresNIO
+
+/// `heraldctl`: Herald's operations tool.
+@main
+struct HeraldCtl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "heraldctl",
+        abstract: "Operate Herald: migrate the database and (in later versions) manage users, keys and campaigns.",
+        subcommands: [Migrate.self]
+    )
+}
+
+/// Reads the configuration, connects, runs `body`, and turns any error into one line and exit 1.
+func withDatabase(_ body: @Sendable (PostgresClient, Logger) async throws -> Void) async {
+    do {
+        let configuration = try HeraldConfiguration.fromEnvironment()
+        // A command prints its results; logs below warning only when asked for.
+        let explicit = ProcessInfo.processInfo.environment["HERALD_LOG_LEVEL"] != nil
+        HeraldBootstrap.logging(level: explicit ? configuration.logLevel : .warning)
+        let logger = Logger(label: "heraldctl")
+        try await HeraldBootstrap.withClient(configuration.database, logger: logger) { client in
+            try await body(client, logger)
+        }
+    } catch let code as ExitCode {
+        exit(code.rawValue)
+    } catch {
+        HeraldExit.fail("heraldctl", error)
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Apply pending migrations (the queue's schema, then Herald's), or show their status.",
+        subcommands: [Up.self, Status.self],
+        defaultSubcommand: Up.self
+    )
+
+    struct Up: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Apply every pending migration (safe to run concurrently).")
+
+        func run() async throws {
+            await withDatabase { client, logger in
+                let applied = try await MigrationRunner(client: client, logger: logger).migrate()
+                if applied.isEmpty {
+                    print("schema is current; nothing to apply")
+                } else {
+                    for migration in applied { print("applied \(migration.id)") }
+                }
+            }
+        }
+    }
+
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List applied and pending migrations; exit 3 when behind.")
+
+        func run() async throws {
+            await withDatabase { client, logger in
+                let status = try await MigrationRunner(client: client, logger: logger).status()
+                for migration in status.applied { print("applied  \(migration.id)") }
+                for migration in status.pending { print("pending  \(migration.id)") }
+                for id in status.unknown { print("unknown  \(id) (applied by a newer build)") }
+                print(status.isCurrent ? "schema is current" : "schema is not current")
+                if !status.isCurrent { throw ExitCode(3) }
+            }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import HeraldRuntime
+import HeraldStorage
+public import Logging
+public import PostgresNIO
+import Synchronization
+
+/// A throwaway database for one test: created from a template that the migration runner
+/// migrated once per test process, dropped when the test ends.
+///
+/// ```swift
+/// @Suite(.enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+/// struct QueueTests {
+///     @Test func something() async throws {
+///         try await TestDatabase.with { db in ... db.client ... }
+///     }
+/// }
+/// ```
+///
+/// The cluster comes from `HERALD_DATABASE_URL` (`make test` starts one and sets it).
+/// Database tests run when it is set, and always when `CI=true`, so that in CI an
+/// unreachable database fails the run instead of skipping it.
+public struct TestDatabase: Sendable {
+    /// A running client connected to this test's database.
+    public let client: PostgresClient
+    /// The database's name.
+    public let name: String
+    /// A connection URL for this database (for child processes).
+    public let url: String
+    /// A logger for the test.
+    public let logger: Logger
+
+    /// True when database tests should run.
+    public static var isEnabled: Bool {
+        ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"] != nil
+            || ProcessInfo.processInfo.environment["CI"] == "true"
+    }
+
+    static func baseURL() throws -> String {
+        guard let url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"] else {
+            throw TestSupportError("HERALD_DATABASE_URL is not set: run the tests with `make test`")
+        }
+        return url
+    }
+
+    /// The base URL with another database name.
+    static func url(_ base: String, database: String) throws -> String {
+        guard var components = URLComponents(string: base) else { throw TestSupportError("bad HERALD_DATABASE_URL") }
+        components.path = "/" + database
+        return components.string!
+    }
+
+    /// Runs `body` with a fresh, fully migrated database.
+    public static func with<T: Sendable>(
+        migrated: Bool = true, _ body: @Sendable (TestDatabase) async throws -> T
+    ) async throws -> T {
+        let base = try baseURL()
+        let name = "herald_t_\(UInt64.random(in: 0...UInt64.max) % 1_000_000_000_000)"
+        let template = migrated ? try await Template.shared.name(base: base) : "template0"
+        try await admin(base) { client in
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name) TEMPLATE \(template)"))
+        }
+        let url = try url(base, database: name)
+        let logger = Logger.quiet("test")
+        var settings = try DatabaseSettings(url: url)
+        settings.poolSize = 40
+        let client = PostgresClient(configuration: settings.postgres, backgroundLogger: logger)
+        let db = TestDatabase(client: client, name: name, url: url, logger: logger)
+        let result: Result<T, any Error> = await withTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            do { return .success(try await body(db)) } catch { return .failure(error) }
+        }
+        try? await admin(base) { client in
+            try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+        }
+        return try result.get()
+    }
+
+    /// Runs `body` with a short-lived client on the base database.
+    static func admin(_ base: String, _ body: @Sendable (PostgresClient) async throws -> Void) async throws {
+        let logger = Logger.quiet("test.admin")
+        try await HeraldBootstrap.withClient(try DatabaseSettings(url: base), logger: logger) { client in
+            try await body(client)
+        }
+    }
+
+    /// A second, independent client on this database (run it yourself).
+    public func makeClient(poolSize: Int = 10) -> PostgresClient {
+        var settings = try! DatabaseSettings(url: url)
+        settings.poolSize = poolSize
+        return PostgresClient(configuration: settings.postgres, backgroundLogger: logger)
+    }
+
+    /// Counts rows of a query returning one integer.
+    public func count(_ query: PostgresQuery) async throws -> Int {
+        for try await value in try await client.query(query, logger: logger).decode(Int64.self) { return Int(value) }
+        return 0
+    }
+}
+
+/// The migrated template, made once per test process.
+actor Template {
+    static let shared = Template()
+    private var made: String?
+
+    func name(base: String) async throws -> String {
+        if let made { return made }
+        let name = "herald_t_tpl_\(ProcessInfo.processInfo.processIdentifier)_\(UInt32.random(in: 0...UInt32.max))"
+        try await TestDatabase.admin(base) { client in
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        }
+        let logger = Logger.quiet("test.template")
+        try await HeraldBootstrap.withClient(try DatabaseSettings(url: try TestDatabase.url(base, database: name)), logger: logger) {
+            client in
+            try await MigrationRunner(client: client, logger: logger).migrate()
+        }
+        made = name
+        return name
+    }
+}
+
+/// A failure in the test support itself.
+public struct TestSupportError: Error, CustomStringConvertible {
+    /// What went wrong.
+    public var description: String
+    /// Creates an error.
+    public init(_ description: String) { self.description = description }
+}
+
+extension Logger {
+    /// A logger that prints warnings and worse only.
+    public static func quiet(_ label: String) -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = .warning
+        return logger
+    }
+}

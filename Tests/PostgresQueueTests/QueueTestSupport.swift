@@ -1,0 +1,72 @@
+import Foundation
+import HeraldTestSupport
+import Logging
+import PostgresNIO
+import PostgresQueue
+import Synchronization
+
+/// Counts how often each job ran, across executors.
+final class RunLog: Sendable {
+    private let runs = Mutex<[JobID: [ClaimedJob]]>([:])
+
+    func record(_ job: ClaimedJob) { runs.withLock { $0[job.id, default: []].append(job) } }
+    var totalRuns: Int { runs.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+    var distinctJobs: Int { runs.withLock { $0.count } }
+    func attempts(of id: JobID) -> [ClaimedJob] { runs.withLock { $0[id] ?? [] } }
+    var all: [JobID: [ClaimedJob]] { runs.withLock { $0 } }
+}
+
+/// A gate a handler waits on until the test opens it.
+final class Gate: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { s -> Bool in
+                if s.open { return true }
+                s.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let waiters = state.withLock { s in
+            s.open = true
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+extension TestDatabase {
+    var queue: JobQueue { JobQueue(client: client, logger: logger) }
+
+    /// Rows in the claim table for a queue.
+    func pending(_ queue: String) async throws -> Int {
+        try await count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(queue)")
+    }
+
+    /// Rows in history for a queue and state.
+    func history(_ queue: String, state: String) async throws -> Int {
+        try await count("SELECT count(*) FROM pgqueue.job_history WHERE queue = \(queue) AND state = \(state)")
+    }
+}
+
+/// Runs executors (and anything else with a `run()`) for the duration of `body`.
+func running<T: Sendable>(
+    _ executors: [JobExecutor], _ body: @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for executor in executors { group.addTask { await executor.run() } }
+        let result: Result<T, any Error>
+        do { result = .success(try await body()) } catch { result = .failure(error) }
+        for executor in executors { executor.shutdown() }
+        try await group.waitForAll()
+        return try result.get()
+    }
+}
+
+func uniqueQueue(_ prefix: String) -> String { "\(prefix)_\(UInt32.random(in: 0...UInt32.max))" }

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Herald's local PostgreSQL: a throwaway cluster in .data/postgres on a free loopback port.
+#
+#   scripts/db.sh up     install the server if missing, create/start the cluster, write
+#                        .data/postgres.env and print its HERALD_DATABASE_URL line (idempotent)
+#   scripts/db.sh down   stop this cluster only
+#   scripts/db.sh env    print the env file's line (fails if the cluster is not running)
+#
+# Runs as root (initdb refuses root, so the cluster belongs to an unprivileged user) or as
+# an ordinary user. Needs nothing set up by hand: on a fresh Debian machine it installs the
+# `postgresql` package, whose server binaries are not on PATH.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+data_root="$root/.data"
+env_file="$data_root/postgres.env"
+db_user="herald"
+db_name="herald"
+
+log() { printf 'db: %s\n' "$*" >&2; }
+die() { printf 'db: error: %s\n' "$*" >&2; exit 1; }
+
+find_bindir() {
+  local dir
+  if command -v pg_config >/dev/null 2>&1; then
+    dir="$(pg_config --bindir 2>/dev/null || true)"
+    if [ -n "$dir" ] && [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ]; then echo "$dir"; return 0; fi
+  fi
+  for dir in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    if [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ]; then echo "$dir"; return 0; fi
+  done
+  return 1
+}
+
+install_server() {
+  log "PostgreSQL server binaries not found; installing the Debian 'postgresql' package"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || die "not root and no sudo: install the 'postgresql' package first"
+    sudo="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq >/dev/null
+  # The package would start a system cluster on 5432; ours does not need it, so keep it from starting.
+  $sudo apt-get install -y -qq --no-install-recommends postgresql postgresql-contrib >/dev/null
+}
+
+# The OS user that owns the cluster. initdb refuses root.
+cluster_owner() {
+  if [ "$(id -u)" -ne 0 ]; then id -un; return; fi
+  if ! id postgres >/dev/null 2>&1; then
+    useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
+  fi
+  echo postgres
+}
+
+as_owner() {
+  local owner="$1"; shift
+  if [ "$(id -un)" = "$owner" ]; then "$@"; else runuser -u "$owner" -- "$@"; fi
+}
+
+free_port() {
+  python3 - <<'PY' 2>/dev/null && return 0
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
+PY
+  local p
+  for p in $(shuf -i 20000-60000 -n 50); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
+  done
+  die "no free port found"
+}
+
+# Where the cluster's files live. The cluster owner must be able to reach them; when the
+# checkout sits somewhere it cannot (a root-only home), the cluster lives under /var/tmp and
+# .data/postgres links to it.
+cluster_dir() {
+  local owner="$1" dir="$data_root/postgres"
+  if [ -L "$dir" ]; then readlink -f "$dir"; return; fi
+  if [ -d "$dir" ]; then echo "$dir"; return; fi
+  mkdir -p "$data_root"
+  if [ "$owner" = "$(id -un)" ] || runuser -u "$owner" -- test -x "$data_root" 2>/dev/null; then
+    echo "$dir"; return
+  fi
+  local alt="/var/tmp/herald-postgres-$(printf '%s' "$root" | sha1sum | cut -c1-12)"
+  mkdir -p "$alt"
+  ln -sfn "$alt" "$dir"
+  echo "$alt"
+}
+
+is_running() {
+  local bindir="$1" owner="$2" dir="$3"
+  [ -f "$dir/PG_VERSION" ] && as_owner "$owner" "$bindir/pg_ctl" -D "$dir" status >/dev/null 2>&1
+}
+
+cmd_up() {
+  local bindir owner dir port password
+  bindir="$(find_bindir)" || { install_server; bindir="$(find_bindir)" || die "installed postgresql but found no initdb"; }
+  owner="$(cluster_owner)"
+  dir="$(cluster_dir "$owner")"
+
+  if is_running "$bindir" "$owner" "$dir" && [ -f "$env_file" ]; then
+    log "reusing the running cluster in $dir"
+    cat "$env_file"
+    return 0
+  fi
+
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    log "creating a cluster in $dir"
+    mkdir -p "$dir"
+    chown "$owner" "$dir"
+    chmod 700 "$dir"
+    password="$(head -c 18 /dev/urandom | base64 | tr -d '/+=' )"
+    local pwfile; pwfile="$(mktemp)"
+    printf '%s\n' "$password" >"$pwfile"
+    chown "$owner" "$pwfile"
+    as_owner "$owner" "$bindir/initdb" -D "$dir" -U "$db_user" --pwfile="$pwfile" \
+      --auth=scram-sha-256 --encoding=UTF8 --locale=C.UTF-8 >/dev/null
+    rm -f "$pwfile"
+    printf '%s\n' "$password" >"$data_root/postgres.password"
+    chmod 600 "$data_root/postgres.password"
+    cat >>"$dir/postgresql.conf" <<CONF
+# Herald local cluster
+listen_addresses = '127.0.0.1'
+max_connections = 200
+shared_buffers = 512MB
+autovacuum_naptime = 1s
+log_min_messages = warning
+CONF
+  fi
+  password="$(cat "$data_root/postgres.password")"
+  port="$(free_port)"
+  log "starting PostgreSQL on 127.0.0.1:$port"
+  as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -w -t 60 -l "$dir/server.log" \
+    -o "-p $port -k $dir" start >/dev/null || { tail -20 "$dir/server.log" >&2 || true; die "the server did not start"; }
+  if ! PGPASSWORD="$password" "$bindir/psql" -h 127.0.0.1 -p "$port" -U "$db_user" -d postgres -tAc \
+      "SELECT 1 FROM pg_database WHERE datname = '$db_name'" | grep -q 1; then
+    PGPASSWORD="$password" "$bindir/psql" -h 127.0.0.1 -p "$port" -U "$db_user" -d postgres -qc "CREATE DATABASE $db_name" >/dev/null
+  fi
+  printf 'HERALD_DATABASE_URL=postgres://%s:%s@127.0.0.1:%s/%s\n' "$db_user" "$password" "$port" "$db_name" >"$env_file"
+  chmod 600 "$env_file"
+  cat "$env_file"
+}
+
+cmd_down() {
+  local bindir owner dir
+  [ -e "$data_root/postgres" ] || { log "no cluster"; return 0; }
+  bindir="$(find_bindir)" || die "no PostgreSQL binaries"
+  owner="$(cluster_owner)"
+  dir="$(cluster_dir "$owner")"
+  if is_running "$bindir" "$owner" "$dir"; then
+    as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -m fast -w stop >/dev/null
+    log "stopped the cluster in $dir"
+  else
+    log "the cluster is not running"
+  fi
+  rm -f "$env_file"
+}
+
+cmd_env() {
+  [ -f "$env_file" ] || die "no cluster running: run 'make db-up'"
+  cat "$env_file"
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  env) cmd_env ;;
+  *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `make run`: the whole system on this machine, no cloud account. Starts nh-emulator,
+# migrates, creates demo users (when the user commands exist), starts herald-api and
+# herald-worker, prints where everything is, and stops it all on Ctrl-C.
+set -euo pipefail
+bin="${1:?usage: run.sh BIN_DIR}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+set -a; . .data/postgres.env; set +a
+
+pids=()
+cleanup() {
+  trap - INT TERM EXIT
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  echo "run: stopped"
+}
+trap cleanup INT TERM EXIT
+
+"$bin/heraldctl" migrate
+
+# The emulator picks a free port and prints its connection string: read it from its output.
+emulator_out="$(mktemp)"
+"$bin/nh-emulator" --port 0 --hub herald >"$emulator_out" &
+pids+=($!)
+for _ in $(seq 1 100); do grep -q '^HERALD_HUB_NAME=' "$emulator_out" 2>/dev/null && break; sleep 0.1; done
+grep -q '^HERALD_HUB_NAME=' "$emulator_out" || { echo "run: nh-emulator did not start" >&2; cat "$emulator_out" >&2; exit 1; }
+set -a; . "$emulator_out"; set +a
+
+if "$bin/heraldctl" users --help >/dev/null 2>&1; then
+  for user in alice bob; do
+    printf '%s-password\n' "$user" | "$bin/heraldctl" users add "$user" --password-stdin >/dev/null 2>&1 || true
+  done
+  users="alice / alice-password, bob / bob-password"
+else
+  users="(user commands arrive with device registration)"
+fi
+
+"$bin/herald-api" &
+pids+=($!)
+"$bin/herald-worker" &
+pids+=($!)
+
+emulator_port="$(sed -n 's|.*Endpoint=[a-z]*://[^:]*:\([0-9]*\)/.*|\1|p' "$emulator_out")"
+cat <<TXT
+
+Herald is running.
+  API:          http://${HERALD_API_HOST:-127.0.0.1}:${HERALD_API_PORT:-8080}  (GET /health/ready)
+  nh-emulator:  http://127.0.0.1:${emulator_port}  (GET /_emulator/hubs/herald/deliveries)
+  database:     ${HERALD_DATABASE_URL%%://*}://…@${HERALD_DATABASE_URL##*@}
+  demo users:   ${users}
+Ctrl-C stops everything.
+TXT
+wait -n "${pids[@]}" || true
