@@ -56,7 +56,8 @@ cluster_owner() {
 
 as_owner() {
   local owner="$1"; shift
-  if [ "$(id -un)" = "$owner" ]; then "$@"; else runuser -u "$owner" -- "$@"; fi
+  # From /, which every user may enter (the checkout may sit in a root-only home).
+  if [ "$(id -un)" = "$owner" ]; then "$@"; else (cd / && runuser -u "$owner" -- "$@"); fi
 }
 
 free_port() {

@@ -130,7 +130,9 @@ struct Bench: Sendable {
     }
 
     func newJobs(_ count: Int, queue: String = "bench") -> [NewJob] {
-        (0..<count).map { NewJob(queue: queue, kind: "noop", argsJSON: #"{"device":"dev\#($0)","title":"hi","body":"hello world"}"#) }
+        (0..<count).map {
+            NewJob(queue: queue, kind: "noop", argsJSON: #"{"device":"dev\#($0)","title":"hi","body":"hello world"}"#)
+        }
     }
 
     /// jobs/s through `JobQueue.enqueue` of the whole array (one statement per 10k jobs, one transaction).
@@ -149,7 +151,11 @@ struct Bench: Sendable {
         let finished = AsyncStream<Void>.makeStream()
         var handlers = JobHandlers()
         handlers.register("noop") { _ in
-            if done.withLock({ $0 += 1; return $0 }) == count { finished.continuation.yield() }
+            if done.withLock({
+                $0 += 1; return $0
+            }) == count {
+                finished.continuation.yield()
+            }
             return .completed
         }
         let clients = try (0..<executors).map { _ in try makeClient(url, poolSize: 8) }
@@ -239,7 +245,8 @@ struct Bench: Sendable {
             left -= n
         }
         try await client.client.query("VACUUM ANALYZE pgqueue.jobs", logger: logger)
-        return try pgbench(url: client.url, script: "Benchmarks/pgbench/pgqueue_claim100_then_complete.sql", seconds: seconds) * 100
+        return try pgbench(url: client.url, script: "Benchmarks/pgbench/pgqueue_claim100_then_complete.sql", seconds: seconds)
+            * 100
     }
 
     func runSQLFile(client: BenchClient, _ path: String) async throws {
@@ -305,8 +312,9 @@ struct Bench: Sendable {
                 let batch = newJobs(1000)
                 while !stop.isSet {
                     // Keep a backlog of at most ~50k so the run measures the queue, not an ever-growing table.
-                    let backlog = (try? await queue.client.query("SELECT count(*) FROM pgqueue.jobs", logger: logger)
-                        .decode(Int64.self).reduce(0) { $0 + $1 }) ?? 0
+                    let backlog =
+                        (try? await queue.client.query("SELECT count(*) FROM pgqueue.jobs", logger: logger)
+                            .decode(Int64.self).reduce(0) { $0 + $1 }) ?? 0
                     if backlog > 50_000 { try? await Task.sleep(for: .milliseconds(20)); continue }
                     _ = try? await queue.enqueue(batch)
                 }

@@ -1,11 +1,11 @@
+import Foundation
+import HeraldStorage
 public import Logging
 import Metrics
-public import Prometheus
-public import PostgresNIO
-import HeraldStorage
-import Foundation
-import NIOSSL
 import NIOCore
+import NIOSSL
+public import PostgresNIO
+public import Prometheus
 
 /// Process-wide setup shared by the executables.
 public enum HeraldBootstrap {

@@ -1,7 +1,7 @@
 public import Foundation
 public import Logging
-public import PostgresNIO
 import NIOSSL
+public import PostgresNIO
 
 /// Herald's settings, read from the environment in one place (``fromEnvironment(_:)``).
 /// Every key carries the `HERALD_` prefix; the README's configuration table lists them.
@@ -18,7 +18,9 @@ public struct HeraldConfiguration: Sendable {
     public var hub: HubSettings?
 
     /// Reads and validates every setting. Throws a ``ConfigurationError`` naming the key.
-    public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws
+    public static func fromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws
         -> HeraldConfiguration
     {
         let env = Environment(values: environment)
@@ -177,7 +179,8 @@ struct Environment {
     func int(_ key: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let text = self[key] else { return value }
         guard let number = Int(text), range.contains(number) else {
-            throw ConfigurationError(key: key, "must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
+            throw ConfigurationError(
+                key: key, "must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
         }
         return number
     }

@@ -96,9 +96,15 @@ public struct MigrationRunner: Sendable {
     public func migrate() async throws -> [Migration] {
         try await storageErrors("migrate") {
             try await client.withConnection { connection in
-                try await connection.query("CREATE TABLE IF NOT EXISTS schema_migrations (component text NOT NULL, version int NOT NULL, name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))", logger: logger)
+                // Lock first: even CREATE TABLE IF NOT EXISTS races between two sessions.
                 try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
                 do {
+                    try await connection.query(
+                        """
+                        CREATE TABLE IF NOT EXISTS schema_migrations (
+                            component text NOT NULL, version int NOT NULL, name text NOT NULL, checksum text NOT NULL,
+                            applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))
+                        """, logger: logger)
                     let applied = try await apply(on: connection)
                     try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                     return applied
@@ -115,7 +121,8 @@ public struct MigrationRunner: Sendable {
         if !status.unknown.isEmpty {
             throw StorageError(
                 .schemaMismatch,
-                "the database has migrations this build does not know (\(status.unknown.joined(separator: ", "))): run a newer heraldctl")
+                "the database has migrations this build does not know (\(status.unknown.joined(separator: ", "))): run a newer heraldctl"
+            )
         }
         for migration in status.pending {
             logger.info("herald.migrate.apply", metadata: ["migration": "\(migration.id)"])
@@ -147,12 +154,14 @@ public struct MigrationRunner: Sendable {
         if !status.unknown.isEmpty {
             throw StorageError(
                 .schemaMismatch,
-                "the database schema is newer than this build (\(status.unknown.joined(separator: ", "))): deploy the newer build")
+                "the database schema is newer than this build (\(status.unknown.joined(separator: ", "))): deploy the newer build"
+            )
         }
         if !status.pending.isEmpty {
             throw StorageError(
                 .schemaBehind,
-                "the database schema is behind by \(status.pending.count) migration(s) (next: \(status.pending[0].id)): run `heraldctl migrate`")
+                "the database schema is behind by \(status.pending.count) migration(s) (next: \(status.pending[0].id)): run `heraldctl migrate`"
+            )
         }
     }
 
@@ -174,7 +183,8 @@ public struct MigrationRunner: Sendable {
             if let checksum = recorded.removeValue(forKey: migration.id) {
                 guard checksum == migration.checksum else {
                     throw StorageError(
-                        .schemaMismatch, "migration \(migration.id) was changed after it was applied; add a new migration instead")
+                        .schemaMismatch, "migration \(migration.id) was changed after it was applied; add a new migration instead"
+                    )
                 }
                 applied.append(migration)
             } else {
@@ -213,7 +223,8 @@ extension StorageError {
             }
             return StorageError(.query, "could not \(action): \(message) (SQLSTATE \(state))", underlying: error)
         default:
-            return StorageError(.unavailable, "could not \(action): the database is unreachable (\(error.code))", underlying: error)
+            return StorageError(
+                .unavailable, "could not \(action): the database is unreachable (\(error.code))", underlying: error)
         }
     }
 }

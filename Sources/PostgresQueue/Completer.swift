@@ -88,7 +88,9 @@ actor Completer {
                 tries += 1
                 queue.logger.warning(
                     "pgqueue.complete.failed",
-                    metadata: ["queue": "\(configuration.queue)", "error": "\(error)", "jobs": "\(batch.count)", "tries": "\(tries)"])
+                    metadata: [
+                        "queue": "\(configuration.queue)", "error": "\(error)", "jobs": "\(batch.count)", "tries": "\(tries)",
+                    ])
                 if tries >= 5 { break }
                 try? await Task.sleep(for: .milliseconds(100 * (1 << tries)))
             }
@@ -139,7 +141,7 @@ actor Completer {
             }
             do {
                 written += try await count(requeue(clearKeys: false))
-            } catch where QueueSQL.isUniqueViolation(error) {
+            } catch  where QueueSQL.isUniqueViolation(error) {
                 // A job with the same key was enqueued concurrently: the newer one keeps the key.
                 written += try await count(requeue(clearKeys: true))
             }

@@ -126,7 +126,8 @@ public final class JobExecutor: Service, Sendable {
                 await withDiscardingTaskGroup { jobs in
                     await self.claimLoop(&jobs)
                     if !(await self.waitForIdle(budget: self.configuration.shutdownBudget)) {
-                        self.logger.debug("pgqueue.executor.shutdown_budget_spent", metadata: ["queue": "\(self.configuration.queue)"])
+                        self.logger.debug(
+                            "pgqueue.executor.shutdown_budget_spent", metadata: ["queue": "\(self.configuration.queue)"])
                         jobs.cancelAll()
                     }
                 }
@@ -274,7 +275,8 @@ public final class JobExecutor: Service, Sendable {
             guard !ids.isEmpty else { continue }
             do {
                 try await queue.client.query(
-                    QueueSQL.heartbeat(ids: ids, workerID: configuration.workerID, leaseMs: configuration.leaseDuration.milliseconds),
+                    QueueSQL.heartbeat(
+                        ids: ids, workerID: configuration.workerID, leaseMs: configuration.leaseDuration.milliseconds),
                     logger: logger)
             } catch {
                 logger.warning("pgqueue.heartbeat.failed", metadata: ["queue": "\(configuration.queue)", "error": "\(error)"])

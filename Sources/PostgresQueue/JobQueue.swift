@@ -92,7 +92,9 @@ public struct JobQueue: Sendable {
         try await withTransaction { connection in try await enqueue(jobs, on: connection) }
     }
 
-    private func insertBatch(_ batch: ArraySlice<NewJob>, on connection: PostgresConnection) async throws
+    private func insertBatch(
+        _ batch: ArraySlice<NewJob>, on connection: PostgresConnection
+    ) async throws
         -> [EnqueuedJob]
     {
         for job in batch where job.kind.isEmpty || job.queue.isEmpty || job.maxAttempts < 1 {
@@ -152,7 +154,9 @@ public struct JobQueue: Sendable {
         return results.map { $0! }
     }
 
-    private func runInsert(_ jobs: [NewJob], uniqueKeys: Bool, on connection: PostgresConnection) async throws
+    private func runInsert(
+        _ jobs: [NewJob], uniqueKeys: Bool, on connection: PostgresConnection
+    ) async throws
         -> [(id: JobID?, inserted: Bool)]
     {
         var queues: [String] = [], kinds: [String] = [], args: [String] = []
@@ -166,7 +170,8 @@ public struct JobQueue: Sendable {
             maxAttempts.append(job.maxAttempts)
             switch job.schedule {
             case .now: delays.append(0); ats.append(Date(timeIntervalSince1970: 0)); hasAt.append(false)
-            case .after(let d): delays.append(max(0, d.milliseconds)); ats.append(Date(timeIntervalSince1970: 0)); hasAt.append(false)
+            case .after(let d):
+                delays.append(max(0, d.milliseconds)); ats.append(Date(timeIntervalSince1970: 0)); hasAt.append(false)
             case .at(let date): delays.append(0); ats.append(date); hasAt.append(true)
             }
             keys.append(job.uniqueKey ?? "")
@@ -295,8 +300,10 @@ public struct JobQueue: Sendable {
                 """, logger: logger)
             var out: [QueueCount] = []
             for try await (queue, state, count, age) in rows.decode((String, String, Int64, Double).self) {
-                out.append(QueueCount(queue: queue, state: JobState(rawValue: state) ?? .available, count: Int(count),
-                                      oldestRunnableAge: .milliseconds(Int64(age * 1000))))
+                out.append(
+                    QueueCount(
+                        queue: queue, state: JobState(rawValue: state) ?? .available, count: Int(count),
+                        oldestRunnableAge: .milliseconds(Int64(age * 1000))))
             }
             return out
         } catch let error as PSQLError {
@@ -320,8 +327,9 @@ public struct JobQueue: Sendable {
                 (JobID, String, String, String, String, Int16, Int16, Date, String).self)
             {
                 let history = (try? JSONDecoder().decode([JobSnapshot.AttemptError].self, from: Data(errors.utf8))) ?? []
-                return JobSnapshot(id: id, queue: queue, kind: kind, argsJSON: args, state: JobState(rawValue: state) ?? .available,
-                                   attempt: attempt, maxAttempts: maxAttempts, runAt: runAt, errors: history)
+                return JobSnapshot(
+                    id: id, queue: queue, kind: kind, argsJSON: args, state: JobState(rawValue: state) ?? .available,
+                    attempt: attempt, maxAttempts: maxAttempts, runAt: runAt, errors: history)
             }
             return nil
         } catch let error as PSQLError {

@@ -84,7 +84,7 @@ public final class JobQueueMaintenance: Service, Sendable {
         do {
             do {
                 return try await run(clearKeys: false)
-            } catch where QueueSQL.isUniqueViolation(error) {
+            } catch  where QueueSQL.isUniqueViolation(error) {
                 return try await run(clearKeys: true)
             }
         } catch let error as PSQLError {

@@ -6,6 +6,9 @@ import PostgresNIO
 /// on (`id`, `locked_by`, `attempt`) and `state = 'running'`, so a worker whose lease expired
 /// cannot overwrite a job that another worker has claimed since.
 enum QueueSQL {
+    /// The database clock as ISO 8601 UTC text with milliseconds, for the error history.
+    static let nowText = #"to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#
+
     static func map(_ error: PSQLError, doing action: String) -> JobQueueError {
         switch error.code {
         case .server:
@@ -48,7 +51,9 @@ enum QueueSQL {
     }
 
     /// Moves finished jobs (completed or discarded) to history, fenced.
-    static func finish(ids: [JobID], attempts: [Int16], states: [String], errors: [String], workerID: String)
+    static func finish(
+        ids: [JobID], attempts: [Int16], states: [String], errors: [String], workerID: String
+    )
         -> PostgresQuery
     {
         """
@@ -68,7 +73,7 @@ enum QueueSQL {
                unique_key,
                CASE WHEN final_error = '' THEN errors
                     ELSE errors || jsonb_build_array(jsonb_build_object(
-                        'attempt', attempt, 'at', now(), 'error', final_error)) END
+                        'attempt', attempt, 'at', \(unescaped: nowText), 'error', final_error)) END
         FROM done
         RETURNING id
         """
@@ -95,7 +100,7 @@ enum QueueSQL {
             lease_expires_at = NULL,
             errors = CASE WHEN i.error = '' THEN j.errors
                           ELSE j.errors || jsonb_build_array(jsonb_build_object(
-                              'attempt', j.attempt, 'at', now(), 'error', i.error)) END,
+                              'attempt', j.attempt, 'at', \(unescaped: nowText), 'error', i.error)) END,
             unique_key = CASE
                 WHEN \(clearKeys) THEN NULL
                 WHEN j.unique_key IS NOT NULL AND EXISTS (
@@ -140,7 +145,7 @@ enum QueueSQL {
             SELECT id, queue, kind, args, 'discarded', priority, attempt, max_attempts, run_at, created_at,
                    attempted_at, unique_key,
                    errors || jsonb_build_array(jsonb_build_object(
-                       'attempt', attempt, 'at', now(), 'error', 'lease expired (worker ' || coalesce(locked_by, '?') || ' stopped or stalled)'))
+                       'attempt', attempt, 'at', \(unescaped: nowText), 'error', 'lease expired (worker ' || coalesce(locked_by, '?') || ' stopped or stalled)'))
             FROM exhausted
             RETURNING id
         ),
@@ -148,7 +153,7 @@ enum QueueSQL {
             UPDATE pgqueue.jobs j
             SET state = 'retryable', run_at = now(), locked_by = NULL, lease_expires_at = NULL,
                 errors = j.errors || jsonb_build_array(jsonb_build_object(
-                    'attempt', j.attempt, 'at', now(), 'error', 'lease expired (worker ' || coalesce(j.locked_by, '?') || ' stopped or stalled)')),
+                    'attempt', j.attempt, 'at', \(unescaped: nowText), 'error', 'lease expired (worker ' || coalesce(j.locked_by, '?') || ' stopped or stalled)')),
                 unique_key = CASE
                     WHEN \(clearKeys) THEN NULL
                     WHEN j.unique_key IS NOT NULL AND EXISTS (

@@ -87,7 +87,9 @@ extension QueueSchema {
             if c == "$" {
                 // A dollar-quote tag: $$ or $tag$.
                 var j = i + 1
-                while j < chars.count, chars[j] == "_" || chars[j].properties.isAlphabetic || (j > i + 1 && chars[j].properties.numericType != nil) {
+                while j < chars.count,
+                    chars[j] == "_" || chars[j].properties.isAlphabetic || (j > i + 1 && chars[j].properties.numericType != nil)
+                {
                     j += 1
                 }
                 if j < chars.count && chars[j] == "$" {

@@ -111,7 +111,9 @@ actor Template {
             try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         }
         let logger = Logger.quiet("test.template")
-        try await HeraldBootstrap.withClient(try DatabaseSettings(url: try TestDatabase.url(base, database: name)), logger: logger) {
+        try await HeraldBootstrap.withClient(
+            try DatabaseSettings(url: try TestDatabase.url(base, database: name)), logger: logger
+        ) {
             client in
             try await MigrationRunner(client: client, logger: logger).migrate()
         }

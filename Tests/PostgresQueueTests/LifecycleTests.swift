@@ -6,16 +6,21 @@ import PostgresQueue
 import Synchronization
 import Testing
 
-@Suite("PostgresQueue crashes, shutdown and maintenance", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+@Suite(
+    "PostgresQueue crashes, shutdown and maintenance",
+    .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct LifecycleTests {
     @Test("a worker killed with SIGKILL mid-batch: its jobs run again after the lease expires, none lost")
     func crashedWorkerJobsRunAgain() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("crash")
-            let ids = try await db.queue.enqueue((0..<30).map { NewJob(queue: q, kind: "probe", argsJSON: "{\"n\":\($0)}") }).map(\.id)
+            let ids = try await db.queue.enqueue((0..<30).map { NewJob(queue: q, kind: "probe", argsJSON: "{\"n\":\($0)}") }).map(
+                \.id)
             let child = try ChildProcess(
                 "pgqueue-probe",
-                arguments: ["--database-url", db.url, "--queue", q, "--concurrency", "10", "--lease-ms", "1000", "--sleep-ms", "600000"])
+                arguments: [
+                    "--database-url", db.url, "--queue", q, "--concurrency", "10", "--lease-ms", "1000", "--sleep-ms", "600000",
+                ])
             try await child.waitForOutput { $0.filter { $0.hasPrefix("started ") }.count == 10 }
             let claimedByChild = Set(child.stdout.compactMap { $0.hasPrefix("started ") ? JobID($0.dropFirst(8)) : nil })
             #expect(claimedByChild.count == 10)
@@ -29,7 +34,8 @@ struct LifecycleTests {
                 return .completed
             }
             let executor = JobExecutor(
-                queue: db.queue, handlers: handlers, configuration: .init(queue: q, concurrency: 10, pollInterval: .milliseconds(20)))
+                queue: db.queue, handlers: handlers,
+                configuration: .init(queue: q, concurrency: 10, pollInterval: .milliseconds(20)))
             let maintenance = JobQueueMaintenance(queue: db.queue, configuration: .init(rescueInterval: .milliseconds(100)))
             try await running([executor]) {
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -79,7 +85,8 @@ struct LifecycleTests {
             #expect(claimed.withLock { $0.count } == 5)
             #expect(ran.withLock { $0 } == 0)
             let released = try await db.count(
-                "SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND state = 'available' AND locked_by IS NULL AND attempt = 0 AND run_at <= now()")
+                "SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND state = 'available' AND locked_by IS NULL AND attempt = 0 AND run_at <= now()"
+            )
             #expect(released == 5, "claimed jobs were not released")
         }
     }
@@ -98,7 +105,8 @@ struct LifecycleTests {
                 return .completed
             }
             let executor = JobExecutor(
-                queue: db.queue, handlers: handlers, configuration: .init(queue: q, concurrency: 3, pollInterval: .milliseconds(20)))
+                queue: db.queue, handlers: handlers,
+                configuration: .init(queue: q, concurrency: 3, pollInterval: .milliseconds(20)))
             let run = Task { await executor.run() }
             try await Poll.until { started.withLock { $0 } == 3 }
             executor.shutdown()
@@ -130,7 +138,9 @@ struct LifecycleTests {
             try await Poll.until { started.withLock { $0 } }
             executor.shutdown()
             await run.value
-            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND state = 'available' AND locked_by IS NULL") == 1)
+            #expect(
+                try await db.count(
+                    "SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND state = 'available' AND locked_by IS NULL") == 1)
         }
     }
 
@@ -142,7 +152,9 @@ struct LifecycleTests {
             var handlers = JobHandlers()
             handlers.register("bad") { _ in .discard(reason: "400 Bad Request: invalid payload") }
             handlers.register("sleepy") { job in
-                let n = snoozes.withLock { $0 += 1; return $0 }
+                let n = snoozes.withLock {
+                    $0 += 1; return $0
+                }
                 #expect(job.attempt == 1, "a snooze used up an attempt")
                 return n < 3 ? .snooze(.milliseconds(50)) : .completed
             }
@@ -150,7 +162,8 @@ struct LifecycleTests {
             let sleepy = try await db.queue.enqueue(NewJob(queue: q, kind: "sleepy", maxAttempts: 1))
             let unknown = try await db.queue.enqueue(NewJob(queue: q, kind: "nobody-handles-this"))
             let executor = JobExecutor(
-                queue: db.queue, handlers: handlers, configuration: .init(queue: q, concurrency: 4, pollInterval: .milliseconds(20)))
+                queue: db.queue, handlers: handlers,
+                configuration: .init(queue: q, concurrency: 4, pollInterval: .milliseconds(20)))
             try await running([executor]) {
                 try await Poll.until { try await db.pending(q) == 0 }
             }
@@ -180,9 +193,12 @@ struct LifecycleTests {
             let delayed = try await db.queue.enqueue(NewJob(queue: q, kind: "k", schedule: .after(.seconds(3600))))
             let ran = RunLog()
             var handlers = JobHandlers()
-            handlers.register("k") { job in ran.record(job); return .completed }
+            handlers.register("k") { job in
+                ran.record(job); return .completed
+            }
             let executor = JobExecutor(
-                queue: db.queue, handlers: handlers, configuration: .init(queue: q, concurrency: 4, pollInterval: .milliseconds(20)))
+                queue: db.queue, handlers: handlers,
+                configuration: .init(queue: q, concurrency: 4, pollInterval: .milliseconds(20)))
             try await running([executor]) {
                 try await Poll.until { try await db.history(q, state: "completed") == 1 }
             }
@@ -198,7 +214,8 @@ struct LifecycleTests {
             let jobs = try await db.queue.enqueue((0..<10).map { _ in NewJob(queue: q, kind: "k") })
             for job in jobs { try await db.queue.cancel(id: job.id) }
             let old = Array(jobs.prefix(4).map(\.id))
-            try await db.client.query("UPDATE pgqueue.job_history SET finished_at = now() - interval '8 days' WHERE id = ANY(\(old))")
+            try await db.client.query(
+                "UPDATE pgqueue.job_history SET finished_at = now() - interval '8 days' WHERE id = ANY(\(old))")
             let maintenance = JobQueueMaintenance(
                 queue: db.queue, configuration: .init(historyRetention: .seconds(7 * 24 * 3600), batchSize: 3))
             #expect(try await maintenance.prune() == 4)
@@ -213,7 +230,9 @@ struct LifecycleTests {
             let listener = JobQueueListener(client: db.client, logger: db.logger)
             let ran = RunLog()
             var handlers = JobHandlers()
-            handlers.register("k") { job in ran.record(job); return .completed }
+            handlers.register("k") { job in
+                ran.record(job); return .completed
+            }
             // A 60 s poll: only the notification can start this job in time.
             let executor = JobExecutor(
                 queue: db.queue, handlers: handlers,

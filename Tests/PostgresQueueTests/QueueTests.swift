@@ -6,7 +6,9 @@ import PostgresQueue
 import Synchronization
 import Testing
 
-@Suite("PostgresQueue against real PostgreSQL", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+@Suite(
+    "PostgresQueue against real PostgreSQL", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)")
+)
 struct QueueTests {
     @Test("20,000 jobs on 4 executors with separate clients each run exactly once")
     func exactlyOnceWithoutCrashes() async throws {
@@ -109,13 +111,16 @@ struct QueueTests {
             let started = Mutex(0)
             var handlers = JobHandlers()
             handlers.register("sync") { _ in
-                let n = started.withLock { $0 += 1; return $0 }
+                let n = started.withLock {
+                    $0 += 1; return $0
+                }
                 if n == 1 { await gate.wait() }
                 return .completed
             }
             let first = try await db.queue.enqueue(NewJob(queue: q, kind: "sync", uniqueKey: "device:1"))
             let executor = JobExecutor(
-                queue: db.queue, handlers: handlers, configuration: .init(queue: q, concurrency: 1, pollInterval: .milliseconds(20)))
+                queue: db.queue, handlers: handlers,
+                configuration: .init(queue: q, concurrency: 1, pollInterval: .milliseconds(20)))
             try await running([executor]) {
                 try await Poll.until { started.withLock { $0 } == 1 }
                 let second = try await db.queue.enqueue(NewJob(queue: q, kind: "sync", uniqueKey: "device:1"))
@@ -158,12 +163,16 @@ struct QueueTests {
             let laterRuns = log.attempts(of: later.id)
             #expect(laterRuns.count == 2)
             #expect(laterRuns[1].attemptedAt.timeIntervalSince(laterRuns[0].attemptedAt) >= 1.5)
-            // Backoff: gaps of at least 200, 400 and 800 ms, each longer than the one before.
+            // Backoff grows exactly as the policy says (no jitter): each retry was scheduled 200, 400
+            // and 800 ms after the failure was written, both times read from the database clock.
             let flakyRuns = log.attempts(of: flaky.id)
             #expect(flakyRuns.map(\.attempt) == [1, 2, 3, 4])
+            let failedAt = try #require(try await db.queue.job(id: flaky.id)).errors.map { try #require(parseMillis($0.at)) }
+            let scheduled = zip(flakyRuns.dropFirst(), failedAt).map { ($0.runAt.timeIntervalSince($1) * 1000).rounded(.down) }
+            #expect(scheduled == [200, 400, 800], "retry delays \(scheduled) ms")
+            // And no attempt ran before its time.
             let gaps = zip(flakyRuns.dropFirst(), flakyRuns).map { $0.attemptedAt.timeIntervalSince($1.attemptedAt) }
             for (gap, floor) in zip(gaps, [0.2, 0.4, 0.8]) { #expect(gap >= floor, "gap \(gap) < \(floor)") }
-            #expect(gaps[1] > gaps[0] && gaps[2] > gaps[1])
             // Discarded after the fourth attempt, with every error kept.
             let snapshot = try #require(try await db.queue.job(id: flaky.id))
             #expect(snapshot.state == .discarded)
@@ -232,16 +241,29 @@ struct QueueTests {
             workerA.shutdown()
             await runA.value
             let heldByB = try await db.count(
-                "SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND state = 'running' AND locked_by = 'worker-B' AND attempt = 2")
+                "SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND state = 'running' AND locked_by = 'worker-B' AND attempt = 2"
+            )
             #expect(heldByB == 2, "worker A's stale writes changed jobs that worker B holds")
             #expect(try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE queue = \(q)") == 0)
-            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND errors::text LIKE '%stale failure%'") == 0)
+            #expect(
+                try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND errors::text LIKE '%stale failure%'")
+                    == 0)
 
             gateB.open()
             workerB.shutdown()
             await runB.value
             #expect(try await db.history(q, state: "completed") == 1)
-            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND state = 'retryable' AND errors::text LIKE '%stale failure from B%'") == 1)
+            #expect(
+                try await db.count(
+                    "SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND state = 'retryable' AND errors::text LIKE '%stale failure from B%'"
+                ) == 1)
         }
     }
+}
+
+/// Parses the error history's `at` (ISO 8601 UTC with milliseconds).
+func parseMillis(_ text: String) -> Date? {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return formatter.date(from: text)
 }

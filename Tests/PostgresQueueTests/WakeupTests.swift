@@ -1,0 +1,100 @@
+import Foundation
+import HeraldTestSupport
+import Logging
+import PostgresNIO
+@testable import PostgresQueue
+import Synchronization
+import Testing
+
+@Test("the debounce rule: the first enqueue of a window notifies, the rest schedule exactly one trailing notification")
+func debouncerRule() {
+    let debouncer = NotifyDebouncer(window: .seconds(60))
+    let scheduled = Shared(0)
+    let decisions = (0..<20).map { _ in debouncer.shouldNotifyNow(queue: "a", schedule: { scheduled.withLock { $0 += 1 } }) }
+    #expect(decisions == [true] + Array(repeating: false, count: 19))
+    #expect(scheduled.withLock { $0 } == 1)
+    // Another queue has its own window.
+    #expect(debouncer.shouldNotifyNow(queue: "b", schedule: {}))
+    // Once the trailing one went out, the next enqueue inside the (new) window schedules one more.
+    debouncer.trailingSent(queue: "a")
+    #expect(!debouncer.shouldNotifyNow(queue: "a", schedule: { scheduled.withLock { $0 += 1 } }))
+    #expect(scheduled.withLock { $0 } == 2)
+    // A window of zero never debounces.
+    let eager = NotifyDebouncer(window: .zero)
+    #expect((0..<5).allSatisfy { _ in eager.shouldNotifyNow(queue: "a", schedule: {}) })
+}
+
+@Suite("PostgresQueue wake-ups", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct WakeupTests {
+    @Test("enqueue notifications are debounced: one at once, the rest of the window folded into one trailing")
+    func debouncedNotifications() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("debounce")
+            let received = Shared<[String]>([])
+            let window = Duration.milliseconds(500)
+            let queue = JobQueue(client: db.client, logger: db.logger, configuration: .init(notifyDebounce: window))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                let listening = Shared(false)
+                group.addTask {
+                    try await db.client.withConnection { connection in
+                        try await connection.listen(on: JobQueue.notificationChannel) { notifications in
+                            listening.withLock { $0 = true }
+                            for try await notification in notifications where notification.payload == q {
+                                received.withLock { $0.append(notification.payload) }
+                            }
+                        }
+                    }
+                }
+                try await Poll.until { listening.withLock { $0 } }
+                let begin = ContinuousClock.now
+                for _ in 0..<20 { try await queue.enqueue(NewJob(queue: q, kind: "k")) }
+                let burst = ContinuousClock.now - begin
+                // The leading notification arrives at once, a trailing one after the window.
+                try await Poll.until(timeout: .seconds(5), "received \(received.withLock { $0.count })") {
+                    received.withLock { $0.count } >= 2
+                }
+                try await Task.sleep(for: window + .milliseconds(300))  // any further trailing one would be here by now
+                let count = received.withLock { $0.count }
+                // One leading, then about one trailing per window the burst spanned (commit latency can
+                // bunch deliveries, hence the slack); the exact rule is checked in `debouncerRule`.
+                let windows = Int((burst / window).rounded(.down))
+                #expect(count >= 2 && count <= 3 + 2 * windows, "\(count) notifications for a burst of \(burst)")
+                group.cancelAll()
+            }
+        }
+    }
+
+    @Test("the listener reconnects when its connection is killed, and executors wake again")
+    func listenerReconnects() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("reconnect")
+            let listener = JobQueueListener(client: db.client, logger: db.logger)
+            let ran = RunLog()
+            var handlers = JobHandlers()
+            handlers.register("k") { job in
+                ran.record(job)
+                return .completed
+            }
+            let executor = JobExecutor(
+                queue: db.queue, handlers: handlers,
+                configuration: .init(queue: q, concurrency: 2, pollInterval: .seconds(60)), listener: listener)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await listener.run() }
+                try await Poll.until { listener.connections == 1 }
+                let killed = try await db.count(
+                    """
+                    SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                    WHERE datname = current_database() AND query ILIKE 'LISTEN%'
+                    """)
+                #expect(killed == 1)
+                try await Poll.until(timeout: .seconds(10)) { listener.connections == 2 }
+                try await running([executor]) {
+                    try await Task.sleep(for: .milliseconds(300))  // past the executor's first claim and hot window
+                    try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
+                    try await Poll.until(timeout: .seconds(10)) { ran.distinctJobs == 1 }
+                }
+                group.cancelAll()
+            }
+        }
+    }
+}
