@@ -60,6 +60,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -210,6 +211,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "HeraldDomainTests", dependencies: ["HeraldDomain"], swiftSettings: swiftSettings),
         .testTarget(
             name: "HeraldStorageTests",
             dependencies: [

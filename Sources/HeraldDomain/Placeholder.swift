@@ -1,1 +1,0 @@
-// HeraldDomain: filled in by its issue.

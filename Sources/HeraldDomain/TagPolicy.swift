@@ -1,0 +1,64 @@
+/// Which tags a device may carry. The server adds `username:<user>` itself; clients may add
+/// their own tags (categories such as `World`), within the hub's rules and Herald's.
+public struct TagPolicy: Sendable, Hashable {
+    /// Prefixes only the server may use: `username:` and `from:` identify people, and `$` is
+    /// the hub's own (`$InstallationId:{…}`, `$UserId:{…}`).
+    public static let reservedPrefixes = ["username:", "from:", "$"]
+    /// The hub's limit on one tag's length.
+    public static let maxTagLength = 120
+    /// The hub's limit on tags per registration (all tiers).
+    public static let hubMaxTags = 60
+
+    /// Most tags a client may set on one device (the server's own tag comes on top).
+    public var maxClientTags: Int
+
+    /// Creates a policy. `maxClientTags` is clamped so that, with the server's tag, a device
+    /// never exceeds the hub's 60.
+    public init(maxClientTags: Int = 20) {
+        self.maxClientTags = max(0, min(maxClientTags, Self.hubMaxTags - 1))
+    }
+
+    /// The tag that routes notifications to a user.
+    public static func userTag(_ user: String) -> String { "username:\(user)" }
+
+    /// Whether `tag` is well-formed for the hub: 1–120 characters, letters, digits and `_ @ # . : -`.
+    public static func isWellFormed(_ tag: String) -> Bool {
+        guard !tag.isEmpty, tag.count <= maxTagLength else { return false }
+        return tag.unicodeScalars.allSatisfy { scalar in
+            scalar.properties.isAlphabetic || scalar.properties.numericType == .decimal
+                || "_@#.:-".unicodeScalars.contains(scalar)
+        }
+    }
+
+    /// Checks the tags a client asked for and returns the device's full tag set: the client's
+    /// tags (deduplicated, in order) followed by `username:<user>`.
+    public func tags(for user: String, clientTags: [String]) throws(DomainError) -> [String] {
+        var seen = Set<String>()
+        var result: [String] = []
+        for tag in clientTags {
+            if let prefix = Self.reservedPrefixes.first(where: { tag.lowercased().hasPrefix($0) }) {
+                throw DomainError(
+                    code: "reserved_tag",
+                    message: "tag \"\(tag.prefix(40))\" uses the reserved prefix \"\(prefix)\"; the server sets those")
+            }
+            guard Self.isWellFormed(tag) else {
+                throw DomainError(
+                    code: "invalid_tag",
+                    message:
+                        "tag \"\(tag.prefix(40))\" must be 1 to \(Self.maxTagLength) characters of letters, digits and _ @ # . : -"
+                )
+            }
+            if seen.insert(tag).inserted { result.append(tag) }
+        }
+        guard result.count <= maxClientTags else {
+            throw DomainError(
+                code: "too_many_tags", message: "a device may carry at most \(maxClientTags) tags of its own; got \(result.count)"
+            )
+        }
+        let own = Self.userTag(user)
+        guard Self.isWellFormed(own) else {
+            throw DomainError(code: "invalid_user", message: "the user name cannot form a valid tag")
+        }
+        return result + [own]
+    }
+}
