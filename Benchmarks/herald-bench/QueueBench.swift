@@ -42,6 +42,7 @@ struct QueueBench: AsyncParsableCommand {
 
         // Pickup latency at a steady ~1k jobs/s with wake-ups on.
         let (p50, p99) = try await bench.withDatabase("herald_bench_q2") { client in
+            // Measured from the start of each enqueue (one autocommitted statement) to the start of its handler.
             try await bench.pickup(client: client, seconds: pickupSeconds)
         }
         report("queue.pickup.p50_ms", p50, "ms")
@@ -259,8 +260,14 @@ struct Bench: Sendable {
     /// Runs pgbench (4 clients, 2 threads, prepared) and returns its tps.
     func pgbench(url: String, script: String, seconds: Int) throws -> Double {
         let process = Process()
+        // pgbench ends a -T run with SIGALRM, which this process's threads block and a spawned
+        // child inherits blocked: unblock every signal before exec'ing pgbench.
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["pgbench", "-n", "-M", "prepared", "-c", "4", "-j", "2", "-T", "\(seconds)", "-f", script, url]
+        process.arguments = [
+            "python3", "-c",
+            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execvp(sys.argv[1], sys.argv[1:])",
+            "pgbench", "-n", "-M", "prepared", "-c", "4", "-j", "2", "-T", "\(seconds)", "-f", script, url,
+        ]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice

@@ -152,13 +152,14 @@ actor Completer {
                 metadata: ["queue": "\(configuration.queue)", "fenced": "\(batch.count - written)"])
         }
         for completion in batch {
-            let outcome: String
+            let instruments = queue.metrics(queue: completion.job.queue, kind: completion.job.kind)
             switch completion.resolution {
-            case .finish(let state, _): outcome = state.rawValue
-            case .requeue(let state, _, _, _): outcome = state == .retryable ? "retried" : "snoozed"
-            case .release: outcome = "released"
+            case .finish(.completed, _): instruments.completed.increment()
+            case .finish(_, _): instruments.discarded.increment()
+            case .requeue(.retryable, _, _, _): instruments.retried.increment()
+            case .requeue(_, _, _, _): instruments.snoozed.increment()
+            case .release: instruments.released.increment()
             }
-            queue.metrics.finished(queue: completion.job.queue, kind: completion.job.kind, outcome: outcome)
         }
     }
 

@@ -222,7 +222,8 @@ public final class JobExecutor: Service, Sendable {
 
     private func execute(_ job: ClaimedJob) async {
         let latency = Duration.milliseconds(Int64(max(0, job.attemptedAt.timeIntervalSince(job.runAt)) * 1000))
-        queue.metrics.started(queue: job.queue, kind: job.kind, latency: latency)
+        let instruments = queue.metrics(queue: job.queue, kind: job.kind)
+        instruments.latency.recordNanoseconds(latency.nanoseconds)
         let started = ContinuousClock.now
         let resolution: Completion.Resolution
         if let handler = handlers.byKind[job.kind] {
@@ -236,7 +237,7 @@ public final class JobExecutor: Service, Sendable {
         } else {
             resolution = .finish(state: .discarded, error: "no handler is registered for kind \(job.kind)")
         }
-        queue.metrics.ran(queue: job.queue, kind: job.kind, duration: ContinuousClock.now - started)
+        instruments.runTime.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
         await completer.submit(Completion(job: job, resolution: resolution))
         state.withLock { $0.inFlight -= 1 }
         signal.yield()

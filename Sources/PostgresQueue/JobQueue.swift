@@ -61,39 +61,51 @@ public struct JobQueue: Sendable {
     @discardableResult
     public func enqueue(_ jobs: [NewJob], on connection: PostgresConnection) async throws -> [EnqueuedJob] {
         guard !jobs.isEmpty else { return [] }
+        // Which queues get a wake-up hint now (the debounce window's first enqueue); the hint
+        // rides in the first insert statement, so it is delivered when the caller commits.
+        var notify: [String] = []
+        if configuration.notifyOnEnqueue {
+            for queue in Set(jobs.map(\.queue))
+            where debouncer.shouldNotifyNow(queue: queue, schedule: { scheduleTrailingNotify(queue: queue) }) {
+                notify.append(queue)
+            }
+        }
         var results: [EnqueuedJob] = []
         results.reserveCapacity(jobs.count)
         var start = 0
         while start < jobs.count {
             let end = min(start + Self.maxBatch, jobs.count)
-            results += try await insertBatch(jobs[start..<end], on: connection)
+            results += try await insertBatch(jobs[start..<end], notify: start == 0 ? notify : [], on: connection)
             start = end
         }
-        for job in jobs { metrics.enqueued(queue: job.queue, kind: job.kind) }
-        if configuration.notifyOnEnqueue {
-            for queue in Set(jobs.map(\.queue)) {
-                if debouncer.shouldNotifyNow(queue: queue, schedule: { scheduleTrailingNotify(queue: queue) }) {
-                    try await notify(queue: queue, on: connection)
-                }
-            }
-        }
+        var perKind: [QueueMetrics.QueueKind: Int] = [:]
+        for job in jobs { perKind[.init(queue: job.queue, kind: job.kind), default: 0] += 1 }
+        for (key, count) in perKind { metrics.enqueued(key, count: count) }
         return results
     }
 
-    /// Enqueues one job in a transaction of its own.
+    /// Enqueues one job on a connection of its own (one statement, committed on return).
     @discardableResult
     public func enqueue(_ job: NewJob) async throws -> EnqueuedJob {
         try await enqueue([job])[0]
     }
 
-    /// Enqueues many jobs in a transaction of their own.
+    /// Enqueues many jobs on a connection of their own: up to ``maxBatch`` jobs take one
+    /// statement (atomic by itself, no transaction round trips); more take a transaction.
     @discardableResult
     public func enqueue(_ jobs: [NewJob]) async throws -> [EnqueuedJob] {
-        try await withTransaction { connection in try await enqueue(jobs, on: connection) }
+        if jobs.count <= Self.maxBatch {
+            do {
+                return try await client.withConnection { connection in try await enqueue(jobs, on: connection) }
+            } catch let error as PSQLError {
+                throw QueueSQL.map(error, doing: "enqueue")
+            }
+        }
+        return try await withTransaction { connection in try await enqueue(jobs, on: connection) }
     }
 
     private func insertBatch(
-        _ batch: ArraySlice<NewJob>, on connection: PostgresConnection
+        _ batch: ArraySlice<NewJob>, notify: [String], on connection: PostgresConnection
     ) async throws
         -> [EnqueuedJob]
     {
@@ -114,21 +126,24 @@ public struct JobQueue: Sendable {
             sentIndexForInput.append(sent.count)
             sent.append(job)
         }
-        let sentResults = try await insertDistinct(sent, on: connection)
+        let sentResults = try await insertDistinct(sent, notify: notify, on: connection)
         return sentIndexForInput.map { index in
             index >= 0 ? sentResults[index] : EnqueuedJob(id: sentResults[-1 - index].id, deduplicated: true)
         }
     }
 
-    private func insertDistinct(_ jobs: [NewJob], on connection: PostgresConnection) async throws -> [EnqueuedJob] {
+    private func insertDistinct(
+        _ jobs: [NewJob], notify: [String], on connection: PostgresConnection
+    ) async throws -> [EnqueuedJob] {
         let hasUniqueKeys = jobs.contains { $0.uniqueKey != nil }
         var results = [EnqueuedJob?](repeating: nil, count: jobs.count)
         var pending = Array(jobs.indices)
         // A unique key held by a job in another, uncommitted transaction is skipped by ON CONFLICT
         // but invisible to this statement's snapshot; look again, and insert again if that job
         // has started meanwhile. Three rounds settle every race that is not pathological.
-        for _ in 0..<3 where !pending.isEmpty {
-            let rows = try await runInsert(pending.map { jobs[$0] }, uniqueKeys: hasUniqueKeys, on: connection)
+        for round in 0..<3 where !pending.isEmpty {
+            let rows = try await runInsert(
+                pending.map { jobs[$0] }, uniqueKeys: hasUniqueKeys, notify: round == 0 ? notify : [], on: connection)
             var unresolved: [Int] = []
             for (offset, row) in rows.enumerated() {
                 if let id = row.id {
@@ -155,7 +170,7 @@ public struct JobQueue: Sendable {
     }
 
     private func runInsert(
-        _ jobs: [NewJob], uniqueKeys: Bool, on connection: PostgresConnection
+        _ jobs: [NewJob], uniqueKeys: Bool, notify: [String], on connection: PostgresConnection
     ) async throws
         -> [(id: JobID?, inserted: Bool)]
     {
@@ -195,9 +210,12 @@ public struct JobQueue: Sendable {
                     ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable')
                     DO NOTHING
                     RETURNING id
+                ),
+                notified AS (  -- one row whatever the count: the wake-up hints, delivered on commit
+                    SELECT count(pg_notify(\(Self.notificationChannel), q)) AS n FROM unnest(\(notify)::text[]) AS q
                 )
                 SELECT coalesce(inserted.id, existing.id), inserted.id IS NOT NULL
-                FROM input
+                FROM notified CROSS JOIN input
                 LEFT JOIN inserted ON inserted.id = input.id
                 LEFT JOIN LATERAL (
                     SELECT e.id FROM pgqueue.jobs e
@@ -218,8 +236,11 @@ public struct JobQueue: Sendable {
                     SELECT id, queue, kind, args::jsonb, priority, max_attempts,
                            CASE WHEN has_at THEN at ELSE now() + delay_ms * interval '1 millisecond' END
                     FROM input ORDER BY ord
+                ),
+                notified AS (  -- one row whatever the count: the wake-up hints, delivered on commit
+                    SELECT count(pg_notify(\(Self.notificationChannel), q)) AS n FROM unnest(\(notify)::text[]) AS q
                 )
-                SELECT id, true FROM input ORDER BY ord
+                SELECT id, true FROM notified CROSS JOIN input ORDER BY ord
                 """
         }
         do {
@@ -244,10 +265,6 @@ public struct JobQueue: Sendable {
             """, logger: logger)
         for try await (key, id) in rows.decode((String, JobID).self) { found[key] = id }
         return found
-    }
-
-    private func notify(queue: String, on connection: PostgresConnection) async throws {
-        try await connection.query("SELECT pg_notify(\(Self.notificationChannel), \(queue))", logger: logger)
     }
 
     private func scheduleTrailingNotify(queue: String) {

@@ -1,7 +1,8 @@
 import Metrics
 import Synchronization
 
-/// The queue's swift-metrics instruments, created once per (queue, kind) and reused.
+/// The queue's swift-metrics instruments, created once per (queue, kind) and reused, so the
+/// hot path does one dictionary lookup per job and allocates nothing.
 ///
 /// - `pgqueue_jobs_enqueued_total{queue,kind}`
 /// - `pgqueue_jobs_finished_total{queue,kind,outcome}` (outcome: completed, retried,
@@ -11,62 +12,64 @@ import Synchronization
 /// - `pgqueue_run_seconds{queue,kind}` (handler run time, timer)
 /// - `pgqueue_rescued_total`, `pgqueue_pruned_total` (counters)
 final class QueueMetrics: Sendable {
-    private struct Key: Hashable {
-        var name: String
-        var dimensions: [String]
+    /// The dimensions every per-job instrument carries.
+    struct QueueKind: Hashable, Sendable {
+        var queue: String
+        var kind: String
     }
-    private let counters = Mutex<[Key: Counter]>([:])
-    private let timers = Mutex<[Key: Timer]>([:])
-    private let recorders = Mutex<[Key: Recorder]>([:])
 
-    func counter(_ name: String, _ dimensions: [(String, String)]) -> Counter {
-        let key = Key(name: name, dimensions: dimensions.map { "\($0.0)=\($0.1)" })
-        return counters.withLock { cache in
-            if let counter = cache[key] { return counter }
-            let counter = Counter(label: name, dimensions: dimensions)
-            cache[key] = counter
-            return counter
+    /// Every instrument of one (queue, kind).
+    final class Instruments: Sendable {
+        let enqueued: Counter
+        let latency: Timer
+        let runTime: Timer
+        let completed: Counter
+        let retried: Counter
+        let discarded: Counter
+        let snoozed: Counter
+        let released: Counter
+
+        init(_ key: QueueKind) {
+            let dims = [("queue", key.queue), ("kind", key.kind)]
+            enqueued = Counter(label: "pgqueue_jobs_enqueued_total", dimensions: dims)
+            latency = Timer(label: "pgqueue_queue_latency_seconds", dimensions: dims)
+            runTime = Timer(label: "pgqueue_run_seconds", dimensions: dims)
+            func finished(_ outcome: String) -> Counter {
+                Counter(label: "pgqueue_jobs_finished_total", dimensions: dims + [("outcome", outcome)])
+            }
+            completed = finished("completed")
+            retried = finished("retried")
+            discarded = finished("discarded")
+            snoozed = finished("snoozed")
+            released = finished("released")
         }
     }
 
-    func timer(_ name: String, _ dimensions: [(String, String)]) -> Timer {
-        let key = Key(name: name, dimensions: dimensions.map { "\($0.0)=\($0.1)" })
-        return timers.withLock { cache in
-            if let timer = cache[key] { return timer }
-            let timer = Timer(label: name, dimensions: dimensions)
-            cache[key] = timer
-            return timer
+    private let instruments = Mutex<[QueueKind: Instruments]>([:])
+    private let claimSizes = Mutex<[String: Recorder]>([:])
+
+    func callAsFunction(queue: String, kind: String) -> Instruments {
+        let key = QueueKind(queue: queue, kind: kind)
+        return instruments.withLock { cache in
+            if let found = cache[key] { return found }
+            let made = Instruments(key)
+            cache[key] = made
+            return made
         }
     }
 
-    func recorder(_ name: String, _ dimensions: [(String, String)]) -> Recorder {
-        let key = Key(name: name, dimensions: dimensions.map { "\($0.0)=\($0.1)" })
-        return recorders.withLock { cache in
-            if let recorder = cache[key] { return recorder }
-            let recorder = Recorder(label: name, dimensions: dimensions)
-            cache[key] = recorder
-            return recorder
-        }
-    }
-
-    func enqueued(queue: String, kind: String) {
-        counter("pgqueue_jobs_enqueued_total", [("queue", queue), ("kind", kind)]).increment()
-    }
-
-    func finished(queue: String, kind: String, outcome: String) {
-        counter("pgqueue_jobs_finished_total", [("queue", queue), ("kind", kind), ("outcome", outcome)]).increment()
+    func enqueued(_ key: QueueKind, count: Int) {
+        self(queue: key.queue, kind: key.kind).enqueued.increment(by: count)
     }
 
     func claimed(queue: String, count: Int) {
-        recorder("pgqueue_claim_batch_size", [("queue", queue)]).record(count)
-    }
-
-    func started(queue: String, kind: String, latency: Duration) {
-        timer("pgqueue_queue_latency_seconds", [("queue", queue), ("kind", kind)]).recordNanoseconds(latency.nanoseconds)
-    }
-
-    func ran(queue: String, kind: String, duration: Duration) {
-        timer("pgqueue_run_seconds", [("queue", queue), ("kind", kind)]).recordNanoseconds(duration.nanoseconds)
+        let recorder = claimSizes.withLock { cache in
+            if let found = cache[queue] { return found }
+            let made = Recorder(label: "pgqueue_claim_batch_size", dimensions: [("queue", queue)])
+            cache[queue] = made
+            return made
+        }
+        recorder.record(count)
     }
 }
 
