@@ -15,7 +15,7 @@ u AS (
   RETURNING j.id, j.attempt)
 SELECT coalesce(array_agg(id), '{}')::text AS ids, coalesce(array_agg(attempt), '{}')::text AS attempts FROM u \gset
 WITH done AS (
-  DELETE FROM pgqueue.jobs j USING unnest(:'ids'::int8[], :'attempts'::int2[]) AS i(id, attempt)
+  DELETE FROM pgqueue.jobs j USING unnest(:ids::int8[], :attempts::int2[]) AS i(id, attempt)
   WHERE j.id = i.id AND j.attempt = i.attempt AND j.locked_by = 'pgbench' AND j.state = 'running'
   RETURNING j.*)
 INSERT INTO pgqueue.job_history
