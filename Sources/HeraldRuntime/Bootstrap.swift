@@ -29,6 +29,7 @@ public enum HeraldBootstrap {
     /// answers: one direct connection attempt first, so that a refused connection, a wrong
     /// password or a missing database fails at once with a one-line error instead of the
     /// pool retrying in the background.
+    @discardableResult
     public static func withClient<T: Sendable>(
         _ settings: DatabaseSettings, logger: Logger, timeout: Duration = .seconds(10),
         _ body: @Sendable (PostgresClient) async throws -> T

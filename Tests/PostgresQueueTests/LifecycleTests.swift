@@ -222,32 +222,4 @@ struct LifecycleTests {
             #expect(try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE queue = \(q)") == 6)
         }
     }
-
-    @Test("an idle executor wakes on the enqueue notification, well before its poll interval")
-    func notificationWakesExecutor() async throws {
-        try await TestDatabase.with { db async throws in
-            let q = uniqueQueue("wake")
-            let listener = JobQueueListener(client: db.client, logger: db.logger)
-            let ran = RunLog()
-            var handlers = JobHandlers()
-            handlers.register("k") { job in
-                ran.record(job); return .completed
-            }
-            // A 60 s poll: only the notification can start this job in time.
-            let executor = JobExecutor(
-                queue: db.queue, handlers: handlers,
-                configuration: .init(queue: q, concurrency: 2, pollInterval: .seconds(60)), listener: listener)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await listener.run() }
-                try await Poll.until { listener.connections == 1 }
-                try await running([executor]) {
-                    // Let the first claim (at start) pass and the hot window close.
-                    try await Task.sleep(for: .milliseconds(300))
-                    try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
-                    try await Poll.until(timeout: .seconds(10)) { ran.distinctJobs == 1 }
-                }
-                group.cancelAll()
-            }
-        }
-    }
 }

@@ -64,37 +64,55 @@ struct WakeupTests {
         }
     }
 
+    @Test("an idle executor wakes on the enqueue notification, well before its poll interval")
+    func notificationWakesExecutor() async throws {
+        try await TestDatabase.with { db async throws in
+            try await expectNotificationWakesExecutor(db, connections: 1) { _ in }
+        }
+    }
+
     @Test("the listener reconnects when its connection is killed, and executors wake again")
     func listenerReconnects() async throws {
         try await TestDatabase.with { db async throws in
-            let q = uniqueQueue("reconnect")
-            let listener = JobQueueListener(client: db.client, logger: db.logger)
-            let ran = RunLog()
-            var handlers = JobHandlers()
-            handlers.register("k") { job in
-                ran.record(job)
-                return .completed
-            }
-            let executor = JobExecutor(
-                queue: db.queue, handlers: handlers,
-                configuration: .init(queue: q, concurrency: 2, pollInterval: .seconds(60)), listener: listener)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await listener.run() }
-                try await Poll.until { listener.connections == 1 }
+            try await expectNotificationWakesExecutor(db, connections: 2) { listener in
                 let killed = try await db.count(
                     """
                     SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
                     WHERE datname = current_database() AND query ILIKE 'LISTEN%'
                     """)
                 #expect(killed == 1)
-                try await Poll.until(timeout: .seconds(10)) { listener.connections == 2 }
-                try await running([executor]) {
-                    try await Task.sleep(for: .milliseconds(300))  // past the executor's first claim and hot window
-                    try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
-                    try await Poll.until(timeout: .seconds(10)) { ran.distinctJobs == 1 }
-                }
-                group.cancelAll()
             }
+        }
+    }
+
+    /// Starts a listener, runs `disturb`, waits for the listener's `connections`-th connection,
+    /// then checks that an idle executor whose poll interval is a minute starts a newly
+    /// enqueued job within seconds: only the notification can make that happen.
+    func expectNotificationWakesExecutor(
+        _ db: TestDatabase, connections: Int, disturb: @Sendable (JobQueueListener) async throws -> Void
+    ) async throws {
+        let q = uniqueQueue("wake")
+        let listener = JobQueueListener(client: db.client, logger: db.logger)
+        let ran = RunLog()
+        var handlers = JobHandlers()
+        handlers.register("k") { job in
+            ran.record(job)
+            return .completed
+        }
+        let executor = JobExecutor(
+            queue: db.queue, handlers: handlers,
+            configuration: .init(queue: q, concurrency: 2, pollInterval: .seconds(60)), listener: listener)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await listener.run() }
+            try await Poll.until { listener.connections == 1 }
+            try await disturb(listener)
+            try await Poll.until(timeout: .seconds(10)) { listener.connections == connections }
+            try await running([executor]) {
+                try await Task.sleep(for: .milliseconds(300))  // past the executor's first claim and its hot window
+                try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
+                try await Poll.until(timeout: .seconds(10)) { ran.distinctJobs == 1 }
+            }
+            group.cancelAll()
         }
     }
 }
