@@ -236,14 +236,22 @@ struct SendTests {
         }
     }
 
-    @Test("Telemetry answers 404 during the configured delay")
+    @Test("Telemetry answers 404 during the configured delay, then the outcome")
     func telemetryDelay() async throws {
-        try await Harness.with(configuration: EmulatorConfiguration(telemetryDelay: .milliseconds(300))) { h in
+        // Long enough that a loaded machine still makes its first GET inside the delay.
+        let delay = Duration.seconds(2)
+        try await Harness.with(configuration: EmulatorConfiguration(telemetryDelay: delay)) { h in
+            let sentAt = ContinuousClock.now
             let (_, id) = try await h.send(format: "apple", body: Self.alert)
             let nid = try #require(id)
             #expect(try await h.call(.GET, "/messages/\(nid)").status == 404)
-            try await Task.sleep(for: .milliseconds(400))  // the behaviour under test is time-based
-            let later = try await h.call(.GET, "/messages/\(nid)")
+            // Ask again until the telemetry appears (the behaviour under test is time-based).
+            var later = try await h.call(.GET, "/messages/\(nid)")
+            while later.status == 404 && ContinuousClock.now - sentAt < delay + .seconds(10) {
+                try await Task.sleep(for: .milliseconds(100))
+                later = try await h.call(.GET, "/messages/\(nid)")
+            }
+            #expect(ContinuousClock.now - sentAt >= delay, "telemetry appeared before the delay")
             #expect(later.status == 200)
             #expect(later.body.between("<State>", "</State>") == "NoTargetFound")
         }
