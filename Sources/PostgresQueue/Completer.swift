@@ -91,7 +91,7 @@ actor Completer {
                     metadata: [
                         "queue": "\(configuration.queue)", "error": "\(error)", "jobs": "\(batch.count)", "tries": "\(tries)",
                     ])
-                if tries >= 5 { break }
+                if tries >= 5 || Task.isCancelled { break }  // cancelled: the leases will expire and the jobs rerun
                 try? await Task.sleep(for: .milliseconds(100 * (1 << tries)))
             }
         }
