@@ -12,7 +12,8 @@ import NotificationHubsEmulator
 ///
 /// Both phases share one `HTTPClient` (keep-alive, one connection per concurrent task), the
 /// same URL, headers and body bytes; only who builds the request differs. Phases alternate
-/// for `--rounds` rounds and the median of each is printed:
+/// for `--rounds` rounds; the rates are the medians over the rounds and the ratio the median
+/// of each round's client/raw ratio:
 ///
 /// ```
 /// bench hub.client.sends <v> sends/s
@@ -33,8 +34,8 @@ struct HubBench: AsyncParsableCommand {
     @Option(help: "Concurrent tasks (and keep-alive connections).")
     var concurrency: Int = 32
 
-    @Option(help: "Rounds; each runs both phases, the median is reported.")
-    var rounds: Int = 3
+    @Option(help: "Rounds; each runs both phases, the medians are reported.")
+    var rounds: Int = 5
 
     @Option(help: "Sends per phase before measuring.")
     var warmup: Int = 2_000
@@ -44,6 +45,12 @@ struct HubBench: AsyncParsableCommand {
 
     @Option(help: "Template/native registrations matching the send's tag (each send fans out to them).")
     var registrations: Int = 1
+
+    @Option(help: "Benchmark an already running emulator (e.g. `nh-emulator` in another process) instead of an in-process one.")
+    var connectionString: String?
+
+    @Option(help: "With --connection-string, the hub name.")
+    var hub: String = "herald"
 
     func validate() throws {
         guard count > 0, concurrency > 0, rounds > 0, warmup >= 0, registrations >= 0 else {
@@ -56,11 +63,23 @@ struct HubBench: AsyncParsableCommand {
         var logger = Logger(label: "herald-bench.hub")
         logger.logLevel = .error
 
-        var emulatorConfiguration = EmulatorConfiguration(
-            hubs: [.init(name: "bench")], tier: .standard, telemetryDelay: .zero)
-        emulatorConfiguration.maximumDeliveries = 10_000
-        let emulator = try await Emulator.start(configuration: emulatorConfiguration, logger: logger)
-
+        // In-process emulator unless an external one was named.
+        let emulator: RunningEmulator?
+        let connectionString: String
+        let hubName: String
+        if let external = self.connectionString {
+            emulator = nil
+            connectionString = external
+            hubName = hub
+        } else {
+            var emulatorConfiguration = EmulatorConfiguration(
+                hubs: [.init(name: "bench")], tier: .standard, telemetryDelay: .zero)
+            emulatorConfiguration.maximumDeliveries = 10_000
+            let started = try await Emulator.start(configuration: emulatorConfiguration, logger: logger)
+            emulator = started
+            connectionString = started.connectionString(hub: "bench", rule: "DefaultFullSharedAccessSignature")
+            hubName = "bench"
+        }
         var httpConfiguration = HTTPClient.Configuration()
         httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = concurrency
         httpConfiguration.httpVersion = .http1Only
@@ -68,9 +87,10 @@ struct HubBench: AsyncParsableCommand {
         let httpClient = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: httpConfiguration)
 
         do {
-            let connectionString = emulator.connectionString(hub: "bench", rule: "DefaultFullSharedAccessSignature")
+            let inspectionURL =
+                try NotificationHubConnectionString(connectionString).serviceURL + "_emulator/hubs/\(hubName)/deliveries"
             let client = try NotificationHubClient(
-                connectionString: connectionString, hubName: "bench", httpClient: httpClient)
+                connectionString: connectionString, hubName: hubName, httpClient: httpClient)
             let tag = "bench:hub"
             let notification: PushNotification =
                 kind == "apple"
@@ -87,7 +107,7 @@ struct HubBench: AsyncParsableCommand {
             }
 
             let raw = try RawPoster(
-                httpClient: httpClient, connectionString: connectionString, hubName: "bench", tag: tag,
+                httpClient: httpClient, connectionString: connectionString, hubName: hubName, tag: tag,
                 notification: notification)
 
             let clientPhase: @Sendable () async throws -> Void = {
@@ -104,28 +124,36 @@ struct HubBench: AsyncParsableCommand {
 
             var clientRates: [Double] = []
             var rawRates: [Double] = []
+            var ratios: [Double] = []
             for round in 1...rounds {
-                try await clearDeliveries(emulator: emulator, httpClient: httpClient)
+                try await clearDeliveries(url: inspectionURL, httpClient: httpClient)
+                let clientCPU = processCPUSeconds()
                 let clientRate = try await measure(count: count, concurrency: concurrency, clientPhase)
-                try await clearDeliveries(emulator: emulator, httpClient: httpClient)
+                let clientMicros = (processCPUSeconds() - clientCPU) / Double(count) * 1e6
+                try await clearDeliveries(url: inspectionURL, httpClient: httpClient)
+                let rawCPU = processCPUSeconds()
                 let rawRate = try await measure(count: count, concurrency: concurrency, rawPhase)
+                let rawMicros = (processCPUSeconds() - rawCPU) / Double(count) * 1e6
                 clientRates.append(clientRate)
                 rawRates.append(rawRate)
+                ratios.append(clientRate / rawRate)
                 FileHandle.standardError.write(
-                    Data("round \(round): client \(Int(clientRate)) sends/s, raw \(Int(rawRate)) posts/s\n".utf8))
+                    Data(
+                        "round \(round): client \(Int(clientRate)) sends/s (\(Int(clientMicros)) µs CPU each), raw \(Int(rawRate)) posts/s (\(Int(rawMicros)) µs CPU each)\n"
+                            .utf8))
             }
-            let clientMedian = median(clientRates)
-            let rawMedian = median(rawRates)
-            print("bench hub.client.sends \(Int(clientMedian.rounded())) sends/s")
-            print("bench hub.raw_posts \(Int(rawMedian.rounded())) posts/s")
-            print("bench hub.client.ratio \(String(format: "%.3f", clientMedian / rawMedian)) ratio")
+            // Rates: medians over the rounds. Ratio: the median of each round's client/raw ratio
+            // (the two phases of a round run back to back, so drift between rounds cancels out).
+            print("bench hub.client.sends \(Int(median(clientRates).rounded())) sends/s")
+            print("bench hub.raw_posts \(Int(median(rawRates).rounded())) posts/s")
+            print("bench hub.client.ratio \(String(format: "%.3f", median(ratios))) ratio")
         } catch {
             try? await httpClient.shutdown()
-            try? await emulator.shutdown()
+            try? await emulator?.shutdown()
             throw error
         }
         try await httpClient.shutdown()
-        try await emulator.shutdown()
+        try await emulator?.shutdown()
     }
 
     /// Runs `count` calls of `body` on `concurrency` tasks; returns calls per second.
@@ -150,14 +178,22 @@ struct HubBench: AsyncParsableCommand {
         return Double(count) / seconds
     }
 
+    /// User and system CPU time of this process (the in-process emulator included), in seconds.
+    private func processCPUSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
     private func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         return sorted.count % 2 == 1
             ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
-    private func clearDeliveries(emulator: RunningEmulator, httpClient: HTTPClient) async throws {
-        var request = HTTPClientRequest(url: "http://127.0.0.1:\(emulator.port)/_emulator/hubs/bench/deliveries")
+    /// Empties the emulator's delivery log between phases (best effort).
+    private func clearDeliveries(url: String, httpClient: HTTPClient) async throws {
+        var request = HTTPClientRequest(url: url)
         request.method = .DELETE
         let response = try await httpClient.execute(request, timeout: .seconds(10))
         _ = try await response.body.collect(upTo: 1 << 20)

@@ -73,6 +73,7 @@ extension NotificationHubClient {
     ) async throws(NotificationHubsError) -> HubResponse {
         var request = HTTPClientRequest(url: url)
         request.method = method
+        request.headers = headers  // shares the caller's storage; reserved room for three more
         request.headers.reserveCapacity(headers.count + 3)
         request.headers.add(name: "Authorization", value: core.tokens.token())
         request.headers.add(name: "User-Agent", value: configuration.userAgent)
@@ -84,7 +85,6 @@ extension NotificationHubClient {
         } else {
             sentTrackingID = nil
         }
-        request.headers.add(contentsOf: headers)
         if let body { request.body = .bytes(body) }
 
         let status: Int

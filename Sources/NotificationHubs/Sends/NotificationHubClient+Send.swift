@@ -202,7 +202,7 @@ extension NotificationHubClient {
     /// `ServiceBusNotification-Format`, `Content-Type` and the notification's own headers.
     func notificationHeaders(_ notification: PushNotification, extra: Int) -> HTTPHeaders {
         var headers = HTTPHeaders()
-        headers.reserveCapacity(2 + notification.headers.count + extra)
+        headers.reserveCapacity(2 + notification.headers.count + extra + 3)  // + 3 added by perform
         headers.add(name: "ServiceBusNotification-Format", value: notification.format.rawValue)
         headers.add(name: "Content-Type", value: notification.contentType)
         headers.add(contentsOf: notification.headers)
