@@ -16,6 +16,10 @@ public struct HeraldConfiguration: Sendable {
     public var worker: WorkerSettings
     /// The Notification Hub, as plain values (the runtime never links the hub client).
     public var hub: HubSettings?
+    /// How device users sign in.
+    public var auth: AuthSettings
+    /// Limits on devices.
+    public var devices: DeviceSettings
 
     /// Reads and validates every setting. Throws a ``ConfigurationError`` naming the key.
     public static func fromEnvironment(
@@ -53,7 +57,27 @@ public struct HeraldConfiguration: Sendable {
                 historyRetentionHours: try env.int("HERALD_HISTORY_RETENTION_HOURS", default: 168, range: 1...87_600),
                 metricsHost: env["HERALD_WORKER_METRICS_HOST"] ?? "127.0.0.1",
                 metricsPort: try env.int("HERALD_WORKER_METRICS_PORT", default: 9091, range: 0...65535)),
-            hub: hub)
+            hub: hub,
+            auth: AuthSettings(
+                jwtHS256Secret: env["HERALD_AUTH_JWT_HS256_SECRET"],
+                jwtPublicKeysPEM: try env["HERALD_AUTH_JWT_PUBLIC_KEYS_FILE"].map { path in
+                    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                        throw ConfigurationError(key: "HERALD_AUTH_JWT_PUBLIC_KEYS_FILE", "names a file that cannot be read")
+                    }
+                    return text
+                },
+                jwtIssuer: env["HERALD_AUTH_JWT_ISSUER"],
+                jwtAudience: env["HERALD_AUTH_JWT_AUDIENCE"],
+                basicCacheSeconds: try env.int("HERALD_AUTH_BASIC_CACHE_SECONDS", default: 30, range: 0...60),
+                basicCacheEntries: try env.int("HERALD_AUTH_BASIC_CACHE_ENTRIES", default: 10_000, range: 0...1_000_000),
+                bcryptConcurrency: try env.int(
+                    "HERALD_AUTH_BCRYPT_CONCURRENCY", default: max(1, ProcessInfo.processInfo.activeProcessorCount),
+                    range: 1...256),
+                bcryptQueueLimit: try env.int("HERALD_AUTH_BCRYPT_QUEUE", default: 256, range: 0...100_000),
+                bcryptCost: try env.int("HERALD_AUTH_BCRYPT_COST", default: 12, range: 4...16)),
+            devices: DeviceSettings(
+                maxDevicesPerUser: try env.int("HERALD_MAX_DEVICES_PER_USER", default: 100, range: 1...100_000),
+                maxClientTags: try env.int("HERALD_MAX_CLIENT_TAGS", default: 20, range: 0...59)))
     }
 }
 
@@ -140,6 +164,42 @@ public struct WorkerSettings: Sendable {
     public var metricsHost: String
     /// Metrics and health listener port (`HERALD_WORKER_METRICS_PORT`, default 9091).
     public var metricsPort: Int
+}
+
+/// How device users sign in (`Authorization: Basic` against the users table, or a JWT).
+public struct AuthSettings: Sendable {
+    /// `HERALD_AUTH_JWT_HS256_SECRET`: accept HS256 JWTs signed with this secret (never logged).
+    public var jwtHS256Secret: String?
+    /// The PEM text of `HERALD_AUTH_JWT_PUBLIC_KEYS_FILE`: RSA (RS256) and EC P-256 (ES256)
+    /// public keys whose JWTs are accepted.
+    public var jwtPublicKeysPEM: String?
+    /// `HERALD_AUTH_JWT_ISSUER`: the required `iss`, if set.
+    public var jwtIssuer: String?
+    /// `HERALD_AUTH_JWT_AUDIENCE`: the required `aud`, if set.
+    public var jwtAudience: String?
+    /// `HERALD_AUTH_BASIC_CACHE_SECONDS` (default 30, at most 60; 0 turns the cache off): how
+    /// long a verified Basic credential is reused without another bcrypt check.
+    public var basicCacheSeconds: Int
+    /// `HERALD_AUTH_BASIC_CACHE_ENTRIES` (default 10,000): the most cached credentials.
+    public var basicCacheEntries: Int
+    /// `HERALD_AUTH_BCRYPT_CONCURRENCY` (default: the number of cores): bcrypt checks run at once.
+    public var bcryptConcurrency: Int
+    /// `HERALD_AUTH_BCRYPT_QUEUE` (default 256): checks that may wait for a slot; beyond it
+    /// sign-ins get 503 with `Retry-After` instead of piling up.
+    public var bcryptQueueLimit: Int
+    /// `HERALD_AUTH_BCRYPT_COST` (default 12): the cost of new password hashes.
+    public var bcryptCost: Int
+
+    /// Whether any JWT verification key is configured.
+    public var acceptsJWT: Bool { jwtHS256Secret != nil || jwtPublicKeysPEM != nil }
+}
+
+/// Limits on devices.
+public struct DeviceSettings: Sendable {
+    /// `HERALD_MAX_DEVICES_PER_USER` (default 100): live devices one user may have.
+    public var maxDevicesPerUser: Int
+    /// `HERALD_MAX_CLIENT_TAGS` (default 20, at most 59): tags a client may set on one device.
+    public var maxClientTags: Int
 }
 
 /// The Notification Hub to deliver through.

@@ -1,0 +1,565 @@
+public import Foundation
+public import HeraldDomain
+public import Logging
+public import PostgresNIO
+import PostgresQueue
+
+/// Who a device request acts for: a signed-in user.
+public struct DeviceOwner: Sendable, Hashable {
+    /// The user's database id.
+    public var id: Int64
+    /// The user's name (the `username:<name>` tag).
+    public var name: String
+
+    /// Creates an owner.
+    public init(id: Int64, name: String) {
+        self.id = id
+        self.name = name
+    }
+}
+
+/// A device row: what the app asked for and what the hub holds.
+public struct DeviceRecord: Sendable, Hashable {
+    /// Herald's id, handed to the app.
+    public var id: DeviceID
+    /// The owner's database id.
+    public var userID: Int64
+    /// Registration or installation.
+    public var kind: DeviceKind
+    /// Nil until the app registered the handle with a platform.
+    public var platform: Platform?
+    /// The push handle (normalised).
+    public var handle: String
+    /// Every tag the device carries at the hub, `username:<user>` last.
+    public var tags: [String]
+    /// The template of a template registration.
+    public var template: DeviceTemplate?
+    /// The installation id of an installation-style device.
+    public var installationID: String?
+    /// The named templates of an installation-style device.
+    public var templates: [String: InstallationTemplateSpec]
+    /// The hub's registration id (registration-style devices).
+    public var hubRegistrationID: String?
+    /// When the hub's registration expires, as the hub said.
+    public var hubExpiresAt: Date?
+    /// Where syncing stands.
+    public var syncState: DeviceSyncState
+    /// Why the last sync failed.
+    public var lastError: String?
+    /// Bumped by every change.
+    public var version: Int64
+    /// The version the hub holds.
+    public var syncedVersion: Int64?
+    /// When the device was deleted (by its user, or because its handle moved).
+    public var deletedAt: Date?
+    /// When the device was created.
+    public var createdAt: Date
+    /// When the device last changed.
+    public var updatedAt: Date
+
+    /// Whether the device was deleted.
+    public var isDeleted: Bool { deletedAt != nil }
+}
+
+/// One registration-side hub call, for the `device_hub_calls` audit.
+public struct DeviceHubCall: Sendable, Hashable {
+    /// The device the call was for.
+    public var deviceID: DeviceID
+    /// What was called, e.g. `createRegistrationId`, `createOrUpdateRegistration`.
+    public var operation: String
+    /// The hub's registration or installation id involved.
+    public var hubID: String?
+    /// The HTTP status, nil when no answer came (timeout, connection error).
+    public var httpStatus: Int?
+    /// How long the call took.
+    public var durationMilliseconds: Double
+    /// The hub's tracking id, for support tickets.
+    public var trackingID: String?
+    /// What went wrong, if anything.
+    public var error: String?
+    /// When the call was recorded (set by the database on insert).
+    public var at: Date?
+
+    /// Creates a call record.
+    public init(
+        deviceID: DeviceID, operation: String, hubID: String?, httpStatus: Int?, durationMilliseconds: Double,
+        trackingID: String?, error: String?, at: Date? = nil
+    ) {
+        self.deviceID = deviceID
+        self.operation = operation
+        self.hubID = hubID
+        self.httpStatus = httpStatus
+        self.durationMilliseconds = durationMilliseconds
+        self.trackingID = trackingID
+        self.error = error
+        self.at = at
+    }
+}
+
+/// Devices: the use-cases behind the device API (each writes the device row and its sync
+/// job in one transaction) and the reads and fenced writes the sync jobs make.
+public struct DeviceStore: Sendable {
+    /// Limits on what one user may register.
+    public struct Limits: Sendable {
+        /// Live devices one user may have (`HERALD_MAX_DEVICES_PER_USER`).
+        public var maxDevicesPerUser: Int
+        /// Which tags clients may set.
+        public var tagPolicy: TagPolicy
+
+        /// Creates limits.
+        public init(maxDevicesPerUser: Int = 100, tagPolicy: TagPolicy = TagPolicy()) {
+            self.maxDevicesPerUser = maxDevicesPerUser
+            self.tagPolicy = tagPolicy
+        }
+    }
+
+    /// Most templates one installation may carry.
+    public static let maxInstallationTemplates = 10
+
+    let client: PostgresClient
+    let logger: Logger
+    let queue: JobQueue
+    /// The limits in force.
+    public let limits: Limits
+
+    /// Creates a store on `client`.
+    public init(client: PostgresClient, logger: Logger, limits: Limits = Limits()) {
+        self.client = client
+        self.logger = logger
+        self.queue = JobQueue(client: client, logger: logger)
+        self.limits = limits
+    }
+
+    // MARK: Device API use-cases
+
+    /// `POST /api/register?handle=`: the id of the caller's device with this handle, or a new
+    /// device (nothing goes to the hub until it is registered with a platform).
+    public func deviceID(owner: DeviceOwner, handle rawHandle: String) async throws -> DeviceID {
+        let handle = rawHandle.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !handle.isEmpty, handle.count <= DeviceHandle.maxLength else {
+            throw DomainError(
+                code: "invalid_handle", message: "the handle must be 1 to \(DeviceHandle.maxLength) characters")
+        }
+        // The tutorial client sends APNs tokens as upper-case hex; a later PUT stores them so.
+        let forms = [handle, (try? DeviceHandle.normalized(handle, for: .apns)) ?? handle]
+        return try await StorageSQL.transaction(client, logger: logger, "register a device") { connection in
+            let existing = try await connection.query(
+                """
+                SELECT id FROM devices WHERE user_id = \(owner.id) AND kind = 'registration' AND handle = ANY(\(forms))
+                ORDER BY (deleted_at IS NULL) DESC, created_at LIMIT 1
+                """, logger: logger)
+            for try await id in existing.decode(UUID.self) { return DeviceID(id) }
+            try await checkDeviceLimit(owner: owner, on: connection)
+            let id = DeviceID.random()
+            try await connection.query(
+                """
+                INSERT INTO devices (id, user_id, kind, handle, sync_state)
+                VALUES (\(id.uuid), \(owner.id), 'registration', \(handle), 'new')
+                """, logger: logger)
+            return id
+        }
+    }
+
+    /// `PUT /api/register/{id}`: creates or updates the caller's device at `id` as a
+    /// registration (a template registration when `template` is set), moves the handle away
+    /// from any other device, and enqueues the syncs, all in one transaction.
+    ///
+    /// Throws `DomainError` `.gone` when the id belongs to another user.
+    @discardableResult
+    public func register(
+        owner: DeviceOwner, id: DeviceID, platform: Platform, handle rawHandle: String, clientTags: [String],
+        template: DeviceTemplate?
+    ) async throws -> DeviceRecord {
+        let handle = try DeviceHandle.normalized(rawHandle, for: platform)
+        let tags = try limits.tagPolicy.tags(for: owner.name, clientTags: clientTags)
+        let template = try template?.validated(for: platform)
+        let headersJSON = try template.map { try Self.json($0.headers) }
+        return try await StorageSQL.transaction(client, logger: logger, "register a device") { connection in
+            let current = try await lockDevice(id, on: connection)
+            if let current {
+                guard current.userID == owner.id else { throw Self.notYours }
+                guard current.kind == .registration else {
+                    throw DomainError(
+                        code: "device_kind_mismatch",
+                        message: "this id belongs to an installation; register it with POST /api/register",
+                        kind: .conflict)
+                }
+                if current.deleted { try await checkDeviceLimit(owner: owner, on: connection) }
+            } else {
+                try await checkDeviceLimit(owner: owner, on: connection)
+            }
+            var jobs = try await moveHandle(handle, to: id, on: connection)
+            let rows = try await connection.query(
+                """
+                INSERT INTO devices (id, user_id, kind, platform, handle, tags, template_body, template_headers)
+                VALUES (\(id.uuid), \(owner.id), 'registration', \(platform.rawValue), \(handle), \(tags),
+                        \(template?.body), \(headersJSON)::jsonb)
+                ON CONFLICT (id) DO UPDATE SET
+                    platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
+                    template_body = EXCLUDED.template_body, template_headers = EXCLUDED.template_headers,
+                    deleted_at = NULL, sync_state = 'pending', last_error = NULL,
+                    version = devices.version + 1, updated_at = now()
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+            let record = try await Self.single(rows)
+            jobs.append(try Self.syncJob(id: id, kind: .registration))
+            _ = try await queue.enqueue(jobs, on: connection)
+            return record
+        }
+    }
+
+    /// `POST /api/register` with an installation: creates or updates the caller's
+    /// installation-style device, moves the handle away from any other device, and enqueues
+    /// the sync, all in one transaction.
+    @discardableResult
+    public func registerInstallation(
+        owner: DeviceOwner, installationID: String, platform: Platform, handle rawHandle: String,
+        clientTags: [String], templates: [String: InstallationTemplateSpec]
+    ) async throws -> DeviceRecord {
+        guard !installationID.isEmpty, installationID.count <= 100,
+            installationID.unicodeScalars.allSatisfy({
+                $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0))
+            })
+        else {
+            throw DomainError(
+                code: "invalid_installation_id", message: "an installation id is 1 to 100 letters, digits and - _ .")
+        }
+        let handle = try DeviceHandle.normalized(rawHandle, for: platform)
+        let tags = try limits.tagPolicy.tags(for: owner.name, clientTags: clientTags)
+        guard templates.count <= Self.maxInstallationTemplates else {
+            throw DomainError(
+                code: "too_many_templates", message: "an installation may carry at most \(Self.maxInstallationTemplates) templates")
+        }
+        var checked: [String: InstallationTemplateSpec] = [:]
+        for (name, spec) in templates {
+            guard !name.isEmpty, name.count <= 64, TagPolicy.isWellFormed(name) else {
+                throw DomainError(code: "invalid_template", message: "a template name is 1 to 64 letters, digits and _ @ # . : -")
+            }
+            _ = try DeviceTemplate(body: spec.body, headers: spec.headers).validated(for: platform)
+            let templateTags = try limits.tagPolicy.tags(for: owner.name, clientTags: spec.tags).dropLast()
+            checked[name] = InstallationTemplateSpec(body: spec.body, headers: spec.headers, tags: Array(templateTags))
+        }
+        let templatesJSON = try Self.json(checked)
+        return try await StorageSQL.transaction(client, logger: logger, "register an installation") { connection in
+            let existing = try await connection.query(
+                "SELECT id, user_id FROM devices WHERE installation_id = \(installationID) FOR UPDATE", logger: logger)
+            var id = DeviceID.random()
+            var found = false
+            for try await (uuid, userID) in existing.decode((UUID, Int64).self) {
+                guard userID == owner.id else { throw Self.notYours }
+                id = DeviceID(uuid)
+                found = true
+            }
+            if !found { try await checkDeviceLimit(owner: owner, on: connection) }
+            var jobs = try await moveHandle(handle, to: id, on: connection)
+            let rows = try await connection.query(
+                """
+                INSERT INTO devices (id, user_id, kind, platform, handle, tags, installation_id, templates)
+                VALUES (\(id.uuid), \(owner.id), 'installation', \(platform.rawValue), \(handle), \(tags),
+                        \(installationID), \(templatesJSON)::jsonb)
+                ON CONFLICT (id) DO UPDATE SET
+                    platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
+                    templates = EXCLUDED.templates, deleted_at = NULL, sync_state = 'pending', last_error = NULL,
+                    version = devices.version + 1, updated_at = now()
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+            let record = try await Self.single(rows)
+            jobs.append(try Self.syncJob(id: id, kind: .installation))
+            _ = try await queue.enqueue(jobs, on: connection)
+            return record
+        }
+    }
+
+    /// `DELETE /api/register/{id}`: deletes the caller's device and enqueues the hub-side
+    /// delete. Idempotent: an unknown or already deleted id is fine. Throws `DomainError`
+    /// `.gone` when the id belongs to another user.
+    public func delete(owner: DeviceOwner, id: DeviceID) async throws {
+        try await StorageSQL.transaction(client, logger: logger, "delete a device") { connection in
+            guard let current = try await lockDevice(id, on: connection) else { return }
+            guard current.userID == owner.id else { throw Self.notYours }
+            guard !current.deleted else { return }
+            let rows = try await connection.query(
+                """
+                UPDATE devices SET deleted_at = now(), version = version + 1, updated_at = now(),
+                    sync_state = CASE WHEN platform IS NULL THEN 'deleted' ELSE 'pending' END
+                WHERE id = \(id.uuid) RETURNING platform IS NOT NULL
+                """, logger: logger)
+            for try await registered in rows.decode(Bool.self) where registered {
+                _ = try await queue.enqueue(try Self.syncJob(id: id, kind: current.kind), on: connection)
+            }
+        }
+    }
+
+    // MARK: Reads
+
+    /// The device with `id`, deleted or not.
+    public func device(id: DeviceID) async throws -> DeviceRecord? {
+        try await StorageSQL.run("read a device") {
+            let rows = try await client.query(
+                "SELECT \(unescaped: Self.columns) FROM devices WHERE id = \(id.uuid)", logger: logger)
+            return try await Self.records(rows).first
+        }
+    }
+
+    /// A user's devices, oldest first; deleted ones only when asked.
+    public func devices(userID: Int64, includeDeleted: Bool = false) async throws -> [DeviceRecord] {
+        try await StorageSQL.run("read devices") {
+            let rows = try await client.query(
+                """
+                SELECT \(unescaped: Self.columns) FROM devices
+                WHERE user_id = \(userID) AND (\(includeDeleted) OR deleted_at IS NULL)
+                ORDER BY created_at, id
+                """, logger: logger)
+            return try await Self.records(rows)
+        }
+    }
+
+    /// The live devices holding `handle` (at most one, by the unique index).
+    public func devices(handle: String) async throws -> [DeviceRecord] {
+        try await StorageSQL.run("read devices") {
+            let rows = try await client.query(
+                """
+                SELECT \(unescaped: Self.columns) FROM devices
+                WHERE handle = \(handle) AND platform IS NOT NULL AND deleted_at IS NULL
+                """, logger: logger)
+            return try await Self.records(rows)
+        }
+    }
+
+    // MARK: Sync-job writes (fenced on the version the job read)
+
+    /// Records `candidate` as the device's hub registration id unless it already has one;
+    /// returns the id the device ends with (a concurrent job's, if it won).
+    public func adoptHubRegistrationID(_ candidate: String, for id: DeviceID) async throws -> String {
+        try await StorageSQL.run("record a hub registration id") {
+            let rows = try await client.query(
+                """
+                WITH adopted AS (
+                    UPDATE devices SET hub_registration_id = \(candidate)
+                    WHERE id = \(id.uuid) AND hub_registration_id IS NULL RETURNING hub_registration_id)
+                SELECT hub_registration_id FROM adopted
+                UNION ALL SELECT hub_registration_id FROM devices WHERE id = \(id.uuid)
+                LIMIT 1
+                """, logger: logger)
+            for try await current in rows.decode(String?.self) { if let current { return current } }
+            return candidate
+        }
+    }
+
+    /// Replaces the hub registration id `old` (gone at the hub) with `new`; returns the id the
+    /// device ends with (a concurrent job's, if it replaced it first).
+    public func replaceHubRegistrationID(_ old: String, with new: String, for id: DeviceID) async throws -> String {
+        try await StorageSQL.run("record a hub registration id") {
+            let rows = try await client.query(
+                """
+                WITH replaced AS (
+                    UPDATE devices SET hub_registration_id = \(new)
+                    WHERE id = \(id.uuid) AND (hub_registration_id = \(old) OR hub_registration_id IS NULL)
+                    RETURNING hub_registration_id)
+                SELECT hub_registration_id FROM replaced
+                UNION ALL SELECT hub_registration_id FROM devices WHERE id = \(id.uuid)
+                LIMIT 1
+                """, logger: logger)
+            for try await current in rows.decode(String?.self) { if let current { return current } }
+            return new
+        }
+    }
+
+    /// Marks the device synced at `version`; false when the device changed since (a newer
+    /// job will sync it).
+    public func markSynced(id: DeviceID, version: Int64, hubID: String?, expiresAt: Date?) async throws -> Bool {
+        try await StorageSQL.run("record a sync") {
+            let rows = try await client.query(
+                """
+                UPDATE devices SET sync_state = 'synced', synced_version = version, synced_at = now(), last_error = NULL,
+                    hub_registration_id = COALESCE(\(hubID), hub_registration_id), hub_expires_at = \(expiresAt)
+                WHERE id = \(id.uuid) AND version = \(version) RETURNING id
+                """, logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    /// Marks a deleted device as gone from the hub at `version`; false when it changed since.
+    public func markRemovedFromHub(id: DeviceID, version: Int64) async throws -> Bool {
+        try await StorageSQL.run("record a sync") {
+            let rows = try await client.query(
+                """
+                UPDATE devices SET sync_state = 'deleted', synced_version = version, synced_at = now(), last_error = NULL,
+                    hub_registration_id = NULL, hub_expires_at = NULL
+                WHERE id = \(id.uuid) AND version = \(version) AND deleted_at IS NOT NULL RETURNING id
+                """, logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    /// Marks the sync of `version` failed for good with `error`; false when the device changed
+    /// since (the newer version's job tries again).
+    public func markFailed(id: DeviceID, version: Int64, error: String) async throws -> Bool {
+        try await StorageSQL.run("record a sync failure") {
+            let rows = try await client.query(
+                """
+                UPDATE devices SET sync_state = 'failed', last_error = \(String(error.prefix(1000)))
+                WHERE id = \(id.uuid) AND version = \(version) RETURNING id
+                """, logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    /// Notes the latest error of a sync that will be retried, without changing its state.
+    public func noteError(id: DeviceID, error: String) async throws {
+        try await StorageSQL.run("record a sync error") {
+            try await client.query(
+                "UPDATE devices SET last_error = \(String(error.prefix(1000))) WHERE id = \(id.uuid)", logger: logger)
+        }
+    }
+
+    /// Appends hub calls to the `device_hub_calls` audit (a sync makes one to four).
+    public func recordHubCalls(_ calls: [DeviceHubCall]) async throws {
+        guard !calls.isEmpty else { return }
+        try await StorageSQL.run("record hub calls") {
+            for call in calls {
+                try await client.query(
+                    """
+                    INSERT INTO device_hub_calls (device_id, operation, hub_id, http_status, duration_ms, tracking_id, error)
+                    VALUES (\(call.deviceID.uuid), \(call.operation), \(call.hubID), \(call.httpStatus.map(Int32.init(clamping:))),
+                        \(call.durationMilliseconds), \(call.trackingID), \(call.error.map { String($0.prefix(1000)) }))
+                    """, logger: logger)
+            }
+        }
+    }
+
+    /// The hub calls made for a device, oldest first.
+    public func hubCalls(deviceID: DeviceID) async throws -> [DeviceHubCall] {
+        try await StorageSQL.run("read hub calls") {
+            let rows = try await client.query(
+                """
+                SELECT operation, hub_id, http_status, duration_ms, tracking_id, error, at
+                FROM device_hub_calls WHERE device_id = \(deviceID.uuid) ORDER BY id
+                """, logger: logger)
+            var calls: [DeviceHubCall] = []
+            for try await row in rows.decode((String, String?, Int32?, Double, String?, String?, Date).self) {
+                calls.append(
+                    DeviceHubCall(
+                        deviceID: deviceID, operation: row.0, hubID: row.1, httpStatus: row.2.map(Int.init),
+                        durationMilliseconds: row.3, trackingID: row.4, error: row.5, at: row.6))
+            }
+            return calls
+        }
+    }
+
+    // MARK: Helpers
+
+    private struct Locked {
+        var userID: Int64
+        var kind: DeviceKind
+        var deleted: Bool
+    }
+
+    private static let notYours = DomainError(
+        code: "device_gone", message: "this device registration is gone; create a new one with POST /api/register",
+        kind: .gone)
+
+    private func lockDevice(_ id: DeviceID, on connection: PostgresConnection) async throws -> Locked? {
+        let rows = try await connection.query(
+            "SELECT user_id, kind, deleted_at IS NOT NULL FROM devices WHERE id = \(id.uuid) FOR UPDATE",
+            logger: logger)
+        for try await (userID, kind, deleted) in rows.decode((Int64, String, Bool).self) {
+            return Locked(userID: userID, kind: DeviceKind(rawValue: kind) ?? .registration, deleted: deleted)
+        }
+        return nil
+    }
+
+    private func checkDeviceLimit(owner: DeviceOwner, on connection: PostgresConnection) async throws {
+        let rows = try await connection.query(
+            "SELECT count(*) FROM devices WHERE user_id = \(owner.id) AND deleted_at IS NULL", logger: logger)
+        for try await count in rows.decode(Int64.self) where count >= limits.maxDevicesPerUser {
+            throw DomainError(
+                code: "too_many_devices",
+                message: "a user may have at most \(limits.maxDevicesPerUser) devices; delete unused ones first",
+                kind: .conflict)
+        }
+    }
+
+    /// Deletes every other live device holding `handle` (another user signed in on the same
+    /// phone, or a stale duplicate) and returns the sync jobs that remove them from the hub.
+    private func moveHandle(_ handle: String, to id: DeviceID, on connection: PostgresConnection) async throws -> [NewJob] {
+        let rows = try await connection.query(
+            """
+            UPDATE devices SET deleted_at = now(), version = version + 1, sync_state = 'pending', updated_at = now()
+            WHERE handle = \(handle) AND platform IS NOT NULL AND deleted_at IS NULL AND id <> \(id.uuid)
+            RETURNING id, kind
+            """, logger: logger)
+        var jobs: [NewJob] = []
+        for try await (moved, kind) in rows.decode((UUID, String).self) {
+            logger.info(
+                "herald.device.handle_moved",
+                metadata: ["from_device": "\(DeviceID(moved))", "to_device": "\(id)", "handle": "\(DeviceHandle.redacted(handle))"])
+            jobs.append(try Self.syncJob(id: DeviceID(moved), kind: DeviceKind(rawValue: kind) ?? .registration))
+        }
+        return jobs
+    }
+
+    static func syncJob(id: DeviceID, kind: DeviceKind) throws -> NewJob {
+        try NewJob(
+            queue: DeviceJobs.queue, kind: DeviceJobs.syncKind(for: kind), args: DeviceSyncArgs(deviceID: id),
+            uniqueKey: DeviceJobs.syncUniqueKey(id))
+    }
+
+    static func json(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    static let columns = """
+        id, user_id, kind, platform, handle, tags, template_body, template_headers::text AS template_headers,
+        installation_id, templates::text AS templates, hub_registration_id, hub_expires_at, sync_state, last_error,
+        version, synced_version, deleted_at, created_at, updated_at
+        """
+
+    static func single(_ rows: PostgresRowSequence) async throws -> DeviceRecord {
+        guard let record = try await records(rows).first else {
+            throw StorageError(.query, "the device write returned no row")
+        }
+        return record
+    }
+
+    static func records(_ rows: PostgresRowSequence) async throws -> [DeviceRecord] {
+        let decoder = JSONDecoder()
+        var records: [DeviceRecord] = []
+        for try await row in rows {
+            let r = row.makeRandomAccess()
+            let templateBody = try r["template_body"].decode(String?.self)
+            let headers = try r["template_headers"].decode(String?.self).map {
+                try decoder.decode([String: String].self, from: Data($0.utf8))
+            }
+            let templates = try r["templates"].decode(String?.self).map {
+                try decoder.decode([String: InstallationTemplateSpec].self, from: Data($0.utf8))
+            }
+            records.append(
+                DeviceRecord(
+                    id: DeviceID(try r["id"].decode(UUID.self)),
+                    userID: try r["user_id"].decode(Int64.self),
+                    kind: DeviceKind(rawValue: try r["kind"].decode(String.self)) ?? .registration,
+                    platform: try r["platform"].decode(String?.self).flatMap(Platform.init(rawValue:)),
+                    handle: try r["handle"].decode(String.self),
+                    tags: try r["tags"].decode([String].self),
+                    template: templateBody.map { DeviceTemplate(body: $0, headers: headers ?? [:]) },
+                    installationID: try r["installation_id"].decode(String?.self),
+                    templates: templates ?? [:],
+                    hubRegistrationID: try r["hub_registration_id"].decode(String?.self),
+                    hubExpiresAt: try r["hub_expires_at"].decode(Date?.self),
+                    syncState: DeviceSyncState(rawValue: try r["sync_state"].decode(String.self)) ?? .pending,
+                    lastError: try r["last_error"].decode(String?.self),
+                    version: try r["version"].decode(Int64.self),
+                    syncedVersion: try r["synced_version"].decode(Int64?.self),
+                    deletedAt: try r["deleted_at"].decode(Date?.self),
+                    createdAt: try r["created_at"].decode(Date.self),
+                    updatedAt: try r["updated_at"].decode(Date.self)))
+        }
+        return records
+    }
+}

@@ -1,0 +1,49 @@
+import Logging
+import PostgresNIO
+
+/// The one place application SQL errors are mapped: every store runs its statements
+/// through these helpers, so callers only ever see ``StorageError`` or `DomainError`.
+enum StorageSQL {
+    /// Runs `body`, mapping database errors to ``StorageError``; other errors pass through.
+    @discardableResult
+    static func run<T>(_ action: String, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as PSQLError {
+            throw StorageError.from(error, action: action)
+        }
+    }
+
+    /// Runs `body` in one transaction, retrying the whole transaction up to `attempts` times
+    /// when it loses a race on a unique index (two requests inserting the same handle at
+    /// once): the retry sees the winner's row and takes the path for an existing one.
+    static func transaction<T: Sendable>(
+        _ client: PostgresClient, logger: Logger, _ action: String, attempts: Int = 3,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+            } catch let error as PostgresTransactionError {
+                let inner = error.closureError ?? error.beginError ?? error.commitError ?? error
+                if let psql = inner as? PSQLError {
+                    if attempt < attempts, isRetryable(psql) {
+                        attempt += 1
+                        continue
+                    }
+                    throw StorageError.from(psql, action: action)
+                }
+                throw inner
+            } catch let error as PSQLError {
+                throw StorageError.from(error, action: action)
+            }
+        }
+    }
+
+    /// Unique violations, serialization failures and deadlocks: a retry can succeed.
+    static func isRetryable(_ error: PSQLError) -> Bool {
+        guard error.code == .server, let state = error.serverInfo?[.sqlState] else { return false }
+        return state == "23505" || state == "40001" || state == "40P01"
+    }
+}

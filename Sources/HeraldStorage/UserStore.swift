@@ -1,0 +1,144 @@
+public import Foundation
+import HeraldDomain
+public import Logging
+public import PostgresNIO
+
+/// A device user as operators see it (never with the password hash).
+public struct UserRecord: Sendable, Hashable {
+    /// Database id.
+    public var id: Int64
+    /// Sign-in name; the `username:<name>` tag.
+    public var name: String
+    /// A disabled user cannot sign in.
+    public var disabled: Bool
+    /// False for users known only from a JWT issuer.
+    public var hasPassword: Bool
+    /// When the user was added.
+    public var createdAt: Date
+}
+
+/// What sign-in needs to know about a user.
+public struct UserCredential: Sendable, Hashable {
+    /// Database id.
+    public var id: Int64
+    /// Sign-in name.
+    public var name: String
+    /// The bcrypt hash; nil for users known only from a JWT issuer (they cannot use Basic).
+    public var passwordHash: String?
+    /// A disabled user cannot sign in.
+    public var disabled: Bool
+    /// Changes whenever the password or the disabled flag changes: cached sign-ins are valid
+    /// only while it matches.
+    public var credentialVersion: Int64
+}
+
+/// Users: the people who sign in from the app clients.
+///
+/// Password hashing happens in the caller (bcrypt, in `heraldctl` and the API): this store
+/// only keeps hashes.
+public struct UserStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    /// Creates a store on `client`.
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Adds a user. Throws a `DomainError` (conflict) when the name is taken.
+    @discardableResult
+    public func add(name: String, passwordHash: String) async throws -> UserRecord {
+        let name = try UserName.validated(name)
+        return try await StorageSQL.run("add user") {
+            let rows = try await client.query(
+                """
+                INSERT INTO users (name, password_hash) VALUES (\(name), \(passwordHash))
+                ON CONFLICT (name) DO NOTHING
+                RETURNING id, name, disabled, password_hash IS NOT NULL, created_at
+                """, logger: logger)
+            for try await row in rows.decode((Int64, String, Bool, Bool, Date).self) {
+                return UserRecord(id: row.0, name: row.1, disabled: row.2, hasPassword: row.3, createdAt: row.4)
+            }
+            throw DomainError(code: "user_exists", message: "a user named \(name) already exists", kind: .conflict)
+        }
+    }
+
+    /// Every user, by name.
+    public func list() async throws -> [UserRecord] {
+        try await StorageSQL.run("list users") {
+            let rows = try await client.query(
+                "SELECT id, name, disabled, password_hash IS NOT NULL, created_at FROM users ORDER BY name",
+                logger: logger)
+            var users: [UserRecord] = []
+            for try await row in rows.decode((Int64, String, Bool, Bool, Date).self) {
+                users.append(UserRecord(id: row.0, name: row.1, disabled: row.2, hasPassword: row.3, createdAt: row.4))
+            }
+            return users
+        }
+    }
+
+    /// Disables or re-enables a user; returns false when there is no such user. Sign-ins
+    /// cached by API processes stop working at once (the credential version changes).
+    @discardableResult
+    public func setDisabled(name: String, _ disabled: Bool) async throws -> Bool {
+        try await StorageSQL.run("update user") {
+            let rows = try await client.query(
+                """
+                UPDATE users SET disabled = \(disabled), credential_version = credential_version + 1
+                WHERE name = \(name) RETURNING id
+                """, logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    /// Replaces a user's password hash; returns false when there is no such user.
+    @discardableResult
+    public func setPassword(name: String, passwordHash: String) async throws -> Bool {
+        try await StorageSQL.run("update user") {
+            let rows = try await client.query(
+                """
+                UPDATE users SET password_hash = \(passwordHash), password_changed_at = now(),
+                    credential_version = credential_version + 1
+                WHERE name = \(name) RETURNING id
+                """, logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    /// The credential of the user called `name`, if any.
+    public func credential(name: String) async throws -> UserCredential? {
+        try await StorageSQL.run("read user") {
+            let rows = try await client.query(
+                "SELECT id, name, password_hash, disabled, credential_version FROM users WHERE name = \(name)",
+                logger: logger)
+            for try await row in rows.decode((Int64, String, String?, Bool, Int64).self) {
+                return UserCredential(
+                    id: row.0, name: row.1, passwordHash: row.2, disabled: row.3, credentialVersion: row.4)
+            }
+            return nil
+        }
+    }
+
+    /// The user a verified JWT names, added without a password on first sight (so an external
+    /// issuer's users need no provisioning). A disabled user stays disabled.
+    public func externalUser(name: String) async throws -> UserCredential {
+        let name = try UserName.validated(name)
+        if let existing = try await credential(name: name) { return existing }
+        return try await StorageSQL.run("add user") {
+            let rows = try await client.query(
+                """
+                INSERT INTO users (name, password_hash) VALUES (\(name), NULL)
+                ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+                RETURNING id, name, password_hash, disabled, credential_version
+                """, logger: logger)
+            for try await row in rows.decode((Int64, String, String?, Bool, Int64).self) {
+                return UserCredential(
+                    id: row.0, name: row.1, passwordHash: row.2, disabled: row.3, credentialVersion: row.4)
+            }
+            throw StorageError(.query, "could not add user \(name)")
+        }
+    }
+}
