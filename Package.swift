@@ -153,6 +153,7 @@ let package = Package(
             name: "heraldctl",
             dependencies: [
                 "HeraldStorage", "HeraldRuntime",
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make run`: the whole system on this machine, no cloud account. Starts nh-emulator,
-# migrates, creates demo users (when the user commands exist), starts herald-api and
+# migrates, creates the demo users alice and bob, starts herald-api and
 # herald-worker, prints where everything is, and stops it all on Ctrl-C.
 set -euo pipefail
 bin="${1:?usage: run.sh BIN_DIR}"
@@ -27,14 +27,15 @@ for _ in $(seq 1 100); do grep -q '^HERALD_HUB_NAME=' "$emulator_out" 2>/dev/nul
 grep -q '^HERALD_HUB_NAME=' "$emulator_out" || { echo "run: nh-emulator did not start" >&2; cat "$emulator_out" >&2; exit 1; }
 set -a; . "$emulator_out"; set +a
 
-if "$bin/heraldctl" users --help >/dev/null 2>&1; then
-  for user in alice bob; do
-    printf '%s-password\n' "$user" | "$bin/heraldctl" users add "$user" --password-stdin >/dev/null 2>&1 || true
-  done
-  users="alice / alice-password, bob / bob-password"
-else
-  users="(user commands arrive with device registration)"
-fi
+# Demo users: created on the first run; later runs reset their passwords and enable them, so
+# the passwords printed below always work.
+for user in alice bob; do
+  if ! printf '%s-password\n' "$user" | "$bin/heraldctl" users add "$user" --password-stdin >/dev/null 2>&1; then
+    printf '%s-password\n' "$user" | "$bin/heraldctl" users set-password "$user" --password-stdin >/dev/null
+    "$bin/heraldctl" users enable "$user" >/dev/null
+  fi
+done
+users="alice / alice-password, bob / bob-password"
 
 "$bin/herald-api" &
 pids+=($!)

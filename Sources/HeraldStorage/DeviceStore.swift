@@ -485,7 +485,12 @@ public struct DeviceStore: Sendable {
 
     /// Deletes every other live device holding `handle` (another user signed in on the same
     /// phone, or a stale duplicate) and returns the sync jobs that remove them from the hub.
+    ///
+    /// Registrations of one handle are serialised by a transaction-scoped advisory lock on the
+    /// handle, so two users registering the same phone at once end with exactly one device.
     private func moveHandle(_ handle: String, to id: DeviceID, on connection: PostgresConnection) async throws -> [NewJob] {
+        try await connection.query(
+            "SELECT pg_advisory_xact_lock(\(Self.handleLockClass), hashtext(\(handle)))", logger: logger)
         let rows = try await connection.query(
             """
             UPDATE devices SET deleted_at = now(), version = version + 1, sync_state = 'pending', updated_at = now()
@@ -501,6 +506,9 @@ public struct DeviceStore: Sendable {
         }
         return jobs
     }
+
+    /// The first key of the advisory locks on handles ("HD"), apart from other lock users.
+    static let handleLockClass: Int32 = 0x4844
 
     static func syncJob(id: DeviceID, kind: DeviceKind) throws -> NewJob {
         try NewJob(

@@ -10,8 +10,8 @@ import PostgresNIO
 struct HeraldCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "heraldctl",
-        abstract: "Operate Herald: migrate the database and (in later versions) manage users, keys and campaigns.",
-        subcommands: [Migrate.self]
+        abstract: "Operate Herald: migrate the database, manage device users (keys and campaigns come later).",
+        subcommands: [Migrate.self, Users.self]
     )
 }
 

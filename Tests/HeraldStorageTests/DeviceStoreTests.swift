@@ -1,0 +1,218 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+import HeraldTestSupport
+import PostgresNIO
+import PostgresQueue
+import Testing
+
+@Suite("Device store", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct DeviceStoreTests {
+    static let tokenA = "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789"
+    static let tokenB = "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF"
+
+    /// Two users and a store on `db`.
+    static func fixture(_ db: TestDatabase, limits: DeviceStore.Limits = .init()) async throws -> (
+        DeviceStore, alice: DeviceOwner, bob: DeviceOwner
+    ) {
+        let users = UserStore(client: db.client, logger: db.logger)
+        let alice = try await users.add(name: "alice", passwordHash: "x")
+        let bob = try await users.add(name: "bob", passwordHash: "x")
+        return (
+            DeviceStore(client: db.client, logger: db.logger, limits: limits),
+            DeviceOwner(id: alice.id, name: alice.name), DeviceOwner(id: bob.id, name: bob.name)
+        )
+    }
+
+    /// Waiting sync jobs for `id`.
+    static func waitingJobs(_ db: TestDatabase, _ id: DeviceID) async throws -> Int {
+        try await db.count(
+            "SELECT count(*) FROM pgqueue.jobs WHERE unique_key = \(DeviceJobs.syncUniqueKey(id)) AND state = 'available'")
+    }
+
+    @Test("a handle gets one id per user; the same handle returns the same id, lower- or upper-case hex")
+    func handleReuse() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, bob) = try await Self.fixture(db)
+            let first = try await store.deviceID(owner: alice, handle: Self.tokenA)
+            #expect(try await store.deviceID(owner: alice, handle: Self.tokenA) == first)
+            #expect(try await store.deviceID(owner: alice, handle: " " + Self.tokenA.lowercased()) == first)
+            #expect(try await store.deviceID(owner: bob, handle: Self.tokenA) != first, "another user gets its own id")
+            let device = try #require(try await store.device(id: first))
+            #expect(device.syncState == .new && device.platform == nil)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs") == 0, "nothing goes to the hub yet")
+        }
+    }
+
+    @Test("register writes the row with the server's user tag and one sync job; quick changes coalesce")
+    func registerAndCoalesce() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await Self.fixture(db)
+            let id = try await store.deviceID(owner: alice, handle: Self.tokenA)
+            let first = try await store.register(
+                owner: alice, id: id, platform: .apns, handle: Self.tokenA.lowercased(), clientTags: ["World"], template: nil)
+            #expect(first.tags == ["World", "username:alice"])
+            #expect(first.handle == Self.tokenA, "APNs tokens are stored upper-case")
+            #expect(first.syncState == .pending)
+            let second = try await store.register(
+                owner: alice, id: id, platform: .apns, handle: Self.tokenA, clientTags: ["Politics"], template: nil)
+            #expect(second.version == first.version + 1)
+            #expect(try await Self.waitingJobs(db, id) == 1, "the second change joins the waiting job")
+            let job = try #require(
+                try await db.client.query(
+                    "SELECT kind, queue FROM pgqueue.jobs WHERE unique_key = \(DeviceJobs.syncUniqueKey(id))"
+                ).decode((String, String).self).first { _ in true })
+            #expect(job.0 == DeviceJobs.registrationSync && job.1 == DeviceJobs.queue)
+        }
+    }
+
+    @Test("another user's id is gone, and nothing is written")
+    func ownership() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, bob) = try await Self.fixture(db)
+            let id = try await store.deviceID(owner: alice, handle: Self.tokenA)
+            try await store.register(owner: alice, id: id, platform: .apns, handle: Self.tokenA, clientTags: [], template: nil)
+            let before = try #require(try await store.device(id: id))
+            for attempt in 0..<2 {
+                do {
+                    if attempt == 0 {
+                        try await store.register(
+                            owner: bob, id: id, platform: .apns, handle: Self.tokenB, clientTags: [], template: nil)
+                    } else {
+                        try await store.delete(owner: bob, id: id)
+                    }
+                    Issue.record("bob changed alice's device")
+                } catch let error as DomainError {
+                    #expect(error.kind == .gone)
+                }
+            }
+            #expect(try await store.device(id: id) == before)
+        }
+    }
+
+    @Test("reserved or invalid tags are refused before anything is written")
+    func tagPolicy() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await Self.fixture(db)
+            for tags in [["username:bob"], ["USERNAME:bob"], ["from:x"], ["$InstallationId:{x}"], ["a b"], [String(repeating: "a", count: 121)]] {
+                await #expect(throws: DomainError.self) {
+                    try await store.register(
+                        owner: alice, id: .random(), platform: .apns, handle: Self.tokenA, clientTags: tags, template: nil)
+                }
+            }
+            #expect(try await db.count("SELECT count(*) FROM devices") == 0)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs") == 0)
+        }
+    }
+
+    @Test("a handle registered by another user moves: the old device is deleted and its hub side removed")
+    func handleMoves() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, bob) = try await Self.fixture(db)
+            let aliceDevice = DeviceID.random()
+            let bobDevice = DeviceID.random()
+            try await store.register(
+                owner: alice, id: aliceDevice, platform: .apns, handle: Self.tokenA, clientTags: [], template: nil)
+            try await store.register(
+                owner: bob, id: bobDevice, platform: .apns, handle: Self.tokenA, clientTags: [], template: nil)
+            let old = try #require(try await store.device(id: aliceDevice))
+            #expect(old.isDeleted && old.syncState == .pending)
+            #expect(try await Self.waitingJobs(db, aliceDevice) == 1)
+            #expect(try await store.devices(handle: Self.tokenA).map(\.id) == [bobDevice])
+        }
+    }
+
+    @Test("two users registering one handle at once: exactly one live device holds it")
+    func concurrentHandleRace() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, bob) = try await Self.fixture(db)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for round in 0..<10 {
+                    let owner = round.isMultiple(of: 2) ? alice : bob
+                    group.addTask {
+                        try await store.register(
+                            owner: owner, id: .random(), platform: .apns, handle: Self.tokenB, clientTags: [], template: nil)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await store.devices(handle: Self.tokenB).count == 1)
+            #expect(try await db.count("SELECT count(*) FROM devices WHERE deleted_at IS NOT NULL") == 9)
+        }
+    }
+
+    @Test("delete is idempotent; a device never registered needs no hub call")
+    func deleteIdempotent() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await Self.fixture(db)
+            let fresh = try await store.deviceID(owner: alice, handle: Self.tokenA)
+            try await store.delete(owner: alice, id: fresh)
+            #expect(try await store.device(id: fresh)?.syncState == .deleted)
+            #expect(try await Self.waitingJobs(db, fresh) == 0)
+
+            let id = DeviceID.random()
+            try await store.register(owner: alice, id: id, platform: .fcmv1, handle: "token-1", clientTags: [], template: nil)
+            try await store.delete(owner: alice, id: id)
+            let version = try #require(try await store.device(id: id)).version
+            try await store.delete(owner: alice, id: id)
+            try await store.delete(owner: alice, id: .random())
+            #expect(try await store.device(id: id)?.version == version, "a second delete changes nothing")
+            #expect(try await Self.waitingJobs(db, id) == 1)
+        }
+    }
+
+    @Test("sync writes are fenced on the version the job read")
+    func fencedSync() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await Self.fixture(db)
+            let id = DeviceID.random()
+            let read = try await store.register(
+                owner: alice, id: id, platform: .apns, handle: Self.tokenA, clientTags: [], template: nil)
+            #expect(try await store.adoptHubRegistrationID("hub-1", for: id) == "hub-1")
+            #expect(try await store.adoptHubRegistrationID("hub-2", for: id) == "hub-1", "the first id wins")
+            try await store.register(owner: alice, id: id, platform: .apns, handle: Self.tokenA, clientTags: ["x"], template: nil)
+            #expect(try await store.markSynced(id: id, version: read.version, hubID: "hub-1", expiresAt: nil) == false)
+            let latest = try #require(try await store.device(id: id))
+            #expect(latest.syncState == .pending)
+            #expect(try await store.markSynced(id: id, version: latest.version, hubID: "hub-1", expiresAt: nil))
+            #expect(try await store.device(id: id)?.syncState == .synced)
+            #expect(try await store.replaceHubRegistrationID("hub-1", with: "hub-3", for: id) == "hub-3")
+            #expect(try await store.replaceHubRegistrationID("hub-1", with: "hub-4", for: id) == "hub-3")
+            #expect(try await store.markRemovedFromHub(id: id, version: latest.version) == false, "not deleted")
+        }
+    }
+
+    @Test("the device limit per user is enforced")
+    func deviceLimit() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await Self.fixture(db, limits: .init(maxDevicesPerUser: 2))
+            _ = try await store.deviceID(owner: alice, handle: "h1")
+            _ = try await store.deviceID(owner: alice, handle: "h2")
+            await #expect(throws: DomainError.self) { try await store.deviceID(owner: alice, handle: "h3") }
+            await #expect(throws: DomainError.self) {
+                try await store.register(owner: alice, id: .random(), platform: .fcmv1, handle: "h4", clientTags: [], template: nil)
+            }
+            #expect(try await db.count("SELECT count(*) FROM devices") == 2)
+        }
+    }
+
+    @Test("hub calls are recorded and read back in order, failed ones included")
+    func hubCalls() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await Self.fixture(db)
+            let id = try await store.deviceID(owner: alice, handle: Self.tokenA)
+            try await store.recordHubCalls([
+                DeviceHubCall(
+                    deviceID: id, operation: "createRegistrationId", hubID: "r1", httpStatus: 201,
+                    durationMilliseconds: 3.5, trackingID: "t1", error: nil),
+                DeviceHubCall(
+                    deviceID: id, operation: "createOrUpdateRegistration", hubID: "r1", httpStatus: nil,
+                    durationMilliseconds: 5000, trackingID: nil, error: "timeout"),
+            ])
+            let calls = try await store.hubCalls(deviceID: id)
+            #expect(calls.map(\.operation) == ["createRegistrationId", "createOrUpdateRegistration"])
+            #expect(calls.map(\.httpStatus) == [201, nil])
+            #expect(calls.last?.error == "timeout" && calls.first?.trackingID == "t1")
+        }
+    }
+}
