@@ -1,5 +1,5 @@
 import Crypto
-public import Foundation
+import Foundation
 public import Logging
 public import PostgresNIO
 import PostgresQueue

@@ -10,13 +10,16 @@ import PostgresNIO
 struct HeraldCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "heraldctl",
-        abstract: "Operate Herald: migrate the database, manage device users (keys and campaigns come later).",
-        subcommands: [Migrate.self, Users.self]
+        abstract: "Operate Herald: migrate the database, manage device users and sender API keys.",
+        subcommands: [Migrate.self, Users.self, Keys.self]
     )
 }
 
-/// Reads the configuration, connects, runs `body`, and turns any error into one line and exit 1.
-func withDatabase(_ body: @Sendable (PostgresClient, Logger) async throws -> Void) async {
+/// Reads the configuration, connects, checks the schema is current (unless migrating), runs
+/// `body`, and turns any error into one line and exit 1.
+func withDatabase(
+    requireCurrentSchema: Bool = true, _ body: @Sendable (PostgresClient, Logger) async throws -> Void
+) async {
     do {
         let configuration = try HeraldConfiguration.fromEnvironment()
         // A command prints its results; logs below warning only when asked for.
@@ -24,6 +27,7 @@ func withDatabase(_ body: @Sendable (PostgresClient, Logger) async throws -> Voi
         HeraldBootstrap.logging(level: explicit ? configuration.logLevel : .warning)
         let logger = Logger(label: "heraldctl")
         try await HeraldBootstrap.withClient(configuration.database, logger: logger) { client in
+            if requireCurrentSchema { try await MigrationRunner(client: client, logger: logger).ensureCurrent() }
             try await body(client, logger)
         }
     } catch let code as ExitCode {
@@ -44,7 +48,7 @@ struct Migrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Apply every pending migration (safe to run concurrently).")
 
         func run() async throws {
-            await withDatabase { client, logger in
+            await withDatabase(requireCurrentSchema: false) { client, logger in
                 let applied = try await MigrationRunner(client: client, logger: logger).migrate()
                 if applied.isEmpty {
                     print("schema is current; nothing to apply")
@@ -59,7 +63,7 @@ struct Migrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List applied and pending migrations; exit 3 when behind.")
 
         func run() async throws {
-            await withDatabase { client, logger in
+            await withDatabase(requireCurrentSchema: false) { client, logger in
                 let status = try await MigrationRunner(client: client, logger: logger).status()
                 for migration in status.applied { print("applied  \(migration.id)") }
                 for migration in status.pending { print("pending  \(migration.id)") }

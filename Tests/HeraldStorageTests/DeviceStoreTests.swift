@@ -216,3 +216,30 @@ struct DeviceStoreTests {
         }
     }
 }
+
+@Suite("API key store", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct APIKeyStoreTests {
+    @Test("a key authenticates until revoked; only its hash is stored; malformed keys never reach the database")
+    func lifecycle() async throws {
+        try await TestDatabase.with { db async throws in
+            let store = APIKeyStore(client: db.client, logger: db.logger)
+            let (key, record) = try await store.create(name: "marketing", scopes: [.send, .read], rateLimitPerSecond: 50)
+            #expect(record.scopes == [.send, .read] && record.rateLimitPerSecond == 50)
+            #expect(record.displayPrefix == String(key.prefix(APIKeyFormat.displayLength)) + "…")
+            let stored = try await db.count(
+                "SELECT count(*) FROM api_keys WHERE position(\(key) IN encode(key_hash, 'escape')) > 0 OR display_prefix = \(key)")
+            #expect(stored == 0, "the key itself is stored nowhere")
+
+            let found = try #require(try await store.authenticate(key))
+            #expect(found.id == record.id && found.lastUsedAt != nil)
+            #expect(try await store.authenticate(APIKeyFormat.generate()) == nil, "well-formed but unknown")
+            #expect(try await store.authenticate(String(key.dropLast()) + "x") == nil)
+
+            await #expect(throws: DomainError.self) { try await store.create(name: "marketing", scopes: [.send]) }
+            #expect(try await store.revoke(name: "marketing"))
+            #expect(try await store.revoke(name: "marketing") == false)
+            #expect(try await store.authenticate(key) == nil, "a revoked key is refused")
+            #expect(try await store.list().first?.revokedAt != nil)
+        }
+    }
+}
