@@ -11,6 +11,9 @@ enum StorageSQL {
             return try await body()
         } catch let error as PSQLError {
             throw StorageError.from(error, action: action)
+        } catch let error where isPoolError(error) {
+            throw StorageError(
+                .unavailable, "could not \(action): no database connection is available", underlying: error)
         }
     }
 
@@ -37,8 +40,19 @@ enum StorageSQL {
                 throw inner
             } catch let error as PSQLError {
                 throw StorageError.from(error, action: action)
+            } catch let error where isPoolError(error) {
+                throw StorageError(
+                    .unavailable, "could not \(action): no database connection is available", underlying: error)
             }
         }
+    }
+
+    /// Errors of PostgresNIO's connection pool (shut down, or its circuit breaker open after
+    /// failed connection attempts): PostgresNIO 1.33 throws them as they are, not as
+    /// `PSQLError`. Matched by module so `HeraldStorage` need not import the underscored
+    /// `_ConnectionPoolModule`.
+    static func isPoolError(_ error: any Error) -> Bool {
+        String(reflecting: type(of: error)).hasPrefix("_ConnectionPoolModule.")
     }
 
     /// Unique violations, serialization failures and deadlocks: a retry can succeed.

@@ -1,6 +1,8 @@
 import ArgumentParser
 import HeraldAPI
+import HeraldDomain
 import HeraldRuntime
+import HeraldStorage
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -25,13 +27,28 @@ struct HeraldAPIMain: AsyncParsableCommand {
         }
         let logger = Logger(label: "herald-api")
         let client = PostgresClient(configuration: configuration.database.postgres, backgroundLogger: logger)
-        let app = buildApplication(
-            configuration: APIConfiguration(
-                host: configuration.api.host, port: configuration.api.port, maxBodyBytes: configuration.api.maxBodyBytes),
-            client: client, logger: logger,
-            onServerRunning: { port in
-                logger.notice("herald.api.listening", metadata: ["host": "\(configuration.api.host)", "port": "\(port)"])
-            })
+        let auth = configuration.auth
+        let apiConfiguration = APIConfiguration(
+            host: configuration.api.host, port: configuration.api.port, maxBodyBytes: configuration.api.maxBodyBytes,
+            auth: AuthConfiguration(
+                jwtHS256Secret: auth.jwtHS256Secret, jwtPublicKeysPEM: auth.jwtPublicKeysPEM, jwtIssuer: auth.jwtIssuer,
+                jwtAudience: auth.jwtAudience, basicCacheSeconds: auth.basicCacheSeconds,
+                basicCacheEntries: auth.basicCacheEntries, bcryptConcurrency: auth.bcryptConcurrency,
+                bcryptQueueLimit: auth.bcryptQueueLimit, bcryptCost: auth.bcryptCost),
+            deviceLimits: DeviceStore.Limits(
+                maxDevicesPerUser: configuration.devices.maxDevicesPerUser,
+                tagPolicy: TagPolicy(maxClientTags: configuration.devices.maxClientTags)))
+        let app: any Service
+        do {
+            app = try await buildApplication(
+                configuration: apiConfiguration, client: client, logger: logger,
+                onServerRunning: { port in
+                    logger.notice(
+                        "herald.api.listening", metadata: ["host": "\(configuration.api.host)", "port": "\(port)"])
+                })
+        } catch {
+            HeraldExit.fail("herald-api", ConfigurationError(key: "HERALD_AUTH_JWT_*", "\(error)"))
+        }
         let group = ServiceGroup(
             configuration: .init(
                 services: [.init(service: client), .init(service: app)],

@@ -1,0 +1,107 @@
+import HeraldDomain
+import HeraldStorage
+import Hummingbird
+import HummingbirdAuth
+import Logging
+
+/// Signs device users in: `Authorization: Basic` against the users table (bcrypt, with a
+/// short-lived cache of verified credentials) or `Authorization: Bearer <JWT>` when a JWT key
+/// is configured. On success the request context's `identity` is the ``DeviceOwner``; on any
+/// failure the request ends with 401, `WWW-Authenticate` challenges and a JSON reason that
+/// does not say which part was wrong.
+///
+/// Never logs the header, the password or the token.
+struct DeviceAuthenticator: AuthenticatorMiddleware {
+    typealias Context = HeraldRequestContext
+    typealias Identity = DeviceOwner
+
+    let users: UserStore
+    let passwords: PasswordChecker
+    let cache: BasicCredentialCache
+    let tokens: TokenVerifier
+    let unauthorized: APIError
+
+    init(users: UserStore, passwords: PasswordChecker, cache: BasicCredentialCache, tokens: TokenVerifier) {
+        self.users = users
+        self.passwords = passwords
+        self.cache = cache
+        self.tokens = tokens
+        var challenges = HTTPFields()
+        challenges[values: .wwwAuthenticate] =
+            [#"Basic realm="herald""#] + (tokens.isEnabled ? [#"Bearer realm="herald""#] : [])
+        self.unauthorized = APIError(
+            .unauthorized, code: "unauthorized",
+            message: tokens.isEnabled
+                ? "sign in with a valid user name and password (Basic) or token (Bearer)"
+                : "sign in with a valid user name and password (Basic)",
+            headers: challenges)
+    }
+
+    func authenticate(request: Request, context: Context) async throws -> DeviceOwner? {
+        let values = request.headers[values: .authorization]
+        switch AuthorizationHeader(values: values) {
+        case .basic(let user, let password):
+            return try await basic(user: user, password: password, header: values[0], context: context)
+        case .bearer(let token):
+            return try await bearer(token, context: context)
+        case .invalid:
+            context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "missing or malformed header"])
+            throw unauthorized
+        }
+    }
+
+    /// Basic: a cache hit still re-reads the user's row (one indexed query) and holds only
+    /// while the credential version matches and the user is enabled; otherwise a bcrypt check,
+    /// which costs the same for unknown users and users without a password.
+    private func basic(user: String, password: String, header: String, context: Context) async throws -> DeviceOwner {
+        let key = BasicCredentialCache.key(forHeader: header)
+        var row: UserCredential??
+        if let cached = cache.lookup(key) {
+            let current = try await users.credential(name: user)
+            if let current, current.id == cached.userID, current.credentialVersion == cached.credentialVersion,
+                !current.disabled
+            {
+                return DeviceOwner(id: current.id, name: current.name)
+            }
+            cache.remove(key)
+            row = .some(current)
+        }
+        let credential: UserCredential?
+        if let row { credential = row } else { credential = try await users.credential(name: user) }
+        let matches = try await passwords.verify(password, hash: credential?.passwordHash)
+        guard matches, let credential, !credential.disabled else {
+            context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "basic credentials not accepted"])
+            throw unauthorized
+        }
+        cache.insert(key, .init(userID: credential.id, credentialVersion: credential.credentialVersion))
+        return DeviceOwner(id: credential.id, name: credential.name)
+    }
+
+    /// Bearer: a verified JWT names the user in `sub`; a user seen for the first time is added
+    /// without a password; a disabled one is refused.
+    private func bearer(_ token: String, context: Context) async throws -> DeviceOwner {
+        guard tokens.isEnabled else {
+            context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "bearer tokens not configured"])
+            throw unauthorized
+        }
+        let subject: String
+        do {
+            subject = try await tokens.subject(of: token)
+        } catch {
+            let reason = (error as? TokenVerifier.Refusal)?.description ?? "\(type(of: error))"
+            context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "token: \(reason)"])
+            throw unauthorized
+        }
+        guard let name = try? UserName.validated(subject) else {
+            context.logger.debug(
+                "herald.auth.refused", metadata: ["auth.reason": "token subject is no valid user name"])
+            throw unauthorized
+        }
+        let user = try await users.externalUser(name: name)
+        guard !user.disabled else {
+            context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "user disabled"])
+            throw unauthorized
+        }
+        return DeviceOwner(id: user.id, name: user.name)
+    }
+}

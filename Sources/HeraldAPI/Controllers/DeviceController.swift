@@ -1,0 +1,154 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+import Hummingbird
+import Logging
+
+/// The tutorial-compatible device API, under `/api` (every route needs a signed-in user).
+///
+/// | request | answer |
+/// |---|---|
+/// | `POST /api/register?handle=<handle>` (no body) | 200, a JSON string: the device id (`"…uuid…"`) |
+/// | `PUT /api/register/{id}` `{"Platform", "Handle", "Tags"?, "Template"?}` | 200, empty body |
+/// | `DELETE /api/register/{id}` | 200, empty body (idempotent) |
+/// | `POST /api/register` `{"platform", "instId", "deviceToken", "tags"?, "templates"?}` | 200, the device id |
+///
+/// Keys of request bodies match whatever their case. Errors are JSON `{"code", "message"}`:
+/// 400 for malformed input (bad id, unknown or retired platform, tag policy), 410 for another
+/// user's device id, 409 for too many devices.
+struct DeviceController: Sendable {
+    let devices: DeviceStore
+    let maxBodyBytes: Int
+
+    func addRoutes(to group: RouterGroup<HeraldRequestContext>) {
+        group.post("register") { request, context in try await register(request, context: context) }
+        group.put("register/{id}") { request, context in try await update(request, context: context) }
+        group.delete("register/{id}") { request, context in try await delete(request, context: context) }
+    }
+
+    /// `POST /api/register`: with `?handle=` the id of the caller's device holding that handle
+    /// (a new one if none); with an installation body, registers the installation.
+    func register(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        let owner = try context.requireIdentity()
+        if let handle = request.uri.queryParameters.get("handle") {
+            let id = try await devices.deviceID(owner: owner, handle: handle)
+            context.logger.debug(
+                "herald.device.id_issued",
+                metadata: ["device.id": "\(id)", "user": "\(owner.name)", "handle": "\(DeviceHandle.redacted(handle))"])
+            return Self.jsonString(id.description)
+        }
+        let body = try JSONValue.object(from: try await request.collectBody(limit: maxBodyBytes))
+        let installation = try Self.installation(from: body)
+        let record = try await devices.registerInstallation(
+            owner: owner, installationID: installation.id, platform: installation.platform,
+            handle: installation.handle, clientTags: installation.tags, templates: installation.templates)
+        context.logger.debug(
+            "herald.device.installation_registered",
+            metadata: [
+                "device.id": "\(record.id)", "user": "\(owner.name)", "platform": "\(installation.platform.rawValue)",
+                "handle": "\(DeviceHandle.redacted(record.handle))",
+            ])
+        return Self.jsonString(record.id.description)
+    }
+
+    /// `PUT /api/register/{id}`: creates or updates the caller's device at `id`.
+    func update(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        let owner = try context.requireIdentity()
+        let id = try Self.deviceID(context)
+        let body = try JSONValue.object(from: try await request.collectBody(limit: maxBodyBytes))
+        let registration = try Self.registration(from: body)
+        let record = try await devices.register(
+            owner: owner, id: id, platform: registration.platform, handle: registration.handle,
+            clientTags: registration.tags, template: registration.template)
+        context.logger.debug(
+            "herald.device.registered",
+            metadata: [
+                "device.id": "\(id)", "user": "\(owner.name)", "platform": "\(registration.platform.rawValue)",
+                "handle": "\(DeviceHandle.redacted(record.handle))", "device.version": "\(record.version)",
+            ])
+        return Response(status: .ok)
+    }
+
+    /// `DELETE /api/register/{id}`: deletes the caller's device (fine if already gone).
+    func delete(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        let owner = try context.requireIdentity()
+        let id = try Self.deviceID(context)
+        try await devices.delete(owner: owner, id: id)
+        context.logger.debug("herald.device.deleted", metadata: ["device.id": "\(id)", "user": "\(owner.name)"])
+        return Response(status: .ok)
+    }
+
+    // MARK: Request shapes
+
+    /// What `PUT /api/register/{id}` carries.
+    struct Registration {
+        var platform: Platform
+        var handle: String
+        var tags: [String]
+        var template: DeviceTemplate?
+    }
+
+    /// What `POST /api/register` with a body carries.
+    struct Installation {
+        var id: String
+        var platform: Platform
+        var handle: String
+        var tags: [String]
+        var templates: [String: InstallationTemplateSpec]
+    }
+
+    static func deviceID(_ context: HeraldRequestContext) throws -> DeviceID {
+        try DeviceID(parsing: context.parameters.get("id") ?? "")
+    }
+
+    /// `{"Platform": "apns", "Handle": "…", "Tags": [...], "Template": "<body>"}`, or with
+    /// `"Template": {"Body": "…", "Headers": {"X-WNS-Type": "wns/toast"}}`; `Tags` and `Template` optional.
+    static func registration(from body: JSONObject) throws -> Registration {
+        let platform = try Platform(tutorialName: try body.string("Platform"))
+        let handle = try body.string("Handle")
+        let tags = try body.strings("Tags")
+        let template: DeviceTemplate?
+        switch body["Template"] {
+        case nil: template = nil
+        case .string(let text)?: template = DeviceTemplate(body: text)
+        case .object?:
+            let object = try body.object("Template")!
+            template = DeviceTemplate(body: try object.string("Body"), headers: try object.stringMap("Headers"))
+        default:
+            throw APIError.invalidJSON("Template must be a string (the body) or an object {\"Body\", \"Headers\"}")
+        }
+        return Registration(platform: platform, handle: handle, tags: tags, template: template)
+    }
+
+    /// `{"platform": "ios", "instId": "…", "deviceToken": "…", "tags": [...],
+    /// "templates": {"<name>": {"body": "…", "headers": {…}, "tags": [...]}}}`; `tags`, `templates` optional.
+    static func installation(from body: JSONObject) throws -> Installation {
+        let platform = try Platform(tutorialName: try body.string("platform"))
+        let id = try body.string("instId")
+        let handle = try body.string("deviceToken")
+        let tags = try body.strings("tags")
+        var templates: [String: InstallationTemplateSpec] = [:]
+        for (name, value) in try body.entries("templates") {
+            switch value {
+            case .string(let text):
+                templates[name] = InstallationTemplateSpec(body: text)
+            case .object:
+                let spec = try JSONObject(value, name: "templates.\(name.prefix(40))")
+                templates[name] = InstallationTemplateSpec(
+                    body: try spec.string("body"), headers: try spec.stringMap("headers"),
+                    tags: try spec.strings("tags"))
+            default:
+                throw APIError.invalidJSON("each template must be an object {\"body\", \"headers\", \"tags\"}")
+            }
+        }
+        return Installation(id: id, platform: platform, handle: handle, tags: tags, templates: templates)
+    }
+
+    /// A 200 whose body is `text` as a JSON string, as the tutorial clients expect.
+    static func jsonString(_ text: String) -> Response {
+        let escaped = text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: "\"\(escaped)\"")))
+    }
+}

@@ -1,0 +1,34 @@
+import Hummingbird
+import NIOCore
+
+/// Refuses a request whose `Content-Length` exceeds the limit with 413 before anything reads
+/// it (or signs anyone in). Chunked bodies are limited where they are read
+/// (``Request/collectBody(limit:)``).
+struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
+    let limit: Int
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws
+        -> Response
+    {
+        if let text = request.headers[.contentLength] {
+            guard let length = Int(text), length >= 0 else {
+                throw APIError(.badRequest, code: "bad_request", message: "Content-Length is not a number")
+            }
+            guard length <= limit else { throw APIError.bodyTooLarge(limit: limit) }
+        }
+        return try await next(request, context)
+    }
+}
+
+extension Request {
+    /// The body, at most `limit` bytes (413 beyond, however it was sent).
+    func collectBody(limit: Int) async throws -> ByteBuffer {
+        do {
+            return try await body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw APIError.bodyTooLarge(limit: limit)
+        }
+    }
+}
