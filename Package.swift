@@ -215,6 +215,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "HeraldEndToEndTests",
+            dependencies: [
+                "HeraldTestSupport", "HeraldStorage",
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "HeraldDomainTests", dependencies: ["HeraldDomain"], swiftSettings: swiftSettings),
         .testTarget(
             name: "HeraldStorageTests",

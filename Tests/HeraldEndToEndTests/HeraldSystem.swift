@@ -1,0 +1,173 @@
+import AsyncHTTPClient
+import Foundation
+import HeraldStorage
+import HeraldTestSupport
+import HummingbirdBcrypt
+import NIOCore
+import NIOHTTP1
+import PostgresNIO
+import Testing
+
+/// The whole system as separate processes, as `make run` starts it: `nh-emulator`,
+/// `herald-api` and `herald-worker`, on a fresh database, each on a free loopback port.
+/// Tests talk to it over HTTP only, like the tutorial app clients do.
+struct HeraldSystem: Sendable {
+    let db: TestDatabase
+    let emulator: ChildProcess
+    let api: ChildProcess
+    let worker: ChildProcess
+    /// `http://127.0.0.1:<port>` of herald-api.
+    let apiURL: String
+    /// `http://127.0.0.1:<port>` of the emulator (its `/_emulator` inspection API).
+    let emulatorURL: String
+    let hub: String
+
+    /// Starts everything on `db`, with users `alice` and `bob` (passwords `<name>-password`),
+    /// runs `body`, and stops the processes.
+    static func with<T: Sendable>(
+        _ db: TestDatabase, environment: [String: String] = [:], _ body: @Sendable (HeraldSystem) async throws -> T
+    ) async throws -> T {
+        let users = UserStore(client: db.client, logger: db.logger)
+        for name in ["alice", "bob"] {
+            try await users.add(name: name, passwordHash: Bcrypt.hash("\(name)-password", cost: 4))
+        }
+        let emulator = try ChildProcess("nh-emulator", arguments: ["--port", "0", "--hub", "herald"])
+        try await emulator.waitForOutput { $0.contains { $0.hasPrefix("HERALD_HUB_NAME=") } }
+        var hubEnvironment: [String: String] = [:]
+        for line in emulator.stdout where line.hasPrefix("HERALD_HUB_") {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            hubEnvironment[parts[0]] = parts[1]
+        }
+        let connectionString = try #require(hubEnvironment["HERALD_HUB_CONNECTION_STRING"])
+        let endpoint = try #require(
+            connectionString.split(separator: ";").first { $0.hasPrefix("Endpoint=") }?.dropFirst("Endpoint=".count))
+        let emulatorURL = endpoint.replacingOccurrences(of: "sb://", with: "http://").trimmingSuffix("/")
+
+        var common = ["HERALD_DATABASE_URL": db.url, "HERALD_LOG_LEVEL": "info"]
+        for (key, value) in environment { common[key] = value }
+        let api = try ChildProcess("herald-api", environment: common.merging(["HERALD_API_PORT": "0"]) { $1 })
+        let worker = try ChildProcess("herald-worker", environment: common.merging(hubEnvironment) { $1 })
+        try await Poll.until(timeout: .seconds(60), "herald-api never listened: \(api.stderr.suffix(5))") {
+            api.stderr.contains { $0.contains("herald.api.listening") }
+        }
+        let listening = try #require(api.stderr.first { $0.contains("herald.api.listening") })
+        let port = try #require(listening.firstMatch(of: /port=(\d+)/)?.1)
+        try await Poll.until(timeout: .seconds(60), "herald-worker never started: \(worker.stderr.suffix(5))") {
+            worker.stderr.contains { $0.contains("herald.worker.started") }
+        }
+        let system = HeraldSystem(
+            db: db, emulator: emulator, api: api, worker: worker, apiURL: "http://127.0.0.1:\(port)",
+            emulatorURL: emulatorURL, hub: hubEnvironment["HERALD_HUB_NAME"] ?? "herald")
+        defer {
+            for process in [api, worker, emulator] { process.signal(SIGTERM) }
+        }
+        return try await body(system)
+    }
+
+    // MARK: HTTP
+
+    struct Reply: Sendable {
+        var status: HTTPResponseStatus
+        var headers: HTTPHeaders
+        var body: String
+    }
+
+    static func basic(_ user: String, _ password: String? = nil) -> String {
+        "Basic " + Data("\(user):\(password ?? "\(user)-password")".utf8).base64EncodedString()
+    }
+
+    func request(
+        _ method: HTTPMethod, _ path: String, user: String? = "alice", authorization: String? = nil, body: String? = nil,
+        contentType: String = "application/json"
+    ) async throws -> Reply {
+        var request = HTTPClientRequest(url: apiURL + path)
+        request.method = method
+        if let authorization {
+            request.headers.add(name: "Authorization", value: authorization)
+        } else if let user {
+            request.headers.add(name: "Authorization", value: Self.basic(user))
+        }
+        if let body {
+            request.headers.add(name: "Content-Type", value: contentType)
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        return Reply(status: response.status, headers: response.headers, body: String(buffer: bytes))
+    }
+
+    /// The tutorial client's registration, as its Swift code does it: POST the handle, strip
+    /// the quotes from the answer, PUT a pretty-printed body to that id.
+    func tutorialRegister(user: String, handle: String, platform: String = "apns", tags: [String] = []) async throws
+        -> String
+    {
+        let created = try await request(.POST, "/api/register?handle=\(handle)", user: user)
+        try #require(created.status == .ok, "POST /api/register: \(created.status) \(created.body)")
+        let id = String(created.body.dropFirst().dropLast())
+        let put = try await request(.PUT, "/api/register/\(id)", user: user, body: Self.tutorialBody(platform, handle, tags))
+        try #require(put.status == .ok, "PUT /api/register: \(put.status) \(put.body)")
+        return id
+    }
+
+    static func tutorialBody(_ platform: String, _ handle: String, _ tags: [String]) -> String {
+        let tagList = tags.map { "\"\($0)\"" }.joined(separator: ", ")
+        return "{\n  \"Platform\" : \"\(platform)\",\n  \"Handle\" : \"\(handle)\",\n  \"Tags\" : [\(tagList)]\n}"
+    }
+
+    // MARK: Emulator and database
+
+    struct HubRegistration: Decodable, Sendable {
+        var registrationId: String
+        var pnsHandle: String
+        var tags: [String]
+        var templateBody: String?
+    }
+
+    /// Every live registration the emulator's hub holds.
+    func hubRegistrations() async throws -> [HubRegistration] {
+        var request = HTTPClientRequest(url: "\(emulatorURL)/_emulator/hubs/\(hub)/registrations")
+        request.method = .GET
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        let bytes = try await response.body.collect(upTo: 16 << 20)
+        return try JSONDecoder().decode([HubRegistration].self, from: Data(buffer: bytes))
+    }
+
+    /// The registrations for `handle`, waiting until `condition` holds for them.
+    @discardableResult
+    func waitForHub(
+        handle: String, _ what: String, _ condition: @escaping @Sendable ([HubRegistration]) -> Bool
+    ) async throws -> [HubRegistration] {
+        let found = Shared<[HubRegistration]>([])
+        try await Poll.until(
+            timeout: .seconds(30),
+            "\(what); hub holds \(found.withLock { $0 }.map { "\($0.registrationId) \($0.tags)" }); worker: \(worker.stderr.suffix(3))"
+        ) {
+            let registrations = try await hubRegistrations().filter { $0.pnsHandle == handle }
+            found.withLock { $0 = registrations }
+            return condition(registrations)
+        }
+        return found.withLock { $0 }
+    }
+
+    /// Sends `POST /_emulator/hubs/{hub}/registrations/{id}/expire`.
+    func expire(registration id: String) async throws {
+        var request = HTTPClientRequest(url: "\(emulatorURL)/_emulator/hubs/\(hub)/registrations/\(id)/expire")
+        request.method = .POST
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        try #require(response.status == .noContent)
+    }
+
+    /// Sync state and tags of a device, from the database.
+    func deviceState(_ id: String) async throws -> (state: String, tags: [String], hubID: String?, deleted: Bool)? {
+        let rows = try await db.client.query(
+            "SELECT sync_state, tags, hub_registration_id, deleted_at IS NOT NULL FROM devices WHERE id = \(UUID(uuidString: id)!)")
+        for try await row in rows.decode((String, [String], String?, Bool).self) { return row }
+        return nil
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
+    }
+}

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# `make bench-api`: device-registration throughput of a release herald-api under load from wrk
+# on loopback, with a herald-worker draining the sync jobs into an nh-emulator in the same run.
+#
+# Prints:
+#   bench api.health <v> req/s            GET /health/live: the framework's ceiling here
+#   bench api.device_put <v> req/s        PUT /api/register/{id}, JWT bearer auth (HS256)
+#   bench api.device_put_basic <v> req/s  the same with Basic auth and the credential cache
+#   bench api.device_put_ratio <v> ratio  device_put / health
+#   bench api.sync_drain <v> jobs/s       sync jobs the worker finished per second, load included
+#
+# Usage: scripts/bench-api.sh BIN_DIR   (BIN_DIR holds release builds of the four executables)
+# Knobs: BENCH_SECONDS (10), BENCH_CONNECTIONS (64), BENCH_THREADS (2).
+set -euo pipefail
+bin="${1:?usage: bench-api.sh BIN_DIR}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+seconds="${BENCH_SECONDS:-10}"
+connections="${BENCH_CONNECTIONS:-64}"
+threads="${BENCH_THREADS:-2}"
+
+if ! command -v wrk >/dev/null; then
+  echo "bench-api: installing wrk (Debian package)" >&2
+  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq >/dev/null && $sudo_cmd apt-get install -y -qq wrk >/dev/null
+fi
+
+set -a; . .data/postgres.env; set +a
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+# A database of its own, dropped and recreated on every run.
+base_url="$HERALD_DATABASE_URL"
+bench_url="$(python3 -c 'import sys,urllib.parse as u; p=u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/herald_bench_api")))' "$base_url")"
+psql -q "$base_url" -c "DROP DATABASE IF EXISTS herald_bench_api WITH (FORCE)" -c "CREATE DATABASE herald_bench_api"
+export HERALD_DATABASE_URL="$bench_url" HERALD_LOG_LEVEL=warning
+"$bin/heraldctl" migrate >/dev/null
+
+# 20 Basic users (bcrypt cost 12, the default), 50 devices each; 200 JWT users, 10 devices each.
+for n in $(seq 1 20); do
+  printf 'bench-password-%s\n' "$n" | "$bin/heraldctl" users add "bench-basic-$n" --password-stdin >/dev/null
+done
+secret="$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+python3 - "$work" "$secret" <<'PY'
+import base64, hashlib, hmac, json, sys, time, uuid
+work, secret = sys.argv[1], sys.argv[2]
+def b64(data): return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+def jwt(sub):
+    header = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    claims = b64(json.dumps({"sub": sub, "exp": int(time.time()) + 3600}).encode())
+    signature = hmac.new(secret.encode(), f"{header}.{claims}".encode(), hashlib.sha256).digest()
+    return f"Bearer {header}.{claims}.{b64(signature)}"
+def basic(n): return "Basic " + base64.b64encode(f"bench-basic-{n}:bench-password-{n}".encode()).decode()
+def script(name, entries):
+    lines = ["local entries = {"]
+    for auth, device, handle in entries:
+        lines.append(f'  {{"{auth}", "{device}", "{handle}"}},')
+    lines += ["}",
+        "local i = math.random(#entries)",
+        "request = function()",
+        "  i = i % #entries + 1",
+        "  local e = entries[i]",
+        "  local body = '{\"Platform\": \"apns\", \"Handle\": \"' .. e[3] .. '\", \"Tags\": [\"World\", \"Sports\"]}'",
+        "  return wrk.format(\"PUT\", \"/api/register/\" .. e[2],",
+        "    {[\"Authorization\"] = e[1], [\"Content-Type\"] = \"application/json\"}, body)",
+        "end"]
+    open(f"{work}/{name}.lua", "w").write("\n".join(lines) + "\n")
+def handle(): return uuid.uuid4().hex.upper() + uuid.uuid4().hex.upper()
+script("jwt", [(jwt(f"bench-jwt-{u}"), str(uuid.uuid4()), handle()) for u in range(200) for _ in range(10)])
+script("basic", [(basic(u), str(uuid.uuid4()), handle()) for u in range(1, 21) for _ in range(50)])
+PY
+
+# The emulator prints its connection string once it listens.
+"$bin/nh-emulator" --port 0 --hub herald >"$work/emulator.out" 2>"$work/emulator.err" &
+pids+=($!)
+for _ in $(seq 1 100); do grep -q '^HERALD_HUB_NAME=' "$work/emulator.out" 2>/dev/null && break; sleep 0.1; done
+set -a; . "$work/emulator.out"; set +a
+
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+HERALD_API_PORT="$port" HERALD_AUTH_JWT_HS256_SECRET="$secret" HERALD_MAX_DEVICES_PER_USER=1000 \
+  "$bin/herald-api" 2>"$work/api.err" &
+pids+=($!)
+"$bin/herald-worker" 2>"$work/worker.err" &
+pids+=($!)
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null || { echo "bench-api: herald-api did not start" >&2; cat "$work/api.err" >&2; exit 1; }
+
+# One wrk run; prints requests per second, fails on any non-2xx answer.
+run_wrk() {
+  local name="$1"; shift
+  wrk -t"$threads" -c"$connections" -d"${seconds}s" --latency "$@" >"$work/$name.txt"
+  if grep -q 'Non-2xx' "$work/$name.txt"; then
+    echo "bench-api: $name had error answers:" >&2; cat "$work/$name.txt" >&2; exit 1
+  fi
+  echo "bench-api: $name: $(grep -E '^ +50%|^ +99%' "$work/$name.txt" | tr -s ' ' | tr '\n' ' ')" >&2
+  awk '/Requests\/sec/ {printf "%d", $2}' "$work/$name.txt"
+}
+
+url="http://127.0.0.1:$port"
+# Warm-up: creates every device and fills the Basic credential cache (one bcrypt per user).
+wrk -t1 -c20 -d3s -s "$work/basic.lua" "$url" >/dev/null
+wrk -t1 -c20 -d3s -s "$work/jwt.lua" "$url" >/dev/null
+
+jobs_finished() {
+  psql -qtA "$bench_url" -c "SELECT count(*) FROM pgqueue.job_history WHERE queue = 'devices' AND state = 'completed'"
+}
+start_jobs="$(jobs_finished)"; start_time="$(date +%s.%N)"
+
+health="$(run_wrk health "$url/health/live")"
+put_jwt="$(run_wrk device_put -s "$work/jwt.lua" "$url")"
+put_basic="$(run_wrk device_put_basic -s "$work/basic.lua" "$url")"
+
+# Let the worker finish what the load enqueued, then rate it over the whole window.
+for _ in $(seq 1 600); do
+  waiting="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'devices'")"
+  [ "$waiting" -eq 0 ] && break
+  sleep 0.2
+done
+end_time="$(date +%s.%N)"; end_jobs="$(jobs_finished)"
+failed="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM devices WHERE sync_state = 'failed'")"
+unsynced="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM devices WHERE deleted_at IS NULL AND sync_state <> 'synced'")"
+echo "bench-api: sync jobs finished $((end_jobs - start_jobs)); devices failed $failed, not synced $unsynced" >&2
+
+echo "bench api.health $health req/s"
+echo "bench api.device_put $put_jwt req/s"
+echo "bench api.device_put_basic $put_basic req/s"
+python3 -c "print(f'bench api.device_put_ratio {$put_jwt / $health:.3f} ratio')"
+python3 -c "print(f'bench api.sync_drain {($end_jobs - $start_jobs) / ($end_time - $start_time):.0f} jobs/s')"
