@@ -80,7 +80,10 @@ PY
 "$bin/nh-emulator" --port 0 --hub herald >"$work/emulator.out" 2>"$work/emulator.err" &
 pids+=($!)
 for _ in $(seq 1 100); do grep -q '^HERALD_HUB_NAME=' "$work/emulator.out" 2>/dev/null && break; sleep 0.1; done
-set -a; . "$work/emulator.out"; set +a
+# Not sourced: the connection string holds `;`, which the shell would split on.
+HERALD_HUB_CONNECTION_STRING="$(sed -n 's/^HERALD_HUB_CONNECTION_STRING=//p' "$work/emulator.out")"
+HERALD_HUB_NAME="$(sed -n 's/^HERALD_HUB_NAME=//p' "$work/emulator.out")"
+export HERALD_HUB_CONNECTION_STRING HERALD_HUB_NAME
 
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 HERALD_API_PORT="$port" HERALD_AUTH_JWT_HS256_SECRET="$secret" HERALD_MAX_DEVICES_PER_USER=1000 \

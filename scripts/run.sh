@@ -25,7 +25,10 @@ emulator_out="$(mktemp)"
 pids+=($!)
 for _ in $(seq 1 100); do grep -q '^HERALD_HUB_NAME=' "$emulator_out" 2>/dev/null && break; sleep 0.1; done
 grep -q '^HERALD_HUB_NAME=' "$emulator_out" || { echo "run: nh-emulator did not start" >&2; cat "$emulator_out" >&2; exit 1; }
-set -a; . "$emulator_out"; set +a
+# Not `. "$emulator_out"`: the connection string holds `;`, which the shell would split on.
+HERALD_HUB_CONNECTION_STRING="$(sed -n 's/^HERALD_HUB_CONNECTION_STRING=//p' "$emulator_out")"
+HERALD_HUB_NAME="$(sed -n 's/^HERALD_HUB_NAME=//p' "$emulator_out")"
+export HERALD_HUB_CONNECTION_STRING HERALD_HUB_NAME
 
 # Demo users: created on the first run; later runs reset their passwords and enable them, so
 # the passwords printed below always work.

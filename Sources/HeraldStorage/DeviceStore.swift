@@ -332,14 +332,14 @@ public struct DeviceStore: Sendable {
     /// returns the id the device ends with (a concurrent job's, if it won).
     public func adoptHubRegistrationID(_ candidate: String, for id: DeviceID) async throws -> String {
         try await StorageSQL.run("record a hub registration id") {
+            // One UPDATE, not a CTE plus a SELECT: a concurrent adopter holds the row lock, and
+            // after it commits the UPDATE re-reads the row's newest version (the SET and
+            // RETURNING see the winner's id), while a SELECT in the same statement would still
+            // see the snapshot from before, with no id.
             let rows = try await client.query(
                 """
-                WITH adopted AS (
-                    UPDATE devices SET hub_registration_id = \(candidate)
-                    WHERE id = \(id.uuid) AND hub_registration_id IS NULL RETURNING hub_registration_id)
-                SELECT hub_registration_id FROM adopted
-                UNION ALL SELECT hub_registration_id FROM devices WHERE id = \(id.uuid)
-                LIMIT 1
+                UPDATE devices SET hub_registration_id = COALESCE(hub_registration_id, \(candidate))
+                WHERE id = \(id.uuid) RETURNING hub_registration_id
                 """, logger: logger)
             for try await current in rows.decode(String?.self) { if let current { return current } }
             return candidate
@@ -350,15 +350,13 @@ public struct DeviceStore: Sendable {
     /// device ends with (a concurrent job's, if it replaced it first).
     public func replaceHubRegistrationID(_ old: String, with new: String, for id: DeviceID) async throws -> String {
         try await StorageSQL.run("record a hub registration id") {
+            // One UPDATE, for the reason given in adoptHubRegistrationID.
             let rows = try await client.query(
                 """
-                WITH replaced AS (
-                    UPDATE devices SET hub_registration_id = \(new)
-                    WHERE id = \(id.uuid) AND (hub_registration_id = \(old) OR hub_registration_id IS NULL)
-                    RETURNING hub_registration_id)
-                SELECT hub_registration_id FROM replaced
-                UNION ALL SELECT hub_registration_id FROM devices WHERE id = \(id.uuid)
-                LIMIT 1
+                UPDATE devices SET hub_registration_id = CASE
+                    WHEN hub_registration_id = \(old) OR hub_registration_id IS NULL THEN \(new)
+                    ELSE hub_registration_id END
+                WHERE id = \(id.uuid) RETURNING hub_registration_id
                 """, logger: logger)
             for try await current in rows.decode(String?.self) { if let current { return current } }
             return new

@@ -1,4 +1,5 @@
 import ArgumentParser
+import AsyncHTTPClient
 import HeraldDelivery
 import HeraldRuntime
 import Logging
@@ -17,13 +18,15 @@ struct HeraldWorkerMain: AsyncParsableCommand {
 
     func run() async throws {
         let configuration: HeraldConfiguration
+        let hub: HubSettings
         do {
             configuration = try HeraldConfiguration.fromEnvironment()
-            guard configuration.hub != nil else {
+            guard let settings = configuration.hub else {
                 throw ConfigurationError(
                     key: "HERALD_HUB_CONNECTION_STRING",
                     "is not set: the worker delivers through a Notification Hub (`make run` starts a local nh-emulator)")
             }
+            hub = settings
             HeraldBootstrap.logging(level: configuration.logLevel)
             try await HeraldBootstrap.checkDatabase(configuration.database, logger: Logger(label: "herald-worker"))
         } catch {
@@ -31,6 +34,18 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         }
         let logger = Logger(label: "herald-worker")
         let client = PostgresClient(configuration: configuration.database.postgres, backgroundLogger: logger)
+        // Hub calls go through one HTTP client the worker owns: shut down after the executors stop.
+        let httpClient = DeliveryHandlers.makeHTTPClient(maxConnections: configuration.worker.concurrency)
+        let handlersByQueue: [String: JobHandlers]
+        do {
+            handlersByQueue = try DeliveryHandlers(
+                settings: .init(hubConnectionString: hub.connectionString, hubName: hub.hubName),
+                httpClient: httpClient, postgres: client, logger: logger
+            ).byQueue()
+        } catch {
+            try? await httpClient.shutdown()
+            HeraldExit.fail("herald-worker", error)
+        }
         let queue = JobQueue(client: client, logger: logger)
         let listener = JobQueueListener(client: client, logger: logger)
         let maintenance = JobQueueMaintenance(
@@ -39,7 +54,7 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: client), .init(service: listener), .init(service: maintenance),
         ]
-        for (queueName, handlers) in DeliveryHandlers.byQueue() {
+        for (queueName, handlers) in handlersByQueue.sorted(by: { $0.key < $1.key }) {
             let executor = JobExecutor(
                 queue: queue, handlers: handlers,
                 configuration: .init(
@@ -48,11 +63,18 @@ struct HeraldWorkerMain: AsyncParsableCommand {
                 listener: listener)
             services.append(.init(service: executor))
         }
-        logger.notice("herald.worker.started", metadata: ["queues": "\(DeliveryHandlers.byQueue().keys.sorted())"])
+        logger.notice(
+            "herald.worker.started", metadata: ["queues": "\(handlersByQueue.keys.sorted())", "hub.name": "\(hub.hubName)"])
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
+        } catch {
+            try? await httpClient.shutdown()
+            HeraldExit.fail("herald-worker", error)
+        }
+        do {
+            try await httpClient.shutdown()
         } catch {
             HeraldExit.fail("herald-worker", error)
         }

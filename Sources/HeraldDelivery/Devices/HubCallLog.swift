@@ -1,0 +1,117 @@
+import HeraldDomain
+import HeraldStorage
+import NotificationHubs
+import Synchronization
+
+/// The registration-side hub operations, by the name the `device_hub_calls` audit uses.
+enum HubOperation: String, Sendable {
+    /// `GET /registrations?$filter=ChannelUri eq '…'`: what the hub holds for a handle.
+    case listRegistrationsByChannel
+    /// `POST /registrationIDs`.
+    case createRegistrationID = "createRegistrationId"
+    /// `PUT /registrations/{id}` without `If-Match`.
+    case createOrUpdateRegistration
+    /// `DELETE /registrations/{id}`.
+    case deleteRegistration
+    /// `PUT /installations/{id}`.
+    case createOrUpdateInstallation
+    /// `DELETE /installations/{id}`.
+    case deleteInstallation
+
+    /// The status the hub answers this operation with when it succeeds, as recorded against
+    /// the real service. The client returns the result, not the status, so the audit takes
+    /// this value for a successful call (the client accepts only 2xx answers).
+    var successStatus: Int {
+        switch self {
+        case .createRegistrationID: 201
+        case .deleteInstallation: 204
+        case .listRegistrationsByChannel, .createOrUpdateRegistration, .deleteRegistration,
+            .createOrUpdateInstallation:
+            200
+        }
+    }
+}
+
+/// The hub calls of one job attempt, timed, collected for the `device_hub_calls` audit and
+/// written together when the attempt ends (whatever its outcome).
+final class HubCallLog: Sendable {
+    /// The device the calls are recorded for.
+    let deviceID: DeviceID
+    private let calls = Mutex<[DeviceHubCall]>([])
+
+    init(deviceID: DeviceID) {
+        self.deviceID = deviceID
+    }
+
+    /// Runs one hub call and records it: the HTTP status (or nil when no answer came), the
+    /// duration, the tracking id and, for a failure, a summary safe to store.
+    ///
+    /// - Parameters:
+    ///   - hubID: the registration or installation id the call is about, when known before.
+    ///   - resultID: the id the call produced (a new registration id).
+    func call<T: Sendable>(
+        _ operation: HubOperation, hubID: String?, resultID: (T) -> String? = { _ in nil },
+        _ body: () async throws -> T
+    ) async throws -> T {
+        let started = ContinuousClock.now
+        do {
+            let result = try await body()
+            append(
+                operation, hubID: hubID ?? resultID(result), status: operation.successStatus, started: started,
+                trackingID: nil, error: nil)
+            DeliveryMetrics.hubCall(operation: operation.rawValue, result: String(operation.successStatus))
+            return result
+        } catch let error as NotificationHubsError {
+            append(
+                operation, hubID: hubID, status: error.status, started: started, trackingID: error.trackingID,
+                error: HubErrorPolicy.auditSummary(error))
+            DeliveryMetrics.hubCall(
+                operation: operation.rawValue, result: error.status.map { String($0) } ?? error.code.description)
+            throw error
+        } catch {
+            // The client throws only NotificationHubsError; anything else is recorded as unanswered.
+            append(operation, hubID: hubID, status: nil, started: started, trackingID: nil, error: "\(error)")
+            DeliveryMetrics.hubCall(operation: operation.rawValue, result: "other")
+            throw error
+        }
+    }
+
+    /// The registration ids this attempt wrote (since the last ``drain()``) and did not delete
+    /// after: what its calls may have left at the hub.
+    func writtenRegistrationIDs() -> Set<String> {
+        calls.withLock { calls in
+            var written = Set<String>()
+            for call in calls {
+                guard let id = call.hubID else { continue }
+                if call.operation == HubOperation.createOrUpdateRegistration.rawValue, call.error == nil {
+                    written.insert(id)
+                } else if call.operation == HubOperation.deleteRegistration.rawValue,
+                    call.error == nil || call.httpStatus == 404 || call.httpStatus == 410
+                {
+                    written.remove(id)
+                }
+            }
+            return written
+        }
+    }
+
+    /// The calls recorded so far; the log is empty afterwards.
+    func drain() -> [DeviceHubCall] {
+        calls.withLock { calls in
+            defer { calls = [] }
+            return calls
+        }
+    }
+
+    private func append(
+        _ operation: HubOperation, hubID: String?, status: Int?, started: ContinuousClock.Instant, trackingID: String?,
+        error: String?
+    ) {
+        let elapsed = (ContinuousClock.now - started).components
+        let milliseconds = Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15
+        let call = DeviceHubCall(
+            deviceID: deviceID, operation: operation.rawValue, hubID: hubID, httpStatus: status,
+            durationMilliseconds: milliseconds, trackingID: trackingID, error: error)
+        calls.withLock { $0.append(call) }
+    }
+}

@@ -1,0 +1,60 @@
+import NotificationHubs
+
+/// What a failed hub call means for the job that made it (DESIGN.md, "Errors from the hub"),
+/// and how the failure is described where it is stored.
+enum HubErrorPolicy {
+    /// How the attempt ends.
+    enum Decision: Equatable, Sendable {
+        /// Try again after the queue's backoff, never sooner than `notBefore`.
+        case retry(notBefore: Duration?)
+        /// Repeating the call fails the same way: give up.
+        case fail
+        /// The task was cancelled (graceful shutdown past its budget): release the job.
+        case cancelled
+    }
+
+    /// Classifies `error` for attempt `attempt` of a job.
+    ///
+    /// - 429, 408, 5xx (but 501 and 505), timeouts, connection failures, and 403 **with**
+    ///   `Retry-After` (throttling on older API versions): retry, not before `Retry-After`.
+    /// - 401: retry while `attempt < authenticationAttempts` (the client drops its cached
+    ///   token on a 401, so the next attempt signs a new one), then fail: a wrong key or rule
+    ///   name does not heal by itself.
+    /// - Everything else (400, 403 without `Retry-After`, 404, 409, 410, 412, 413, checks the
+    ///   client made, unreadable answers): fail.
+    static func decide(_ error: NotificationHubsError, attempt: Int, authenticationAttempts: Int) -> Decision {
+        if error.code == .cancelled { return .cancelled }
+        if error.isTransient { return .retry(notBefore: error.retryAfter) }
+        if error.isAuthentication { return attempt < authenticationAttempts ? .retry(notBefore: nil) : .fail }
+        return .fail
+    }
+
+    /// The failure as a job error and a device's `last_error`: the operation, the status or
+    /// transport failure, the client's fixed reason and the tracking id. Never the hub's
+    /// free text, tags, handles, keys or tokens.
+    static func reason(_ error: NotificationHubsError) -> String {
+        var text = auditSummary(error)
+        if let trackingID = error.trackingID { text += " (tracking id \(trackingID))" }
+        return text
+    }
+
+    /// The failure as the `device_hub_calls.error` column (the tracking id has its own column).
+    static func auditSummary(_ error: NotificationHubsError) -> String {
+        var text = "hub \(error.operation)"
+        if let status = error.status {
+            text += " answered \(status)"
+        } else {
+            text += " failed: \(error.code)"
+        }
+        if let reason = error.reason { text += ": \(reason)" }
+        if let retryAfter = error.retryAfter { text += ", retry after \(retryAfter.wholeMilliseconds) ms" }
+        return text
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down.
+    var wholeMilliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}

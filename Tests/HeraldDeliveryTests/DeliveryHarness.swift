@@ -1,0 +1,142 @@
+import Foundation
+import HeraldDelivery
+import HeraldDomain
+import HeraldStorage
+import HeraldTestSupport
+import Logging
+import NotificationHubs
+import PostgresNIO
+import PostgresQueue
+import Testing
+
+/// One test's world: a fresh migrated database, an emulator hub on port 0, and a real
+/// `JobExecutor` running Herald's device handlers on the `devices` queue.
+struct DeliveryWorld: Sendable {
+    let db: TestDatabase
+    let hub: TestHub
+    let store: DeviceStore
+    /// A hub client of its own, as an older backend would have used to register devices.
+    let hubClient: NotificationHubClient
+
+    /// Adds a user and returns it as a device owner.
+    func user(_ name: String) async throws -> DeviceOwner {
+        let record = try await UserStore(client: db.client, logger: db.logger).add(name: name, passwordHash: "test")
+        return DeviceOwner(id: record.id, name: record.name)
+    }
+
+    /// The device, which must exist.
+    func device(_ id: DeviceID) async throws -> DeviceRecord {
+        try #require(try await store.device(id: id))
+    }
+
+    /// Device jobs waiting or running.
+    func pendingJobs() async throws -> Int {
+        try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(DeviceJobs.queue)")
+    }
+
+    /// Waits until no device job is left and the device is in `state` at its latest version.
+    @discardableResult
+    func settled(
+        _ id: DeviceID, state: DeviceSyncState = .synced, timeout: Duration = .seconds(30)
+    ) async throws
+        -> DeviceRecord
+    {
+        try await Poll.until(timeout: timeout, "device \(id) never settled in state \(state)") {
+            guard try await pendingJobs() == 0, let device = try await store.device(id: id) else { return false }
+            return device.syncState == state && (state == .failed || device.syncedVersion == device.version)
+        }
+        return try await device(id)
+    }
+
+    /// The finished device jobs of `kind`, oldest first.
+    func history(kind: String) async throws -> [FinishedJob] {
+        let rows = try await db.client.query(
+            """
+            SELECT state, attempt, errors::text FROM pgqueue.job_history
+            WHERE queue = \(DeviceJobs.queue) AND kind = \(kind) ORDER BY id
+            """, logger: db.logger)
+        var jobs: [FinishedJob] = []
+        for try await (state, attempt, errors) in rows.decode((String, Int16, String).self) {
+            let list = try JSONDecoder().decode([FinishedJob.AttemptError].self, from: Data(errors.utf8))
+            jobs.append(FinishedJob(state: state, attempt: Int(attempt), errors: list.map(\.error)))
+        }
+        return jobs
+    }
+
+    /// The hub calls recorded for a device, as (operation, status) pairs.
+    func calls(_ id: DeviceID) async throws -> [DeviceHubCall] {
+        try await store.hubCalls(deviceID: id)
+    }
+}
+
+/// A job in the queue's history.
+struct FinishedJob: Sendable {
+    struct AttemptError: Decodable { var error: String }
+    var state: String
+    var attempt: Int
+    var errors: [String]
+}
+
+/// Runs `body` in a fresh ``DeliveryWorld``; the executor and the emulator stop afterwards.
+///
+/// - Parameters:
+///   - connectionString: the connection string the worker gets (default: the hub's full rule).
+///   - concurrency: jobs the executor runs at once.
+func withDelivery<T: Sendable>(
+    connectionString: (@Sendable (TestHub) -> String)? = nil,
+    concurrency: Int = 4,
+    _ body: @Sendable (DeliveryWorld) async throws -> T
+) async throws -> T {
+    try await withTestHub { hub in
+        try await TestDatabase.with { db async throws in
+            let logger = Logger.quiet("herald-delivery-test")
+            let httpClient = DeliveryHandlers.makeHTTPClient(maxConnections: 8)
+            do {
+                let delivery = try DeliveryHandlers(
+                    settings: .init(
+                        hubConnectionString: connectionString?(hub) ?? hub.connectionString, hubName: hub.hubName,
+                        hubCallTimeout: .seconds(10)),
+                    httpClient: httpClient, postgres: db.client, logger: logger)
+                let handlers = try #require(delivery.byQueue()[DeviceJobs.queue])
+                let executor = JobExecutor(
+                    queue: JobQueue(client: db.client, logger: db.logger), handlers: handlers,
+                    configuration: .init(
+                        queue: DeviceJobs.queue, concurrency: concurrency, pollInterval: .milliseconds(20),
+                        // Short backoff so retried jobs finish within a test.
+                        retryPolicy: PostgresQueue.RetryPolicy(base: .milliseconds(50), cap: .milliseconds(200)),
+                        shutdownBudget: .seconds(5)))
+                let world = DeliveryWorld(
+                    db: db, hub: hub, store: DeviceStore(client: db.client, logger: db.logger),
+                    hubClient: try NotificationHubClient(connectionString: hub.connectionString, hubName: hub.hubName))
+                let result = try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { await executor.run() }
+                    let outcome: Result<T, any Error>
+                    do { outcome = .success(try await body(world)) } catch { outcome = .failure(error) }
+                    executor.shutdown()
+                    try await group.waitForAll()
+                    return try outcome.get()
+                }
+                try await httpClient.shutdown()
+                return result
+            } catch {
+                try? await httpClient.shutdown()
+                throw error
+            }
+        }
+    }
+}
+
+/// Test handles: an APNs token, an FCM token and a WNS channel, unique per call.
+enum Handles {
+    static func apns() -> String {
+        (0..<32).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined()
+    }
+
+    static func fcm() -> String {
+        "fcm-" + UUID().uuidString.lowercased() + ":APA91b" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    }
+
+    static func wns() -> String {
+        "https://db5.notify.windows.com/?token=AwYAAAB" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    }
+}
