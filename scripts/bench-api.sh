@@ -91,8 +91,9 @@ HERALD_API_PORT="$port" HERALD_AUTH_JWT_HS256_SECRET="$secret" HERALD_MAX_DEVICE
 pids+=($!)
 "$bin/herald-worker" 2>"$work/worker.err" &
 pids+=($!)
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null 2>&1 && break; sleep 0.1; done
-curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null || { echo "bench-api: herald-api did not start" >&2; cat "$work/api.err" >&2; exit 1; }
+ready() { python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "http://127.0.0.1:$port/health/ready" 2>/dev/null; }
+for _ in $(seq 1 300); do ready && break; sleep 0.2; done
+ready || { echo "bench-api: herald-api did not start" >&2; cat "$work/api.err" >&2; exit 1; }
 
 # One wrk run; prints requests per second, fails on any non-2xx answer.
 run_wrk() {

@@ -45,14 +45,24 @@ pids+=($!)
 "$bin/herald-worker" &
 pids+=($!)
 
+# Print the banner once the API answers (bash's /dev/tcp: no curl needed).
+api_host="${HERALD_API_HOST:-127.0.0.1}"; api_port="${HERALD_API_PORT:-8080}"
+for _ in $(seq 1 300); do (exec 3<>"/dev/tcp/$api_host/$api_port") 2>/dev/null && break; sleep 0.2; done
+
 emulator_port="$(sed -n 's|.*Endpoint=[a-z]*://[^:]*:\([0-9]*\)/.*|\1|p' "$emulator_out")"
 cat <<TXT
 
 Herald is running.
-  API:          http://${HERALD_API_HOST:-127.0.0.1}:${HERALD_API_PORT:-8080}  (GET /health/ready)
+  API:          http://${api_host}:${api_port}  (GET /health/ready)
   nh-emulator:  http://127.0.0.1:${emulator_port}  (GET /_emulator/hubs/herald/deliveries)
   database:     ${HERALD_DATABASE_URL%%://*}://…@${HERALD_DATABASE_URL##*@}
   demo users:   ${users}
+Try it (the tutorial client's registration):
+  curl -u alice:alice-password -X POST 'http://${api_host}:${api_port}/api/register?handle=ABCDEF0123456789ABCDEF0123456789'
+  curl -u alice:alice-password -X PUT -H 'Content-Type: application/json' \\
+       -d '{"Platform":"apns","Handle":"ABCDEF0123456789ABCDEF0123456789","Tags":["World"]}' \\
+       'http://${api_host}:${api_port}/api/register/<the id from above>'
+  curl http://127.0.0.1:${emulator_port}/_emulator/hubs/herald/registrations
 Ctrl-C stops everything.
 TXT
 wait -n "${pids[@]}" || true
