@@ -54,6 +54,7 @@ public struct HeraldConfiguration: Sendable {
             worker: WorkerSettings(
                 concurrency: try env.int("HERALD_WORKER_CONCURRENCY", default: 50, range: 1...10_000),
                 leaseSeconds: try env.int("HERALD_LEASE_SECONDS", default: 30, range: 1...86_400),
+                hotPollMilliseconds: try env.int("HERALD_WORKER_HOT_POLL_MS", default: 10, range: 1...1000),
                 historyRetentionHours: try env.int("HERALD_HISTORY_RETENTION_HOURS", default: 168, range: 1...87_600),
                 metricsHost: env["HERALD_WORKER_METRICS_HOST"] ?? "127.0.0.1",
                 metricsPort: try env.int("HERALD_WORKER_METRICS_PORT", default: 9091, range: 0...65535)),
@@ -158,6 +159,9 @@ public struct WorkerSettings: Sendable {
     public var concurrency: Int
     /// Job lease (`HERALD_LEASE_SECONDS`, default 30): a crashed worker's jobs run again after it.
     public var leaseSeconds: Int
+    /// `HERALD_WORKER_HOT_POLL_MS` (default 10): after finding work, an executor polls at this
+    /// pace for 100 ms before it waits for a wake-up. Lower means quicker pickup and more queries.
+    public var hotPollMilliseconds: Int
     /// How long finished jobs stay in history (`HERALD_HISTORY_RETENTION_HOURS`, default 168).
     public var historyRetentionHours: Int
     /// Metrics and health listener address (`HERALD_WORKER_METRICS_HOST`, default 127.0.0.1).

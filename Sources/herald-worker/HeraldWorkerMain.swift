@@ -59,7 +59,8 @@ struct HeraldWorkerMain: AsyncParsableCommand {
                 queue: queue, handlers: handlers,
                 configuration: .init(
                     queue: queueName, concurrency: configuration.worker.concurrency,
-                    leaseDuration: .seconds(configuration.worker.leaseSeconds)),
+                    leaseDuration: .seconds(configuration.worker.leaseSeconds),
+                    hotPollInterval: .milliseconds(configuration.worker.hotPollMilliseconds)),
                 listener: listener)
             services.append(.init(service: executor))
         }

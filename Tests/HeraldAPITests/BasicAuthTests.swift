@@ -159,6 +159,27 @@ struct BasicAuthTests {
     }
 }
 
+extension BasicAuthTests {
+    @Test("concurrent requests with one header share a single bcrypt check (none is refused as overload)")
+    func sameHeaderSharesOneCheck() async throws {
+        let configuration = APIConfiguration.testing(
+            auth: AuthConfiguration(basicCacheSeconds: 60, bcryptConcurrency: 1, bcryptQueueLimit: 0, bcryptCost: 4))
+        try await APIHarness.with(configuration) { api async throws in
+            try await api.addUser("busy", cost: 12)
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { try await api.send(.delete, probe, auth: basic("busy", "s3cret")).status }
+                }
+                var all: [HTTPResponse.Status] = []
+                for try await status in group { all.append(status) }
+                return all
+            }
+            // With one bcrypt slot and no queue, eight separate checks would mostly be refused.
+            #expect(statuses.allSatisfy { $0 == .ok }, "\(statuses)")
+        }
+    }
+}
+
 @Suite("Basic credential cache")
 struct CredentialCacheTests {
     @Test("holds at most its capacity, evicting the oldest; re-inserting refreshes an entry")

@@ -3,6 +3,7 @@ import HeraldStorage
 import Hummingbird
 import HummingbirdAuth
 import Logging
+import Crypto
 
 /// Signs device users in: `Authorization: Basic` against the users table (bcrypt, with a
 /// short-lived cache of verified credentials) or `Authorization: Bearer <JWT>` when a JWT key
@@ -20,6 +21,7 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
     let cache: BasicCredentialCache
     let tokens: TokenVerifier
     let unauthorized: APIError
+    let inFlight = SingleFlight<SHA256.Digest, DeviceOwner?>()
 
     init(users: UserStore, passwords: PasswordChecker, cache: BasicCredentialCache, tokens: TokenVerifier) {
         self.users = users
@@ -66,15 +68,21 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
             cache.remove(key)
             row = .some(current)
         }
-        let credential: UserCredential?
-        if let row { credential = row } else { credential = try await users.credential(name: user) }
-        let matches = try await passwords.verify(password, hash: credential?.passwordHash)
-        guard matches, let credential, !credential.disabled else {
+        // Concurrent requests with the same header (an app's parallel calls, or every client of
+        // one user right after the cache entry expired) share one bcrypt check.
+        let verified = try await inFlight.run(key) { [users, passwords, cache, row] () async throws -> DeviceOwner? in
+            let credential: UserCredential?
+            if let row { credential = row } else { credential = try await users.credential(name: user) }
+            let matches = try await passwords.verify(password, hash: credential?.passwordHash)
+            guard matches, let credential, !credential.disabled else { return nil }
+            cache.insert(key, .init(userID: credential.id, credentialVersion: credential.credentialVersion))
+            return DeviceOwner(id: credential.id, name: credential.name)
+        }
+        guard let verified else {
             context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "basic credentials not accepted"])
             throw unauthorized
         }
-        cache.insert(key, .init(userID: credential.id, credentialVersion: credential.credentialVersion))
-        return DeviceOwner(id: credential.id, name: credential.name)
+        return verified
     }
 
     /// Bearer: a verified JWT names the user in `sub`; a user seen for the first time is added
