@@ -137,7 +137,7 @@ let package = Package(
         .executableTarget(
             name: "herald-api",
             dependencies: [
-                "HeraldAPI", "HeraldRuntime",
+                "HeraldAPI", "HeraldRuntime", "HeraldDomain", "HeraldStorage",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -67,7 +67,14 @@ public struct TestDatabase: Sendable {
         let client = PostgresClient(configuration: settings.postgres, backgroundLogger: logger)
         let db = TestDatabase(client: client, name: name, url: url, logger: logger)
         let result: Result<T, any Error> = await withTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
+            // Wait until the run task has started, so the first query does not race `run()`
+            // (PostgresNIO warns about a lease before `run()`).
+            let (started, signal) = AsyncStream<Void>.makeStream()
+            group.addTask {
+                signal.finish()
+                await client.run()
+            }
+            for await _ in started {}
             defer { group.cancelAll() }
             do { return .success(try await body(db)) } catch { return .failure(error) }
         }
