@@ -205,6 +205,9 @@ let package = Package(
             name: "HeraldTestSupport",
             dependencies: [
                 "HeraldStorage", "HeraldRuntime", "PostgresQueue",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -84,7 +84,7 @@ struct DeviceRegistrationTests {
                 let handle = Self.handle()
                 let id = try await system.tutorialRegister(user: "alice", handle: handle, tags: ["World"])
                 let before = try await system.waitForHub(handle: handle, "the first registration") { $0.count == 1 }
-                try await system.expire(registration: before[0].registrationId)
+                try await system.inspection.expire(registrationID: before[0].registrationId)
 
                 let put = try await system.request(
                     .PUT, "/api/register/\(id)", body: HeraldSystem.tutorialBody("apns", handle, ["Politics"]))

@@ -116,45 +116,27 @@ struct HeraldSystem: Sendable {
 
     // MARK: Emulator and database
 
-    struct HubRegistration: Decodable, Sendable {
-        var registrationId: String
-        var pnsHandle: String
-        var tags: [String]
-        var templateBody: String?
-    }
+    /// The emulator's inspection and fault API.
+    var inspection: HubInspection { HubInspection(baseURL: emulatorURL, hubName: hub) }
 
     /// Every live registration the emulator's hub holds.
-    func hubRegistrations() async throws -> [HubRegistration] {
-        var request = HTTPClientRequest(url: "\(emulatorURL)/_emulator/hubs/\(hub)/registrations")
-        request.method = .GET
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
-        let bytes = try await response.body.collect(upTo: 16 << 20)
-        return try JSONDecoder().decode([HubRegistration].self, from: Data(buffer: bytes))
-    }
+    func hubRegistrations() async throws -> [HeldRegistration] { try await inspection.registrations() }
 
     /// The registrations for `handle`, waiting until `condition` holds for them.
     @discardableResult
     func waitForHub(
-        handle: String, _ what: String, _ condition: @escaping @Sendable ([HubRegistration]) -> Bool
-    ) async throws -> [HubRegistration] {
-        let found = Shared<[HubRegistration]>([])
+        handle: String, _ what: String, _ condition: @escaping @Sendable ([HeldRegistration]) -> Bool
+    ) async throws -> [HeldRegistration] {
+        let found = Shared<[HeldRegistration]>([])
         try await Poll.until(
             timeout: .seconds(30),
             "\(what); hub holds \(found.withLock { $0 }.map { "\($0.registrationId) \($0.tags)" }); worker: \(worker.stderr.suffix(3))"
         ) {
-            let registrations = try await hubRegistrations().filter { $0.pnsHandle == handle }
+            let registrations = try await inspection.registrations(handle: handle)
             found.withLock { $0 = registrations }
             return condition(registrations)
         }
         return found.withLock { $0 }
-    }
-
-    /// Sends `POST /_emulator/hubs/{hub}/registrations/{id}/expire`.
-    func expire(registration id: String) async throws {
-        var request = HTTPClientRequest(url: "\(emulatorURL)/_emulator/hubs/\(hub)/registrations/\(id)/expire")
-        request.method = .POST
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
-        try #require(response.status == .noContent)
     }
 
     /// Sync state and tags of a device, from the database.

@@ -62,7 +62,7 @@ struct QueueTests {
             }
             #expect(try await db.pending(q) == 0)
             // And the same enqueue committed does leave jobs (the check above can fail).
-            try await db.client.withTransaction(logger: db.logger) { connection in
+            _ = try await db.client.withTransaction(logger: db.logger) { connection in
                 try await db.queue.enqueue(NewJob(queue: q, kind: "k"), on: connection)
             }
             #expect(try await db.pending(q) == 1)
