@@ -130,6 +130,9 @@ end_time="$(date +%s.%N)"; end_jobs="$(jobs_finished)"
 failed="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM devices WHERE sync_state = 'failed'")"
 unsynced="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM devices WHERE deleted_at IS NULL AND sync_state <> 'synced'")"
 echo "bench-api: sync jobs finished $((end_jobs - start_jobs)); devices failed $failed, not synced $unsynced" >&2
+if [ "$failed" -ne 0 ] || [ "$unsynced" -ne 0 ]; then
+  echo "bench-api: every device must end synced" >&2; exit 1
+fi
 
 echo "bench api.health $health req/s"
 echo "bench api.device_put $put_jwt req/s"
