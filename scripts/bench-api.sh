@@ -7,6 +7,9 @@
 #   bench api.device_put <v> req/s        PUT /api/register/{id}, JWT bearer auth (HS256)
 #   bench api.device_put_basic <v> req/s  the same with Basic auth and the credential cache
 #   bench api.device_put_ratio <v> ratio  device_put / health
+#   bench api.device_put_sql <v> tx/s     baseline: pgbench running a PUT's statements (the same
+#                                         SQL, round trips and commit) on the same connections
+#   bench api.device_put_sql_ratio <v> ratio  device_put / device_put_sql
 #   bench api.sync_drain <v> jobs/s       sync jobs the worker finished per second, load included
 #
 # Usage: scripts/bench-api.sh BIN_DIR   (BIN_DIR holds release builds of the four executables)
@@ -111,6 +114,30 @@ url="http://127.0.0.1:$port"
 wrk -t1 -c20 -d3s -s "$work/basic.lua" "$url" >/dev/null
 wrk -t1 -c20 -d3s -s "$work/jwt.lua" "$url" >/dev/null
 
+# Baseline: what PostgreSQL alone does with one PUT's statements (the sign-in read, then in one
+# transaction the row lock, handle lock, handle move, upsert and job insert), extended protocol
+# with unnamed statements as PostgresNIO sends them, from pgbench on as many connections.
+users_count="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM users")"
+cat >"$work/put.sql" <<SQL
+\\set n random(1, 2000)
+\\set u random(0, $((users_count - 1)))
+SELECT id AS uid, name, password_hash, disabled, credential_version FROM users ORDER BY id LIMIT 1 OFFSET :u \\gset
+BEGIN;
+SELECT user_id, kind, deleted_at IS NOT NULL FROM devices WHERE id = md5('sql' || :n)::uuid FOR UPDATE;
+SELECT pg_advisory_xact_lock(18500, hashtext('SQL' || :n));
+UPDATE devices SET deleted_at = now(), version = version + 1, sync_state = 'pending', updated_at = now() WHERE handle = 'SQL' || :n AND platform IS NOT NULL AND deleted_at IS NULL AND id <> md5('sql' || :n)::uuid RETURNING id, kind;
+INSERT INTO devices (id, user_id, kind, platform, handle, tags) VALUES (md5('sql' || :n)::uuid, :uid, 'registration', 'apns', 'SQL' || :n, ARRAY['World', 'Sports', 'user-tag']) ON CONFLICT (id) DO UPDATE SET platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags, deleted_at = NULL, sync_state = 'pending', version = devices.version + 1, updated_at = now() RETURNING id, user_id, kind, platform, handle, tags, version;
+INSERT INTO pgqueue.jobs (id, queue, kind, args, priority, max_attempts, run_at, unique_key) VALUES (nextval('pgqueue.job_ids'), 'bench-sql', 'none', '{}', 0, 20, now(), 'bench-sql-' || :n) ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable') DO NOTHING RETURNING id;
+COMMIT;
+SQL
+pgbench_bin="$(command -v pgbench || ls /usr/lib/postgresql/*/bin/pgbench | tail -1)"
+# pgbench ends a -T run on SIGALRM: unblock signals the calling shell may have blocked.
+run_pgbench() {
+  python3 -c 'import signal, subprocess, sys
+signal.pthread_sigmask(signal.SIG_UNBLOCK, signal.valid_signals())
+sys.exit(subprocess.run(sys.argv[1:]).returncode)' "$pgbench_bin" "$@"
+}
+
 jobs_finished() {
   psql -qtA "$bench_url" -c "SELECT count(*) FROM pgqueue.job_history WHERE queue = 'devices' AND state = 'completed'"
 }
@@ -119,6 +146,9 @@ start_jobs="$(jobs_finished)"; start_time="$(date +%s.%N)"
 health="$(run_wrk health "$url/health/live")"
 put_jwt="$(run_wrk device_put -s "$work/jwt.lua" "$url")"
 put_basic="$(run_wrk device_put_basic -s "$work/basic.lua" "$url")"
+sql_tps="$(run_pgbench -n -M extended -c "$connections" -j "$threads" -T "$seconds" -f "$work/put.sql" "$bench_url" 2>"$work/pgbench.err" | awk '/^tps/ {printf "%d", $3}')"
+[ -n "$sql_tps" ] || { echo "bench-api: pgbench failed:" >&2; cat "$work/pgbench.err" >&2; exit 1; }
+psql -q "$bench_url" -c "DELETE FROM pgqueue.jobs WHERE queue = 'bench-sql'" -c "DELETE FROM devices WHERE handle LIKE 'SQL%'"
 
 # Let the worker finish what the load enqueued, then rate it over the whole window.
 for _ in $(seq 1 600); do
@@ -138,4 +168,6 @@ echo "bench api.health $health req/s"
 echo "bench api.device_put $put_jwt req/s"
 echo "bench api.device_put_basic $put_basic req/s"
 python3 -c "print(f'bench api.device_put_ratio {$put_jwt / $health:.3f} ratio')"
+echo "bench api.device_put_sql $sql_tps tx/s"
+python3 -c "print(f'bench api.device_put_sql_ratio {$put_jwt / $sql_tps:.3f} ratio')"
 python3 -c "print(f'bench api.sync_drain {($end_jobs - $start_jobs) / ($end_time - $start_time):.0f} jobs/s')"
