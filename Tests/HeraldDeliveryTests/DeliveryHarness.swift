@@ -24,6 +24,30 @@ struct DeliveryWorld: Sendable {
         return DeviceOwner(id: record.id, name: record.name)
     }
 
+    /// A device registered through the store, with what identifies it.
+    struct Registered: Sendable {
+        var owner: DeviceOwner
+        var id: DeviceID
+        var handle: String
+    }
+
+    /// Adds `user` and registers a new APNs device for them with `tags`. With `writeFault`,
+    /// that rule is first set on registration writes (`PUT …/registrations/…`).
+    func registerDevice(
+        user: String = "alice", tags: [String] = [], writeFault: FaultRule? = nil
+    ) async throws -> Registered {
+        if var fault = writeFault {
+            fault.method = "PUT"
+            fault.pathPattern = "/registrations/"
+            try await hub.inspection.addFaults([fault])
+        }
+        let owner = try await self.user(user)
+        let device = Registered(owner: owner, id: DeviceID.random(), handle: Handles.apns())
+        try await store.register(
+            owner: owner, id: device.id, platform: .apns, handle: device.handle, clientTags: tags, template: nil)
+        return device
+    }
+
     /// The device, which must exist.
     func device(_ id: DeviceID) async throws -> DeviceRecord {
         try #require(try await store.device(id: id))

@@ -12,14 +12,8 @@ struct HubFaultTests {
     @Test("503s are retried with backoff; the device ends synced and every attempt is audited")
     func serverErrorsRetry() async throws {
         try await withDelivery { world in
-            try await world.hub.inspection.addFaults([
-                FaultRule(method: "PUT", pathPattern: "/registrations/", status: 503, count: 2)
-            ])
-            let alice = try await world.user("alice")
-            let handle = Handles.apns()
-            let id = DeviceID.random()
-            try await world.store.register(
-                owner: alice, id: id, platform: .apns, handle: handle, clientTags: [], template: nil)
+            let registered = try await world.registerDevice(writeFault: FaultRule(status: 503, count: 2))
+            let (id, handle) = (registered.id, registered.handle)
             let device = try await world.settled(id)
             #expect(device.lastError == nil, "a success clears the noted error")
             #expect(try await world.hub.inspection.registrations(handle: handle).count == 1)
@@ -36,13 +30,7 @@ struct HubFaultTests {
     @Test("429 with Retry-After: the retry waits at least that long")
     func throttlingHonoursRetryAfter() async throws {
         try await withDelivery { world in
-            try await world.hub.inspection.addFaults([
-                FaultRule(method: "PUT", pathPattern: "/registrations/", status: 429, retryAfterSeconds: 1, count: 1)
-            ])
-            let alice = try await world.user("alice")
-            let id = DeviceID.random()
-            try await world.store.register(
-                owner: alice, id: id, platform: .apns, handle: Handles.apns(), clientTags: [], template: nil)
+            let id = try await world.registerDevice(writeFault: FaultRule(status: 429, retryAfterSeconds: 1, count: 1)).id
             try await world.settled(id)
             let writes = try await world.calls(id).filter { $0.operation == "createOrUpdateRegistration" }
             #expect(writes.map(\.httpStatus) == [429, 200])
@@ -56,14 +44,8 @@ struct HubFaultTests {
     @Test("a permanent 400 fails the device with a reason and discards the job; the next change syncs again")
     func permanentFailure() async throws {
         try await withDelivery { world in
-            try await world.hub.inspection.addFaults([
-                FaultRule(method: "PUT", pathPattern: "/registrations/", status: 400, count: 1)
-            ])
-            let alice = try await world.user("alice")
-            let handle = Handles.apns()
-            let id = DeviceID.random()
-            try await world.store.register(
-                owner: alice, id: id, platform: .apns, handle: handle, clientTags: [], template: nil)
+            let registered = try await world.registerDevice(writeFault: FaultRule(status: 400, count: 1))
+            let (alice, id, handle) = (registered.owner, registered.id, registered.handle)
             let failed = try await world.settled(id, state: .failed)
             let reason = try #require(failed.lastError)
             #expect(reason.contains("400") && reason.contains("create_or_update_registration"))

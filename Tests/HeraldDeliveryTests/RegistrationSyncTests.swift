@@ -280,14 +280,8 @@ struct RegistrationSyncTests {
     @Test("a slow, stale write that recreates a deleted device's registration is deleted again")
     func staleWriteAfterDelete() async throws {
         try await withDelivery(concurrency: 4) { world in
-            try await world.hub.inspection.addFaults([
-                FaultRule(method: "PUT", pathPattern: "/registrations/", delayMs: 1500, count: 1)
-            ])
-            let alice = try await world.user("alice")
-            let handle = Handles.apns()
-            let id = DeviceID.random()
-            try await world.store.register(
-                owner: alice, id: id, platform: .apns, handle: handle, clientTags: [], template: nil)
+            let registered = try await world.registerDevice(writeFault: FaultRule(delayMs: 1500, count: 1))
+            let (alice, id, handle) = (registered.owner, registered.id, registered.handle)
             try await Poll.until { try await world.store.device(id: id)?.hubRegistrationID != nil }
             let written = try #require(try await world.device(id).hubRegistrationID)
             // Deleted while the first write is held back: the delete job removes the (not yet
@@ -309,14 +303,9 @@ struct RegistrationSyncTests {
         try await withDelivery(concurrency: 4) { world in
             // The first registration write is held back 1.5 s at the hub, so the newer job's
             // write lands first and the stale one after it.
-            try await world.hub.inspection.addFaults([
-                FaultRule(method: "PUT", pathPattern: "/registrations/", delayMs: 1500, count: 1)
-            ])
-            let alice = try await world.user("alice")
-            let handle = Handles.apns()
-            let id = DeviceID.random()
-            try await world.store.register(
-                owner: alice, id: id, platform: .apns, handle: handle, clientTags: ["stale"], template: nil)
+            let registered = try await world.registerDevice(
+                tags: ["stale"], writeFault: FaultRule(delayMs: 1500, count: 1))
+            let (alice, id, handle) = (registered.owner, registered.id, registered.handle)
             // The first job has its hub id: its (slow) write is under way.
             try await Poll.until { try await world.store.device(id: id)?.hubRegistrationID != nil }
             try await world.store.register(

@@ -58,15 +58,8 @@ struct DeviceJobRunner: Sendable {
     /// `registration.sync` and `installation.sync`. The device's kind decides what is written
     /// (a device never changes kind), so a job of either kind brings any device in line.
     func sync(_ job: ClaimedJob) async throws -> JobOutcome {
-        var logger = self.logger
-        logger[metadataKey: "job.id"] = "\(job.id)"
-        logger[metadataKey: "job.kind"] = "\(job.kind)"
-        logger[metadataKey: "job.attempt"] = "\(job.attempt)"
-        let args: DeviceSyncArgs
-        do {
-            args = try job.decodeArgs()
-        } catch {
-            logger.error("herald.device.sync_failed", metadata: ["reason": "unreadable job arguments"])
+        var logger = jobLogger(job)
+        guard let args: DeviceSyncArgs = decodeArgs(job, failure: "herald.device.sync_failed", logger: logger) else {
             return .discard(reason: "unreadable job arguments")
         }
         logger[metadataKey: "device.id"] = "\(args.deviceID)"
@@ -273,20 +266,33 @@ struct DeviceJobRunner: Sendable {
         try await queue.enqueue(jobs)
     }
 
+    /// The runner's logger with the job's id, kind and attempt.
+    private func jobLogger(_ job: ClaimedJob) -> Logger {
+        var logger = self.logger
+        logger[metadataKey: "job.id"] = "\(job.id)"
+        logger[metadataKey: "job.kind"] = "\(job.kind)"
+        logger[metadataKey: "job.attempt"] = "\(job.attempt)"
+        return logger
+    }
+
+    /// The job's arguments, or nil (logged as `failure`) when they cannot be read: such a job
+    /// can never succeed, so the caller discards it.
+    private func decodeArgs<Args: Decodable>(_ job: ClaimedJob, failure: Logger.Message, logger: Logger) -> Args? {
+        do {
+            return try job.decodeArgs()
+        } catch {
+            logger.error(failure, metadata: ["reason": "unreadable job arguments"])
+            return nil
+        }
+    }
+
     // MARK: Deletes
 
     /// `registration.delete` and `installation.delete`: deletes one hub object; 404 counts as
     /// done. A registration a live device refers to is kept.
     func deleteFromHub(_ job: ClaimedJob) async throws -> JobOutcome {
-        var logger = self.logger
-        logger[metadataKey: "job.id"] = "\(job.id)"
-        logger[metadataKey: "job.kind"] = "\(job.kind)"
-        logger[metadataKey: "job.attempt"] = "\(job.attempt)"
-        let args: HubDeleteArgs
-        do {
-            args = try job.decodeArgs()
-        } catch {
-            logger.error("herald.hub.delete_failed", metadata: ["reason": "unreadable job arguments"])
+        var logger = jobLogger(job)
+        guard let args: HubDeleteArgs = decodeArgs(job, failure: "herald.hub.delete_failed", logger: logger) else {
             return .discard(reason: "unreadable job arguments")
         }
         let isRegistration = job.kind == DeviceJobs.registrationDelete
