@@ -13,11 +13,8 @@ struct RegistrationSyncTests {
     @Test("an APNs device becomes one native registration tagged with its user; synced, every call audited")
     func apnsNative() async throws {
         try await withDelivery { world in
-            let alice = try await world.user("alice")
-            let handle = Handles.apns()
-            let id = DeviceID.random()
-            try await world.store.register(
-                owner: alice, id: id, platform: .apns, handle: handle, clientTags: ["World"], template: nil)
+            let registered = try await world.registerDevice(tags: ["World"])
+            let (id, handle) = (registered.id, registered.handle)
             let device = try await world.settled(id)
 
             let held = try await world.hub.inspection.registrations(handle: handle)
@@ -94,11 +91,8 @@ struct RegistrationSyncTests {
     @Test("changing the tags rewrites the same hub registration")
     func updateTags() async throws {
         try await withDelivery { world in
-            let alice = try await world.user("alice")
-            let handle = Handles.apns()
-            let id = DeviceID.random()
-            try await world.store.register(
-                owner: alice, id: id, platform: .apns, handle: handle, clientTags: ["World"], template: nil)
+            let registered = try await world.registerDevice(tags: ["World"])
+            let (alice, id, handle) = (registered.owner, registered.id, registered.handle)
             let first = try await world.settled(id)
             try await world.store.register(
                 owner: alice, id: id, platform: .apns, handle: handle, clientTags: ["Sports", "Science"], template: nil)
@@ -120,11 +114,8 @@ struct RegistrationSyncTests {
     @Test("delete removes the hub registration; registering again brings a new one under the same device id")
     func deleteAndRegisterAgain() async throws {
         try await withDelivery { world in
-            let alice = try await world.user("alice")
-            let handle = Handles.apns()
-            let id = DeviceID.random()
-            try await world.store.register(
-                owner: alice, id: id, platform: .apns, handle: handle, clientTags: [], template: nil)
+            let registered = try await world.registerDevice()
+            let (alice, id, handle) = (registered.owner, registered.id, registered.handle)
             let first = try #require(try await world.settled(id).hubRegistrationID)
 
             try await world.store.delete(owner: alice, id: id)
@@ -149,11 +140,8 @@ struct RegistrationSyncTests {
     @Test("410 Gone: the worker makes a new registration id and the device ends synced with its latest tags")
     func recreateOnGone() async throws {
         try await withDelivery { world in
-            let alice = try await world.user("alice")
-            let handle = Handles.apns()
-            let id = DeviceID.random()
-            try await world.store.register(
-                owner: alice, id: id, platform: .apns, handle: handle, clientTags: ["World"], template: nil)
+            let registered = try await world.registerDevice(tags: ["World"])
+            let (alice, id, handle) = (registered.owner, registered.id, registered.handle)
             let gone = try #require(try await world.settled(id).hubRegistrationID)
             try await world.hub.inspection.expire(registrationID: gone)
 
@@ -240,11 +228,8 @@ struct RegistrationSyncTests {
     @Test("a delete job for a registration a live device refers to keeps it")
     func deleteJobKeepsLiveRegistration() async throws {
         try await withDelivery { world in
-            let alice = try await world.user("alice")
-            let handle = Handles.apns()
-            let id = DeviceID.random()
-            try await world.store.register(
-                owner: alice, id: id, platform: .apns, handle: handle, clientTags: [], template: nil)
+            let registered = try await world.registerDevice()
+            let (id, handle) = (registered.id, registered.handle)
             let hubID = try #require(try await world.settled(id).hubRegistrationID)
 
             try await JobQueue(client: world.db.client, logger: world.db.logger).enqueue(
