@@ -1,0 +1,220 @@
+public import Foundation
+public import HeraldDomain
+import PostgresNIO
+import PostgresQueue
+
+/// Who asked for a notification.
+public enum NotificationSender: Sendable, Hashable {
+    /// A sender API key (the sender API).
+    case apiKey(Int64)
+    /// A signed-in device user (the tutorial send endpoint).
+    case user(Int64)
+}
+
+/// A notification to create: a checked request and, for the sender API, its idempotency key.
+public struct NewNotification: Sendable, Hashable {
+    /// The request, already checked with ``NotificationRequest/validated(now:)``.
+    public var request: NotificationRequest
+    /// The sender's `Idempotency-Key` (API-key senders only).
+    public var idempotencyKey: String?
+    /// A hash of the request as sent: the same key with another hash is a conflict.
+    public var requestHash: Data?
+
+    /// Creates a notification to create.
+    public init(request: NotificationRequest, idempotencyKey: String? = nil, requestHash: Data? = nil) {
+        self.request = request
+        self.idempotencyKey = idempotencyKey
+        self.requestHash = requestHash
+    }
+}
+
+/// What creating a notification answered.
+public struct AcceptedNotification: Sendable, Hashable {
+    /// The notification's id.
+    public var id: NotificationID
+    /// Its state now.
+    public var state: NotificationState
+    /// Whether an earlier request with the same idempotency key made it.
+    public var replayed: Bool
+
+    /// Creates an answer.
+    public init(id: NotificationID, state: NotificationState, replayed: Bool) {
+        self.id = id
+        self.state = state
+        self.replayed = replayed
+    }
+}
+
+extension NotificationStore {
+    /// The most notifications one ``create(_:sender:now:)`` call takes.
+    public static let maxBatch = 1000
+    /// The longest idempotency key.
+    public static let maxIdempotencyKeyLength = 255
+
+    /// Creates notifications, their hub sends and one `notification.send` job per hub send, all
+    /// in one transaction with one statement per table and one bulk enqueue. Answers in input
+    /// order.
+    ///
+    /// An idempotency key the sender used before returns that notification (`replayed`) when
+    /// the request hash matches, and throws `DomainError` `idempotency_key_reused` (conflict)
+    /// when it does not; so does a key repeated within one call with different requests.
+    public func create(_ items: [NewNotification], sender: NotificationSender, now: Date = Date()) async throws
+        -> [AcceptedNotification]
+    {
+        guard !items.isEmpty else { return [] }
+        guard items.count <= Self.maxBatch else {
+            throw DomainError(
+                code: "batch_too_large", message: "at most \(Self.maxBatch) notifications per request; got \(items.count)")
+        }
+        let apiKeyID: Int64?
+        let userID: Int64?
+        switch sender {
+        case .apiKey(let id): (apiKeyID, userID) = (id, nil)
+        case .user(let id): (apiKeyID, userID) = (nil, id)
+        }
+        for item in items {
+            if let key = item.idempotencyKey {
+                guard apiKeyID != nil else {
+                    throw DomainError(code: "invalid_idempotency_key", message: "idempotency keys need an API key")
+                }
+                guard !key.isEmpty, key.utf8.count <= Self.maxIdempotencyKeyLength else {
+                    throw DomainError(
+                        code: "invalid_idempotency_key",
+                        message: "an idempotency key is 1 to \(Self.maxIdempotencyKeyLength) bytes")
+                }
+            }
+        }
+        // Within the call: a key's first item makes the notification, later ones repeat it.
+        var firstIndexForKey: [String: Int] = [:]
+        for (index, item) in items.enumerated() {
+            guard let key = item.idempotencyKey else { continue }
+            if let first = firstIndexForKey[key] {
+                guard items[first].requestHash == item.requestHash else { throw Self.keyReused(key) }
+            } else {
+                firstIndexForKey[key] = index
+            }
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return try await StorageSQL.transaction(client, logger: logger, "create notifications") { connection in
+            var results = [AcceptedNotification?](repeating: nil, count: items.count)
+            if let apiKeyID, !firstIndexForKey.isEmpty {
+                let rows = try await connection.query(
+                    """
+                    SELECT idempotency_key, id, state, request_hash FROM notifications
+                    WHERE api_key_id = \(apiKeyID) AND idempotency_key = ANY(\(Array(firstIndexForKey.keys)))
+                    """, logger: logger)
+                for try await (key, id, state, hash) in rows.decode((String, UUID, String, Data?).self) {
+                    for (index, item) in items.enumerated() where item.idempotencyKey == key {
+                        guard item.requestHash == hash else { throw Self.keyReused(key) }
+                        results[index] = AcceptedNotification(
+                            id: id, state: NotificationState(rawValue: state) ?? .queued, replayed: true)
+                    }
+                }
+            }
+            // The rows to insert: items not answered above, each key once.
+            var insertIndexes: [Int] = []
+            for (index, item) in items.enumerated() where results[index] == nil {
+                if let key = item.idempotencyKey, firstIndexForKey[key] != index { continue }
+                insertIndexes.append(index)
+            }
+            var ids: [UUID] = []
+            var targets: [String] = []
+            var contents: [String] = []
+            var options: [String] = []
+            var tags: [String] = []
+            // PostgresNIO binds no NULL array elements: '' stands for NULL in these columns (an
+            // empty key, hash, expression or handle is never valid).
+            var keys: [String] = []
+            var hashes: [String] = []
+            var states: [String] = []
+            var sendAts: [Double] = []  // seconds since 1970; -1 for none
+            var deadlines: [Date] = []
+            var sendIDs: [UUID] = []
+            var sendFormats: [String] = []
+            var sendExpressions: [String] = []
+            var sendHandles: [String] = []
+            var sendStates: [String] = []
+            var runAt: [UUID: Date] = [:]
+            for index in insertIndexes {
+                let item = items[index]
+                let request = item.request
+                let id = UUID()
+                let state: NotificationState = request.isScheduled(now: now) ? .scheduled : .queued
+                ids.append(id)
+                targets.append(try Self.json(request.target, encoder))
+                contents.append(try Self.json(request.content, encoder))
+                options.append(try Self.json(request.options, encoder))
+                tags.append(try Self.json(request.target.referencedTags, encoder))
+                keys.append(item.idempotencyKey ?? "")
+                hashes.append(item.requestHash.map(Self.hex) ?? "")
+                states.append(state.rawValue)
+                sendAts.append(request.sendAt?.timeIntervalSince1970 ?? -1)
+                deadlines.append(request.deadline(now: now))
+                if state == .scheduled, let sendAt = request.sendAt { runAt[id] = sendAt }
+                for plan in request.hubSends {
+                    sendIDs.append(id)
+                    sendFormats.append(plan.format.rawValue)
+                    sendExpressions.append(plan.tagExpression ?? "")
+                    sendHandles.append(plan.deviceHandle ?? "")
+                    sendStates.append(state.rawValue)
+                }
+                results[index] = AcceptedNotification(id: id, state: state, replayed: false)
+            }
+            if !ids.isEmpty {
+                try await connection.query(
+                    """
+                    INSERT INTO notifications (id, api_key_id, sender_user_id, target, content, options, tags,
+                                               idempotency_key, request_hash, state, send_at, deadline)
+                    SELECT i.id, \(apiKeyID), \(userID), i.target::jsonb, i.content::jsonb, i.options::jsonb,
+                           ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), NULLIF(i.key, ''),
+                           CASE WHEN i.hash = '' THEN NULL ELSE decode(i.hash, 'hex') END, i.state,
+                           CASE WHEN i.send_at < 0 THEN NULL ELSE to_timestamp(i.send_at) END, i.deadline
+                    FROM unnest(\(ids)::uuid[], \(targets)::text[], \(contents)::text[], \(options)::text[],
+                                \(tags)::text[], \(keys)::text[], \(hashes)::text[], \(states)::text[],
+                                \(sendAts)::float8[], \(deadlines)::timestamptz[])
+                         AS i(id, target, content, options, tags, key, hash, state, send_at, deadline)
+                    """, logger: logger)
+                let rows = try await connection.query(
+                    """
+                    INSERT INTO hub_sends (notification_id, format, tag_expression, device_handle, state)
+                    SELECT s.id, s.format, NULLIF(s.expression, ''), NULLIF(s.handle, ''), s.state
+                    FROM unnest(\(sendIDs)::uuid[], \(sendFormats)::text[], \(sendExpressions)::text[],
+                                \(sendHandles)::text[], \(sendStates)::text[]) AS s(id, format, expression, handle, state)
+                    RETURNING id, notification_id
+                    """, logger: logger)
+                var jobs: [NewJob] = []
+                jobs.reserveCapacity(sendIDs.count)
+                for try await (sendID, notificationID) in rows.decode((Int64, UUID).self) {
+                    jobs.append(
+                        NewJob(
+                            queue: NotificationJobs.queue, kind: NotificationJobs.send,
+                            argsJSON: #"{"hubSendID":\#(sendID)}"#,
+                            schedule: runAt[notificationID].map(JobSchedule.at) ?? .now,
+                            maxAttempts: maxSendAttempts))
+                }
+                try await queue.enqueue(jobs, on: connection)
+            }
+            // A repeated key within the call answers as its first item did.
+            for (index, item) in items.enumerated() where results[index] == nil {
+                if let key = item.idempotencyKey, let first = firstIndexForKey[key], var answer = results[first] {
+                    answer.replayed = true
+                    results[index] = answer
+                }
+            }
+            return results.map { $0! }
+        }
+    }
+
+    static func keyReused(_ key: String) -> DomainError {
+        DomainError(
+            code: "idempotency_key_reused",
+            message: "the idempotency key \"\(key.prefix(64))\" was used with a different request", kind: .conflict)
+    }
+
+    static func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
+
+    static func json(_ value: some Encodable, _ encoder: JSONEncoder) throws -> String {
+        String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}
