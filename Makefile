@@ -5,12 +5,12 @@ SWIFT ?= swift
 RELEASE_PATH ?= .build-release
 DB_ENV := .data/postgres.env
 
-.PHONY: help build test run bench bench-queue bench-hub bench-api lint format migrate db-up db-down clean
+.PHONY: help build test run bench bench-queue bench-hub bench-api bench-send release-products lint format migrate db-up db-down clean
 
 help:
 	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
 	@echo "make test        start PostgreSQL, build every product, run every test"
-	@echo "make bench       every benchmark (release build); bench-queue, bench-hub, bench-api for subsets"
+	@echo "make bench       every benchmark (release build); bench-queue, bench-hub, bench-api, bench-send for subsets"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
 	@echo "make migrate     apply migrations to the local database"
 	@echo "make db-up/db-down  start/stop the local PostgreSQL cluster in .data/"
@@ -38,7 +38,7 @@ migrate: db-up build
 run: db-up build
 	@scripts/run.sh "$$($(SWIFT) build --show-bin-path)"
 
-bench: bench-queue bench-hub bench-api
+bench: bench-queue bench-hub bench-api bench-send
 
 bench-queue: db-up
 	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-bench
@@ -48,13 +48,21 @@ bench-hub:
 	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-bench
 	"$(RELEASE_PATH)/release/herald-bench" hub
 
-# Release builds of the four executables; wrk (installed when missing) drives the load.
-bench-api: db-up
+# Release builds of the executables the load benchmarks start.
+release-products:
 	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-api
 	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-worker
 	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product heraldctl
 	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product nh-emulator
+	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-bench
+
+# wrk (installed when missing) drives the load.
+bench-api: db-up release-products
 	@scripts/bench-api.sh "$(RELEASE_PATH)/release"
+
+# The send pipeline: batch accept, end to end through the worker, latency (scripts/bench-send.sh).
+bench-send: db-up release-products
+	@scripts/bench-send.sh "$(RELEASE_PATH)/release"
 
 lint:
 	$(SWIFT) format lint --recursive --parallel Package.swift Sources Tests Benchmarks

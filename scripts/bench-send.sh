@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# `make bench-send`: the send pipeline of release builds, on loopback, in one run:
+#
+#   bench hub.client.sends <v> sends/s     the NotificationHubs client alone against this run's
+#                                          nh-emulator (herald-bench hub, 32 connections): the ceiling
+#   bench send.batch_accept <v> jobs/s     notifications accepted by POST /v1/notifications:batch
+#                                          (1,000 per request, 4 concurrent senders, worker stopped)
+#   bench send.e2e <v> sends/s             notifications posted through the batch API while the worker
+#                                          sends them to the emulator, outcome rows written: count / time
+#                                          from the first post to the last hub send leaving Queued
+#   bench send.e2e_ratio <v> ratio         send.e2e / hub.client.sends
+#   bench send.latency.p50_ms <v> ms       enqueue (the notification's commit) -> start of its hub
+#   bench send.latency.p99_ms <v> ms       call, at 1,000 notifications/s offered (10 every 10 ms)
+#
+# Usage: scripts/bench-send.sh BIN_DIR   (BIN_DIR holds release builds of the executables and herald-bench)
+# Knobs: BENCH_ACCEPT_COUNT (50000), BENCH_E2E_COUNT (20000), BENCH_LATENCY_SECONDS (10).
+set -euo pipefail
+bin="${1:?usage: bench-send.sh BIN_DIR}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+accept_count="${BENCH_ACCEPT_COUNT:-50000}"
+e2e_count="${BENCH_E2E_COUNT:-20000}"
+latency_seconds="${BENCH_LATENCY_SECONDS:-10}"
+
+set -a; . .data/postgres.env; set +a
+work="$(mktemp -d)"
+pids=()
+worker_pid=""
+cleanup() {
+  for pid in "${pids[@]}" $worker_pid; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+base_url="$HERALD_DATABASE_URL"
+bench_url="$(python3 -c 'import sys,urllib.parse as u; p=u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/herald_bench_send")))' "$base_url")"
+psql -q "$base_url" -c "DROP DATABASE IF EXISTS herald_bench_send WITH (FORCE)" -c "CREATE DATABASE herald_bench_send"
+export HERALD_DATABASE_URL="$bench_url" HERALD_LOG_LEVEL=warning
+q() { psql -qtA "$bench_url" -c "$1"; }
+"$bin/heraldctl" migrate >/dev/null
+key="$("$bin/heraldctl" keys create --name bench --scopes send,read --rate-limit 100000 2>/dev/null)"
+
+"$bin/nh-emulator" --port 0 --hub herald >"$work/emulator.out" 2>"$work/emulator.err" &
+pids+=($!)
+for _ in $(seq 1 100); do grep -q '^HERALD_HUB_NAME=' "$work/emulator.out" 2>/dev/null && break; sleep 0.1; done
+# Not sourced: the connection string holds `;`, which the shell would split on.
+HERALD_HUB_CONNECTION_STRING="$(sed -n 's/^HERALD_HUB_CONNECTION_STRING=//p' "$work/emulator.out")"
+HERALD_HUB_NAME="$(sed -n 's/^HERALD_HUB_NAME=//p' "$work/emulator.out")"
+export HERALD_HUB_CONNECTION_STRING HERALD_HUB_NAME
+
+# The ceiling: the hub client alone, apple sends to the tag `bench:hub` with one registration
+# (which it creates; Herald's sends below go to the same tag, so each send does the same work).
+"$bin/herald-bench" hub --connection-string "$HERALD_HUB_CONNECTION_STRING" --hub "$HERALD_HUB_NAME" \
+  --kind apple --registrations 1 --rounds 3 --count 5000 --warmup 1000 --concurrency 32 >"$work/hub.txt" 2>"$work/hub.err" \
+  || { cat "$work/hub.err" >&2; exit 1; }
+client_sends="$(awk '/^bench hub.client.sends/ {print $3}' "$work/hub.txt")"
+
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+HERALD_API_PORT="$port" "$bin/herald-api" 2>"$work/api.err" &
+pids+=($!)
+url="http://127.0.0.1:$port"
+ready() { python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$url/health/ready" 2>/dev/null; }
+for _ in $(seq 1 300); do ready && break; sleep 0.2; done
+ready || { echo "bench-send: herald-api did not start" >&2; cat "$work/api.err" >&2; exit 1; }
+
+start_worker() {
+  HERALD_WORKER_METRICS_PORT=0 "$bin/herald-worker" 2>>"$work/worker.err" &
+  worker_pid=$!
+}
+
+# Posts COUNT notifications in batches of BATCH from THREADS threads, or, with RATE, 10 at a
+# time every 10 ms from one thread for SECONDS. Prints the seconds it took; fails on any non-202.
+cat >"$work/post.py" <<'PY'
+import http.client, json, sys, threading, time
+port, key, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+item = {"target": {"tags": "bench:hub"}, "content": {"apple": {"aps": {"alert": "Benchmark", "badge": 1}}}}
+def body(n): return json.dumps({"notifications": [item] * n}).encode()
+headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
+def post(conn, payload):
+    conn.request("POST", "/v1/notifications:batch", payload, headers)
+    response = conn.getresponse()
+    data = response.read()
+    if response.status != 202:
+        sys.stderr.write(f"bench-send: batch answered {response.status}: {data[:300]!r}\n")
+        sys.exit(1)
+if mode == "bulk":
+    count, threads = int(sys.argv[4]), int(sys.argv[5])
+    per = count // threads // 1000
+    payload = body(1000)
+    errors = []
+    def run():
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            for _ in range(per): post(conn, payload)
+        except BaseException as e:
+            errors.append(e)
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    start = time.monotonic()
+    for w in workers: w.start()
+    for w in workers: w.join()
+    if errors: sys.exit(1)
+    print(f"{time.monotonic() - start:.3f} {per * 1000 * threads}")
+else:
+    seconds = float(sys.argv[4])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    payload = body(10)
+    start = time.monotonic()
+    ticks = int(seconds * 100)
+    for tick in range(ticks):
+        post(conn, payload)
+        delay = start + (tick + 1) / 100 - time.monotonic()
+        if delay > 0: time.sleep(delay)
+    print(f"{time.monotonic() - start:.3f} {ticks * 10}")
+PY
+post() { python3 "$work/post.py" "$port" "$key" "$@"; }
+wait_sent() {
+  for _ in $(seq 1 3000); do
+    [ "$(q "SELECT count(*) FROM hub_sends WHERE state IN ('Queued', 'Scheduled')")" -eq 0 ] && return 0
+    sleep 0.1
+  done
+  echo "bench-send: sends did not drain" >&2; tail -20 "$work/worker.err" >&2; exit 1
+}
+check_outcomes() {
+  local bad
+  bad="$(q "SELECT count(*) FROM hub_sends WHERE state NOT IN ('Enqueued', 'Processing', 'Completed') OR attempts <> 1")"
+  [ "$bad" -eq 0 ] || { echo "bench-send: $bad hub sends did not go out once" >&2; q "SELECT state, attempts, last_error, count(*) FROM hub_sends GROUP BY 1,2,3" >&2; exit 1; }
+  local missing
+  missing="$(q "SELECT count(*) FROM hub_sends h WHERE NOT EXISTS (SELECT 1 FROM notification_outcomes o WHERE o.hub_send_id = h.id AND o.kind = 'send')")"
+  [ "$missing" -eq 0 ] || { echo "bench-send: $missing hub sends have no outcome row" >&2; exit 1; }
+}
+reset() { q "TRUNCATE notifications CASCADE" >/dev/null; q "DELETE FROM pgqueue.jobs WHERE queue = 'notifications'" >/dev/null; }
+
+# 1. Accept: the API alone (no worker), 4 senders posting batches of 1,000.
+post bulk 4000 4 >/dev/null  # warm-up
+reset
+read -r accept_seconds accept_posted < <(post bulk "$accept_count" 4)
+jobs="$(q "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'")"
+[ "$jobs" -eq "$accept_posted" ] || { echo "bench-send: $accept_posted accepted but $jobs jobs" >&2; exit 1; }
+reset
+
+# 2. End to end: the worker runs while the batches arrive.
+start_worker
+post bulk 2000 2 >/dev/null; wait_sent  # warm-up: connections, caches
+reset
+start_time="$(date +%s.%N)"
+read -r _ e2e_posted < <(post bulk "$e2e_count" 2)
+wait_sent
+end_time="$(date +%s.%N)"
+check_outcomes
+reset
+
+# 3. Latency at 1,000/s offered: from the notification's commit to the start of its hub call
+# (the outcome row's time less the call's duration), both on the database clock.
+read -r _ latency_posted < <(post paced "$latency_seconds")
+wait_sent
+check_outcomes
+read -r p50 p99 < <(q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 2),
+                                round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 2)
+                         FROM (SELECT extract(epoch FROM (o.at - n.created_at)) * 1000 - o.duration_ms AS ms
+                               FROM notification_outcomes o JOIN notifications n ON n.id = o.notification_id
+                               WHERE o.kind = 'send') t" | tr '|' ' ')
+
+echo "bench-send: accepted $accept_posted in ${accept_seconds}s; e2e $e2e_posted; latency $latency_posted" >&2
+echo "bench hub.client.sends $client_sends sends/s"
+python3 -c "print(f'bench send.batch_accept {$accept_posted / $accept_seconds:.0f} jobs/s')"
+e2e="$(python3 -c "print(f'{$e2e_posted / ($end_time - $start_time):.0f}')")"
+echo "bench send.e2e $e2e sends/s"
+python3 -c "print(f'bench send.e2e_ratio {$e2e / $client_sends:.3f} ratio')"
+echo "bench send.latency.p50_ms $p50 ms"
+echo "bench send.latency.p99_ms $p99 ms"
