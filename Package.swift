@@ -226,7 +226,7 @@ let package = Package(
         .testTarget(
             name: "HeraldEndToEndTests",
             dependencies: [
-                "HeraldTestSupport", "HeraldStorage",
+                "HeraldTestSupport", "HeraldStorage", "HeraldDomain",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -77,11 +77,12 @@ struct HeraldSystem: Sendable {
     }
 
     func request(
-        _ method: HTTPMethod, _ path: String, user: String? = "alice", authorization: String? = nil, body: String? = nil,
-        contentType: String = "application/json"
+        _ method: HTTPMethod, _ path: String, user: String? = "alice", authorization: String? = nil,
+        headers: [String: String] = [:], body: String? = nil, contentType: String = "application/json"
     ) async throws -> Reply {
         var request = HTTPClientRequest(url: apiURL + path)
         request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let authorization {
             request.headers.add(name: "Authorization", value: authorization)
         } else if let user {
@@ -98,20 +99,29 @@ struct HeraldSystem: Sendable {
 
     /// The tutorial client's registration, as its Swift code does it: POST the handle, strip
     /// the quotes from the answer, PUT a pretty-printed body to that id.
-    func tutorialRegister(user: String, handle: String, platform: String = "apns", tags: [String] = []) async throws
-        -> String
-    {
+    /// With `template`, the device is a template registration with that body.
+    func tutorialRegister(
+        user: String, handle: String, platform: String = "apns", tags: [String] = [], template: String? = nil
+    ) async throws -> String {
         let created = try await request(.POST, "/api/register?handle=\(handle)", user: user)
         try #require(created.status == .ok, "POST /api/register: \(created.status) \(created.body)")
         let id = String(created.body.dropFirst().dropLast())
-        let put = try await request(.PUT, "/api/register/\(id)", user: user, body: Self.tutorialBody(platform, handle, tags))
+        let put = try await request(
+            .PUT, "/api/register/\(id)", user: user, body: Self.tutorialBody(platform, handle, tags, template: template))
         try #require(put.status == .ok, "PUT /api/register: \(put.status) \(put.body)")
         return id
     }
 
-    static func tutorialBody(_ platform: String, _ handle: String, _ tags: [String]) -> String {
+    static func tutorialBody(_ platform: String, _ handle: String, _ tags: [String], template: String? = nil) -> String {
         let tagList = tags.map { "\"\($0)\"" }.joined(separator: ", ")
-        return "{\n  \"Platform\" : \"\(platform)\",\n  \"Handle\" : \"\(handle)\",\n  \"Tags\" : [\(tagList)]\n}"
+        var body = "{\n  \"Platform\" : \"\(platform)\",\n  \"Handle\" : \"\(handle)\",\n  \"Tags\" : [\(tagList)]"
+        if let template {
+            // A string always encodes as a JSON fragment.
+            let literal = String(
+                decoding: try! JSONSerialization.data(withJSONObject: template, options: .fragmentsAllowed), as: UTF8.self)
+            body += ",\n  \"Template\" : \(literal)"
+        }
+        return body + "\n}"
     }
 
     // MARK: Emulator and database

@@ -26,6 +26,18 @@ public struct LoggedRequest: Decodable, Sendable {
     public var status: Int
 }
 
+/// What a push service received (`GET /_emulator/hubs/{hub}/deliveries`).
+public struct HubDelivery: Decodable, Sendable {
+    public var notificationId: String?
+    public var format: String
+    public var tagExpression: String?
+    public var platform: String
+    public var pnsHandle: String
+    public var registrationId: String?
+    public var payload: String
+    public var headers: [String: String]
+}
+
 /// A fault rule (`POST /_emulator/hubs/{hub}/faults`).
 public struct FaultRule: Encodable, Sendable {
     public var method: String?
@@ -101,5 +113,12 @@ public struct HubInspection: Sendable {
         let (status, body) = try await call(.GET, "/requests")
         guard status == 200 else { throw TestSupportError("GET requests answered \(status)") }
         return try JSONDecoder().decode([LoggedRequest].self, from: Data(body.readableBytesView))
+    }
+
+    /// What the push services received so far, oldest first.
+    public func deliveries() async throws -> [HubDelivery] {
+        let (status, body) = try await call(.GET, "/deliveries")
+        guard status == 200 else { throw TestSupportError("GET deliveries answered \(status)") }
+        return try JSONDecoder().decode([HubDelivery].self, from: Data(body.readableBytesView))
     }
 }
