@@ -40,6 +40,14 @@ for user in alice bob; do
 done
 users="alice / alice-password, bob / bob-password"
 
+# A demo sender API key (send, read): made once and kept in .data/ (git-ignored, owner-only);
+# made again when the database no longer knows it.
+key_file=.data/demo-sender.key
+if ! { [ -s "$key_file" ] \
+       && "$bin/heraldctl" keys list 2>/dev/null | grep -F "$(cut -c1-13 "$key_file")…" | grep -q '  live  '; }; then
+  (umask 077; "$bin/heraldctl" keys create --name "demo-sender-$(date +%s)" --scopes send,read 2>/dev/null >"$key_file")
+fi
+
 "$bin/herald-api" &
 pids+=($!)
 "$bin/herald-worker" &
@@ -63,6 +71,13 @@ Try it (the tutorial client's registration):
        -d '{"Platform":"apns","Handle":"ABCDEF0123456789ABCDEF0123456789","Tags":["World"]}' \\
        'http://${api_host}:${api_port}/api/register/<the id from above>'
   curl http://127.0.0.1:${emulator_port}/_emulator/hubs/herald/registrations
+Send (the tutorial's endpoint, then the sender API with the demo key ${key_file}):
+  curl -u bob:bob-password -X POST -H 'Content-Type: application/json' -d '"Hello"' \\
+       'http://${api_host}:${api_port}/api/notifications?pns=apns&to_tag=alice'
+  curl -H "Authorization: Bearer \$(cat ${key_file})" -H 'Content-Type: application/json' \\
+       -d '{"target":{"tags":"World"},"content":{"apple":{"aps":{"alert":"Breaking news"}}}}' \\
+       http://${api_host}:${api_port}/v1/notifications
+  curl http://127.0.0.1:${emulator_port}/_emulator/hubs/herald/deliveries
 Ctrl-C stops everything.
 TXT
 wait -n "${pids[@]}" || true
