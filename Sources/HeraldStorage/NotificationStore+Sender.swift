@@ -203,7 +203,28 @@ extension NotificationStore {
             throw DomainError(code: "invalid_limit", message: "limit is 1 to \(Self.maxPageSize); got \(limit)")
         }
         let position = try cursor.map(Self.parseCursor)
-        // Conditions appended with their binds in order, so each filter can use its index.
+        let query = Self.listQuery(state: state, since: since, until: until, tag: tag, after: position, limit: limit)
+        return try await StorageSQL.run("list notifications") {
+            var summaries: [(NotificationSummary, Int64)] = []
+            for try await row in try await client.query(query, logger: logger) {
+                summaries.append(try Self.summary(row))
+            }
+            var next: String?
+            if summaries.count > limit {
+                summaries.removeLast()
+                if let last = summaries.last { next = Self.makeCursor(micros: last.1, id: last.0.id) }
+            }
+            return NotificationPage(notifications: summaries.map(\.0), nextCursor: next)
+        }
+    }
+
+    /// The statement of ``list(state:since:until:tag:cursor:limit:)``: conditions appended with
+    /// their binds in order, so each filter can use its index (`notifications_created`,
+    /// `notifications_state_created`, the GIN index on `tags`). One row more than `limit`
+    /// tells whether another page follows.
+    static func listQuery(
+        state: NotificationState?, since: Date?, until: Date?, tag: String?, after position: (Int64, UUID)?, limit: Int
+    ) -> PostgresQuery {
         var sql = "SELECT \(Self.summaryColumns) FROM notifications WHERE true"
         var binds = PostgresBindings()
         if let state {
@@ -231,19 +252,7 @@ extension NotificationStore {
         }
         binds.append(Int64(limit + 1))
         sql += " ORDER BY created_at DESC, id DESC LIMIT $\(binds.count)"
-        let query = PostgresQuery(unsafeSQL: sql, binds: binds)
-        return try await StorageSQL.run("list notifications") {
-            var summaries: [(NotificationSummary, Int64)] = []
-            for try await row in try await client.query(query, logger: logger) {
-                summaries.append(try Self.summary(row))
-            }
-            var next: String?
-            if summaries.count > limit {
-                summaries.removeLast()
-                if let last = summaries.last { next = Self.makeCursor(micros: last.1, id: last.0.id) }
-            }
-            return NotificationPage(notifications: summaries.map(\.0), nextCursor: next)
-        }
+        return PostgresQuery(unsafeSQL: sql, binds: binds)
     }
 
     /// Cancels notification `id` if none of its hub sends has gone out: in one transaction,

@@ -1,9 +1,10 @@
 import Foundation
-@testable import HeraldAPI
 import HeraldTestSupport
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import HeraldAPI
 
 /// `openapi.yaml` cannot drift from the code: the document served at `/openapi.yaml` must
 /// describe exactly the routes of ``APIRoutes/all`` (the table the application registers
@@ -32,17 +33,23 @@ struct OpenAPIDocumentTests {
                 }
             }
             let served = Set(APIRoutes.all.map { "\($0.method.rawValue) \($0.path)" })
-            #expect(documented == served, "documented but not served: \(documented.subtracting(served)); served but not documented: \(served.subtracting(documented))")
+            #expect(
+                documented == served,
+                "documented but not served: \(documented.subtracting(served)); served but not documented: \(served.subtracting(documented))"
+            )
 
             for route in APIRoutes.all {
                 let operation = (paths[route.path] as? [String: Any])?[route.method.rawValue.lowercased()] as? [String: Any]
                 guard let operation else { continue }
                 let responses = (operation["responses"] as? [String: Any]) ?? [:]
                 let statuses = Set(responses.keys.compactMap(Int.init))
-                #expect(statuses == route.statuses, "\(route.method) \(route.path): documented \(statuses.sorted()), code \(route.statuses.sorted())")
+                #expect(
+                    statuses == route.statuses,
+                    "\(route.method) \(route.path): documented \(statuses.sorted()), code \(route.statuses.sorted())")
                 if route.path.contains("{id}") {
                     let parameters = (operation["parameters"] as? [Any] ?? []).compactMap { $0 as? [String: Any] }
-                    #expect(parameters.contains { $0["name"] as? String == "id" && $0["in"] as? String == "path" }, "\(route.path)")
+                    #expect(
+                        parameters.contains { $0["name"] as? String == "id" && $0["in"] as? String == "path" }, "\(route.path)")
                 }
                 let body = (operation["requestBody"] as? [String: Any])?["content"] as? [String: Any]
                 let reference = ((body?["application/json"] as? [String: Any])?["schema"] as? [String: Any])?["$ref"] as? String

@@ -1,9 +1,10 @@
 import Foundation
-@testable import HeraldAPI
 import HeraldTestSupport
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import HeraldAPI
 
 @Suite("Rate limiter")
 struct RateLimiterTests {

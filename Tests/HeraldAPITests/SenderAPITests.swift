@@ -74,15 +74,18 @@ struct SenderAPITests {
 
     // MARK: Tutorial send
 
-    @Test("tutorial send: each pns gets its payload, with quotes, <, & and backslashes intact", arguments: [
-        "apns", "fcm", "gcm", "fcmv1", "wns",
-    ])
+    @Test(
+        "tutorial send: each pns gets its payload, with quotes, <, & and backslashes intact",
+        arguments: [
+            "apns", "fcm", "gcm", "fcmv1", "wns",
+        ])
     func tutorialSend(pns: String) async throws {
         try await APIHarness.with { api async throws in
             try await api.addUser("alice")
             try await api.addUser("bob")
             let message = #"He said "hi" <b>&amp; \o/ C:\temp 'ok' ünïcode"#
-            let bodyJSON = String(decoding: try JSONSerialization.data(withJSONObject: message, options: [.fragmentsAllowed]), as: UTF8.self)
+            let bodyJSON = String(
+                decoding: try JSONSerialization.data(withJSONObject: message, options: [.fragmentsAllowed]), as: UTF8.self)
             let response = try await api.send(
                 .post, "/api/notifications?pns=\(pns)&to_tag=bob", auth: basic("alice"), json: bodyJSON,
                 headers: [.contentType: "application/json;charset=utf-8"])
@@ -108,7 +111,8 @@ struct SenderAPITests {
                 let payload = try JSONSerialization.jsonObject(with: Data(contentText.utf8)) as? [String: [String: String]]
                 #expect(payload?["aps"]?["alert"] == expected)
             case .fcmv1:
-                let payload = try JSONSerialization.jsonObject(with: Data(contentText.utf8)) as? [String: [String: [String: String]]]
+                let payload =
+                    try JSONSerialization.jsonObject(with: Data(contentText.utf8)) as? [String: [String: [String: String]]]
                 #expect(payload?["message"]?["data"]?["message"] == expected)
             case .windows:
                 #expect(XMLText.texts(in: contentText) == [expected], "\(contentText)")
@@ -156,11 +160,13 @@ struct SenderAPITests {
             #expect(first.headers[HTTPField.Name("Idempotent-Replayed")!] == nil)
 
             let idem: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "order-42"]
-            let body = #"{"target":{"users":["bob","carol"]},"content":{"template":{"messageParam":"Hi","n":3,"b":true}},"ttl":600}"#
+            let body =
+                #"{"target":{"users":["bob","carol"]},"content":{"template":{"messageParam":"Hi","n":3,"b":true}},"ttl":600}"#
             let made = try await api.send(.post, "/v1/notifications", auth: keyAuth(key.key), json: body, headers: idem)
             #expect(made.status == .accepted)
             // The same body with its keys in another order is the same request.
-            let reordered = #"{"ttl":600,"content":{"template":{"b":true,"n":3,"messageParam":"Hi"}},"target":{"users":["bob","carol"]}}"#
+            let reordered =
+                #"{"ttl":600,"content":{"template":{"b":true,"n":3,"messageParam":"Hi"}},"target":{"users":["bob","carol"]}}"#
             let replay = try await api.send(.post, "/v1/notifications", auth: keyAuth(key.key), json: reordered, headers: idem)
             #expect(replay.status == .accepted)
             #expect(replay.object?["id"] as? String == made.object?["id"] as? String)
@@ -194,7 +200,8 @@ struct SenderAPITests {
             let past = try await post(notificationJSON(extra: #","sendAt":"\#(iso.format(Date().addingTimeInterval(-3600)))""#))
             #expect(past.errorCode == "invalid_send_at")
             #expect(past.errorMessage?.contains("past") == true)
-            let far = try await post(notificationJSON(extra: #","sendAt":"\#(iso.format(Date().addingTimeInterval(8 * 86400)))""#))
+            let far = try await post(
+                notificationJSON(extra: #","sendAt":"\#(iso.format(Date().addingTimeInterval(8 * 86400)))""#))
             #expect(far.errorCode == "invalid_send_at")
             #expect(try await post(notificationJSON(extra: #","sendAt":"tomorrow""#)).errorCode == "invalid_request")
             #expect(try await post(notificationJSON(extra: #","ttl":0"#)).errorCode == "invalid_ttl")
@@ -202,14 +209,19 @@ struct SenderAPITests {
             let big = try await post(notificationJSON(alert: String(repeating: "x", count: 5000)))
             #expect(big.errorCode == "payload_too_large")
             #expect(big.errorMessage?.contains("4096") == true)
-            #expect(try await post(#"{"target":{"user":"bob"},"content":{"apple":"{}"}}"#).errorMessage == "content.apple must be a JSON object")
+            #expect(
+                try await post(#"{"target":{"user":"bob"},"content":{"apple":"{}"}}"#).errorMessage
+                    == "content.apple must be a JSON object")
             #expect(try await post(#"{"target":{"user":"bob"},"content":{"fcmv1":{"data":{}}}}"#).status == .badRequest)
             #expect(try await post(#"{"target":{"user":"bob"},"content":{"template":{"a":[1]}}}"#).status == .badRequest)
             #expect(try await post(#"{"target":{"user":"bob"}}"#).errorMessage == "content is required")
             #expect(try await post(#"{"content":{"windows":"<toast/>"}}"#).errorMessage == "target is required")
             #expect(try await post(notificationJSON(extra: #","colapseId":"x""#)).errorMessage?.contains("colapseId") == true)
-            #expect(try await post(#"{"target":{"user":"bob","tags":"a"},"content":{"windows":"<toast/>"}}"#).status == .badRequest)
-            #expect(try await post(#"{"target":{"tags":"a && b && c && d && e && f && g"},"content":{"windows":"<toast/>"}}"#).status == .badRequest)
+            #expect(
+                try await post(#"{"target":{"user":"bob","tags":"a"},"content":{"windows":"<toast/>"}}"#).status == .badRequest)
+            #expect(
+                try await post(#"{"target":{"tags":"a && b && c && d && e && f && g"},"content":{"windows":"<toast/>"}}"#).status
+                    == .badRequest)
             #expect(try await post("[1]").errorCode == "invalid_json")
             // A valid scheduled one is Scheduled.
             let later = try await post(notificationJSON(extra: #","sendAt":"\#(iso.format(Date().addingTimeInterval(3600)))""#))
@@ -242,8 +254,9 @@ struct SenderAPITests {
             #expect(try await api.notifications.notification(id: seventh)?.summary.target == .user("user7"))
             // The same batch again replays every item.
             let again = try await api.send(.post, "/v1/notifications:batch", auth: keyAuth(key.key), json: body)
-            #expect((again.object?["notifications"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
-                == answers.compactMap { $0["id"] as? String })
+            #expect(
+                (again.object?["notifications"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
+                    == answers.compactMap { $0["id"] as? String })
             #expect(try await api.count("SELECT count(*) FROM notifications") == 1000)
             // The single route keeps its smaller limit.
             #expect(try await api.send(.post, "/v1/notifications", auth: keyAuth(key.key), json: body).status == .contentTooLarge)
@@ -272,8 +285,10 @@ struct SenderAPITests {
                     .errorCode == "invalid_batch")
             let many = (0..<1001).map { _ in notificationJSON() }.joined(separator: ",")
             #expect(
-                try await api.send(.post, "/v1/notifications:batch", auth: keyAuth(key.key), json: #"{"notifications":[\#(many)]}"#)
-                    .errorCode == "invalid_batch")
+                try await api.send(
+                    .post, "/v1/notifications:batch", auth: keyAuth(key.key), json: #"{"notifications":[\#(many)]}"#
+                )
+                .errorCode == "invalid_batch")
             #expect(try await api.count("SELECT count(*) FROM notifications") == 0)
         }
     }
@@ -287,7 +302,8 @@ struct SenderAPITests {
             var created: [String] = []
             for index in 0..<12 {
                 let response = try await api.send(
-                    .post, "/v1/notifications", auth: keyAuth(key.key), json: notificationJSON(user: index % 3 == 0 ? "bob" : "carol"))
+                    .post, "/v1/notifications", auth: keyAuth(key.key),
+                    json: notificationJSON(user: index % 3 == 0 ? "bob" : "carol"))
                 created.append(try #require(response.object?["id"] as? String))
             }
             var seen: [String] = []
@@ -308,7 +324,8 @@ struct SenderAPITests {
 
             let bob = try await api.send(.get, "/v1/notifications?tag=username:bob&state=queued", auth: keyAuth(key.key))
             #expect((bob.object?["notifications"] as? [Any])?.count == 4)
-            #expect(try await api.send(.get, "/v1/notifications?cursor=zzz", auth: keyAuth(key.key)).errorCode == "invalid_cursor")
+            #expect(
+                try await api.send(.get, "/v1/notifications?cursor=zzz", auth: keyAuth(key.key)).errorCode == "invalid_cursor")
             #expect(try await api.send(.get, "/v1/notifications?state=Done", auth: keyAuth(key.key)).errorCode == "invalid_state")
             #expect(try await api.send(.get, "/v1/notifications?limit=0", auth: keyAuth(key.key)).errorCode == "invalid_limit")
             #expect(try await api.send(.get, "/v1/notifications?since=yesterday", auth: keyAuth(key.key)).status == .badRequest)
@@ -346,7 +363,8 @@ struct SenderAPITests {
             #expect(cancelled.status == .ok)
             #expect(cancelled.object?["state"] as? String == "Cancelled")
             #expect(
-                try await api.count("SELECT count(*) FROM hub_sends WHERE state = 'Cancelled' AND notification_id = \(UUID(uuidString: first)!)")
+                try await api.count(
+                    "SELECT count(*) FROM hub_sends WHERE state = 'Cancelled' AND notification_id = \(UUID(uuidString: first)!)")
                     == 1)
 
             let second = try await create()

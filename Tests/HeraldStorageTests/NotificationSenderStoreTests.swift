@@ -1,11 +1,14 @@
 import Foundation
 import HeraldDomain
-import HeraldStorage
 import HeraldTestSupport
 import PostgresNIO
 import Testing
 
-@Suite("Notification store: sender reads and cancel", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+@testable import HeraldStorage
+
+@Suite(
+    "Notification store: sender reads and cancel",
+    .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct NotificationSenderStoreTests {
     /// A store and two API keys on `db`.
     static func fixture(_ db: TestDatabase) async throws -> (NotificationStore, Int64, Int64) {
@@ -102,11 +105,14 @@ struct NotificationSenderStoreTests {
         try await TestDatabase.with { db in
             let (store, key, other) = try await Self.fixture(db)
             let id = try #require(try await store.create([Self.request()], sender: .apiKey(key)).first).id
-            await #expect(throws: DomainError(code: "not_found", message: "no notification \(id.uuidString.lowercased())", kind: .notFound)) {
+            await #expect(
+                throws: DomainError(code: "not_found", message: "no notification \(id.uuidString.lowercased())", kind: .notFound)
+            ) {
                 try await store.cancel(id: id, by: other)
             }
             #expect(try await store.cancel(id: id, by: key) == .cancelled)
-            #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE notification_id = \(id) AND state = 'Cancelled'") == 2)
+            #expect(
+                try await db.count("SELECT count(*) FROM hub_sends WHERE notification_id = \(id) AND state = 'Cancelled'") == 2)
             let detail = try #require(try await store.notification(id: id))
             #expect(detail.summary.state == .cancelled && detail.summary.finishedAt != nil)
             #expect(try await store.cancel(id: id, by: key) == .cancelled)
@@ -140,6 +146,37 @@ struct NotificationSenderStoreTests {
                 "UPDATE hub_sends SET in_flight_since = NULL, state = 'Enqueued' WHERE notification_id = \(id)",
                 logger: db.logger)
             await #expect(throws: DomainError.self) { try await store.cancel(id: id, by: key) }
+        }
+    }
+
+    @Test("list's statement can use the migration's indexes for newest-first, by state and after a cursor")
+    func listUsesIndexes() async throws {
+        try await TestDatabase.with { db in
+            func plan(_ query: PostgresQuery) async throws -> String {
+                try await db.client.withConnection { connection in
+                    // An empty table is cheapest to scan (or bitmap-scan and sort); forbid those to
+                    // see whether an index gives the rows in order.
+                    try await connection.query("SET enable_seqscan = off", logger: db.logger)
+                    try await connection.query("SET enable_bitmapscan = off", logger: db.logger)
+                    var explain = query
+                    explain.sql = "EXPLAIN " + query.sql
+                    var lines: [String] = []
+                    for try await line in try await connection.query(explain, logger: db.logger).decode(String.self) {
+                        lines.append(line)
+                    }
+                    try await connection.query("RESET ALL", logger: db.logger)
+                    return lines.joined(separator: "\n")
+                }
+            }
+            let after = (Int64(1_790_000_000_000_000), UUID())
+            let newest = try await plan(
+                NotificationStore.listQuery(state: nil, since: nil, until: nil, tag: nil, after: after, limit: 50))
+            #expect(newest.contains("Index Scan using notifications_created"), "\(newest)")
+            #expect(!newest.contains("Sort"), "the index gives the order: \(newest)")
+            let byState = try await plan(
+                NotificationStore.listQuery(state: .queued, since: nil, until: nil, tag: nil, after: after, limit: 50))
+            #expect(byState.contains("Index Scan using notifications_state_created"), "\(byState)")
+            #expect(!byState.contains("Sort"), "\(byState)")
         }
     }
 }

@@ -1,5 +1,5 @@
-import Foundation
 import Crypto
+import Foundation
 import HeraldDomain
 import HeraldStorage
 import Hummingbird

@@ -88,7 +88,8 @@ struct NotificationController: Sendable {
                 NewNotification(request: parsed.request, idempotencyKey: parsed.idempotencyKey, requestHash: parsed.hash))
         }
         let answers = try await store.create(items, sender: .apiKey(key.id))
-        context.logger.debug("herald.notification.batch_accepted", metadata: ["count": "\(answers.count)", "api_key.id": "\(key.id)"])
+        context.logger.debug(
+            "herald.notification.batch_accepted", metadata: ["count": "\(answers.count)", "api_key.id": "\(key.id)"])
         var text = #"{"notifications":["#
         text.reserveCapacity(answers.count * 70 + 20)
         for (index, answer) in answers.enumerated() {

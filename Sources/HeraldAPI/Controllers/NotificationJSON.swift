@@ -91,7 +91,8 @@ enum NotificationJSON {
         do {
             validated = try request.validated(now: now)
         } catch {
-            throw APIError(.badRequest, code: error.code, message: path.isEmpty ? error.message : "\(path.dropLast()): \(error.message)")
+            throw APIError(
+                .badRequest, code: error.code, message: path.isEmpty ? error.message : "\(path.dropLast()): \(error.message)")
         }
         return Parsed(request: validated, hash: idempotencyKey == nil ? nil : hash(hashed), idempotencyKey: idempotencyKey)
     }

@@ -53,7 +53,9 @@ struct APIHarness: Sendable {
     }
 
     /// Makes an API key and returns it (the `hrld_…` text) with its id.
-    func makeKey(_ name: String, scopes: [APIKeyScope] = [.send, .read], rate: Int? = nil) async throws -> (
+    func makeKey(
+        _ name: String, scopes: [APIKeyScope] = [.send, .read], rate: Int? = nil
+    ) async throws -> (
         key: String, id: Int64
     ) {
         let made = try await keys.create(name: name, scopes: scopes, rateLimitPerSecond: rate)
