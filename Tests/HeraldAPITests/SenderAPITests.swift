@@ -72,6 +72,20 @@ struct SenderAPITests {
         }
     }
 
+    @Test("a malformed key is refused without a database query")
+    func malformedKeyNeedsNoQuery() async throws {
+        try await APIHarness.with { api async throws in
+            // With the keys table gone, any lookup fails: a 401 proves none was made.
+            try await api.db.client.query("ALTER TABLE api_keys RENAME TO api_keys_hidden", logger: api.db.logger)
+            var mangled = Array(APIKeyFormat.generate())
+            mangled[mangled.count - 1] = mangled[mangled.count - 1] == "A" ? "B" : "A"
+            let malformed = try await api.send(.get, "/v1/notifications", auth: keyAuth(String(mangled)))
+            #expect(malformed.status == .unauthorized)
+            let wellFormed = try await api.send(.get, "/v1/notifications", auth: keyAuth(APIKeyFormat.generate()))
+            #expect(wellFormed.status == .internalServerError, "a well-formed key is looked up (and the lookup fails)")
+        }
+    }
+
     // MARK: Tutorial send
 
     @Test(
