@@ -88,6 +88,8 @@ struct OpenAPIDocumentTests {
         #expect((d["e"] as? [Any])?.compactMap { $0 as? String } == ["f", "g h", "{k: []}"])
         #expect(d["$ref"] as? String == "#/x/y")
         #expect(d["quoted"] as? String == "it's")
+        #expect(throws: MiniYAML.Failure.self) { try MiniYAML.parse("a: 'the caller's'") }
+        #expect(throws: MiniYAML.Failure.self) { try MiniYAML.parse("a: two: colons") }
     }
 }
 
@@ -127,7 +129,7 @@ enum MiniYAML {
                     lines[index] = Line(indent: indent + 2, text: rest, number: lines[index].number)
                     items.append(try block(&lines, &index, indent: indent + 2))
                 } else {
-                    items.append(scalar(rest))
+                    items.append(try scalar(rest))
                     index += 1
                 }
             }
@@ -141,7 +143,7 @@ enum MiniYAML {
             }
             index += 1
             if !value.isEmpty {
-                map[key] = scalar(value)
+                map[key] = try scalar(value)
             } else if index < lines.count, lines[index].indent > indent {
                 map[key] = try block(&lines, &index, indent: lines[index].indent)
             } else {
@@ -168,10 +170,16 @@ enum MiniYAML {
         return nil
     }
 
-    private static func scalar(_ text: Substring) -> Any {
+    /// A scalar or flow sequence. What a real YAML parser would read otherwise (a quote left
+    /// single inside a quoted scalar, `: ` or ` #` in a plain one) is an error, so the document
+    /// stays valid YAML for every tool, not only for this reader.
+    private static func scalar(_ text: Substring) throws -> Any {
         let text = text.trimmingCharacters(in: .whitespaces)
-        if text.hasPrefix("'"), text.hasSuffix("'"), text.count >= 2 {
-            return String(text.dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
+        if text.hasPrefix("'") {
+            let inner = text.dropFirst().dropLast()
+            guard text.count >= 2, text.hasSuffix("'"), !inner.replacingOccurrences(of: "''", with: "").contains("'")
+            else { throw Failure(description: "a single-quoted scalar must double its inner quotes: \(text)") }
+            return String(inner).replacingOccurrences(of: "''", with: "'")
         }
         if text.hasPrefix("["), text.hasSuffix("]") {
             var items: [Any] = []
@@ -183,14 +191,18 @@ enum MiniYAML {
                 if !quoted, character == "{" || character == "[" { depth += 1 }
                 if !quoted, character == "}" || character == "]" { depth -= 1 }
                 if !quoted, depth == 0, character == "," {
-                    items.append(scalar(Substring(current)))
+                    items.append(try scalar(Substring(current)))
                     current = ""
                 } else {
                     current.append(character)
                 }
             }
-            if !current.trimmingCharacters(in: .whitespaces).isEmpty { items.append(scalar(Substring(current))) }
+            if !current.trimmingCharacters(in: .whitespaces).isEmpty { items.append(try scalar(Substring(current))) }
             return items
+        }
+        if text.hasPrefix("{"), text.hasSuffix("}") { return text }  // a flow mapping, kept as text
+        if text.contains(": ") || text.contains(" #") || text.hasSuffix(":") || text.hasPrefix("\"") {
+            throw Failure(description: "quote this plain scalar: \(text)")
         }
         return text
     }
