@@ -13,18 +13,50 @@ public struct APIConfiguration: Sendable {
     public var auth: AuthConfiguration
     /// Limits on what one user may register.
     public var deviceLimits: DeviceStore.Limits
+    /// Sends: rate limits, the batch body limit, attempts per send.
+    public var sends: SendConfiguration
 
     /// Creates settings. Defaults: 127.0.0.1:8080, 64 KiB bodies, Basic auth only, default
-    /// device limits.
+    /// device limits and send settings.
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 64 * 1024,
-        auth: AuthConfiguration = AuthConfiguration(), deviceLimits: DeviceStore.Limits = DeviceStore.Limits()
+        auth: AuthConfiguration = AuthConfiguration(), deviceLimits: DeviceStore.Limits = DeviceStore.Limits(),
+        sends: SendConfiguration = SendConfiguration()
     ) {
         self.host = host
         self.port = port
         self.maxBodyBytes = maxBodyBytes
         self.auth = auth
         self.deviceLimits = deviceLimits
+        self.sends = sends
+    }
+}
+
+/// Settings of the send endpoints. Rate limits are token buckets **per API process** (burst
+/// twice the rate).
+public struct SendConfiguration: Sendable {
+    /// Requests per second of an API key whose row sets no `rate_limit_per_second`.
+    public var defaultKeyRatePerSecond: Int
+    /// Tutorial sends (`POST /api/notifications`) per second per device user.
+    public var tutorialSendsPerUserPerSecond: Int
+    /// Largest body of `POST /v1/notifications:batch` (other routes keep `maxBodyBytes`).
+    public var maxBatchBodyBytes: Int
+    /// Attempts each hub send's job gets.
+    public var maxSendAttempts: Int
+    /// How long a verified API key is reused without a database check (0 to 5 s).
+    public var apiKeyCacheSeconds: Int
+
+    /// Creates settings. Defaults: 100 requests/s per key, 2 tutorial sends/s per user, 8 MiB
+    /// batches, 10 attempts, keys cached 5 s.
+    public init(
+        defaultKeyRatePerSecond: Int = 100, tutorialSendsPerUserPerSecond: Int = 2, maxBatchBodyBytes: Int = 8 << 20,
+        maxSendAttempts: Int = 10, apiKeyCacheSeconds: Int = 5
+    ) {
+        self.defaultKeyRatePerSecond = defaultKeyRatePerSecond
+        self.tutorialSendsPerUserPerSecond = tutorialSendsPerUserPerSecond
+        self.maxBatchBodyBytes = maxBatchBodyBytes
+        self.maxSendAttempts = maxSendAttempts
+        self.apiKeyCacheSeconds = apiKeyCacheSeconds
     }
 }
 

@@ -151,3 +151,6 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 }
+
+/// `HTTPTypes.HTTPField`, reached through the `HTTPFields` that Hummingbird re-exports.
+typealias HTTPField = HTTPFields.Element

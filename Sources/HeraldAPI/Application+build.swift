@@ -1,63 +1,83 @@
+import Foundation
 import HeraldStorage
 public import Hummingbird
 public import Logging
+import Metrics
+import NIOCore
 public import PostgresNIO
+public import Prometheus
 
-/// Builds the HTTP application.
+/// Builds the HTTP application. Every route is in ``APIRoutes/all`` (the table the OpenAPI
+/// document, `openapi.yaml`, is checked against):
 ///
-/// Routes:
-/// - `GET /health/live` (the process answers) and `GET /health/ready` (the database answers
-///   and its schema is what this build expects): no authentication, no data.
-/// - The tutorial-compatible device API under `/api` (see `DeviceController`): every route
-///   needs `Authorization: Basic` or, when a JWT key is configured, `Authorization: Bearer`.
+/// - `GET /health/live`, `GET /health/ready`, `GET /openapi.yaml`: no authentication.
+/// - The tutorial-compatible device API under `/api` (`DeviceController`, the tutorial send
+///   of `TutorialSendController`): `Authorization: Basic` or, when a JWT key is configured,
+///   `Authorization: Bearer <JWT>`.
+/// - The sender API under `/v1` (`NotificationController`) and `GET /metrics`: an API key
+///   (`APIKeyAuthenticator`), rate-limited per key.
 ///
 /// Every error is answered as JSON `{"code": "...", "message": "..."}` (unknown routes 404,
 /// other methods on known routes 405, bodies over `maxBodyBytes` 413). Each request is logged
-/// once with its route template, status and duration.
+/// once and counted in `metrics` (a private registry when none is given) with its route
+/// template, status and duration.
 ///
 /// Throws when the auth configuration is unusable (an HS256 secret under 32 bytes, a PEM block
 /// that is no RSA or P-256 public key). bcrypt checks run on a dedicated thread pool that
 /// lives as long as the returned application.
 public func buildApplication(
     configuration: APIConfiguration, client: PostgresClient, logger: Logger,
-    onServerRunning: (@Sendable (Int) async -> Void)? = nil
+    metrics: PrometheusCollectorRegistry? = nil, onServerRunning: (@Sendable (Int) async -> Void)? = nil
 ) async throws -> some ApplicationProtocol {
     let auth = configuration.auth
+    let sends = configuration.sends
+    let registry = metrics ?? PrometheusCollectorRegistry()
     let authenticator = DeviceAuthenticator(
         users: UserStore(client: client, logger: logger),
         passwords: try await PasswordChecker.make(
             concurrency: auth.bcryptConcurrency, queueLimit: auth.bcryptQueueLimit, cost: auth.bcryptCost),
         cache: BasicCredentialCache(seconds: auth.basicCacheSeconds, capacity: auth.basicCacheEntries),
         tokens: try await TokenVerifier.make(auth))
-    let devices = DeviceController(
-        devices: DeviceStore(client: client, logger: logger, limits: configuration.deviceLimits),
-        maxBodyBytes: configuration.maxBodyBytes)
+    let limiter = RateLimiter()
+    let notifications = NotificationStore(client: client, logger: logger, maxSendAttempts: sends.maxSendAttempts)
+    let handlers = RouteHandlers(
+        client: client, logger: logger, registry: registry, openAPI: try OpenAPIDocument.load(),
+        devices: DeviceController(
+            devices: DeviceStore(client: client, logger: logger, limits: configuration.deviceLimits),
+            maxBodyBytes: configuration.maxBodyBytes),
+        tutorial: TutorialSendController(
+            store: notifications, limiter: limiter, perUserRate: sends.tutorialSendsPerUserPerSecond,
+            maxBodyBytes: configuration.maxBodyBytes),
+        notifications: NotificationController(
+            store: notifications, maxBodyBytes: configuration.maxBodyBytes,
+            maxBatchBodyBytes: sends.maxBatchBodyBytes))
+    let keyCache = APIKeyCache(seconds: sends.apiKeyCacheSeconds)
+    let keys = APIKeyStore(client: client, logger: logger)
 
     let router = Router(context: HeraldRequestContext.self)
-    // Middleware applies to routes added after it: these three wrap every route and the
-    // not-found answer. The log is outermost so it sees the status the error mapping chose.
+    // Middleware applies to routes added after it: these wrap every route and the not-found
+    // answer. Metrics and the log are outermost so they see the status the error mapping chose.
+    router.add(middleware: HTTPMetricsMiddleware(factory: PrometheusMetricsFactory(registry: registry)))
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: ErrorMiddleware())
-    router.add(middleware: BodyLimitMiddleware(limit: configuration.maxBodyBytes))
+    router.add(
+        middleware: BodyLimitMiddleware(
+            limit: configuration.maxBodyBytes, overrides: [APIRoutes.batchPath: sends.maxBatchBodyBytes]))
 
-    router.get("/health/live") { _, _ in HealthReply(status: "ok", detail: nil) }
-    router.get("/health/ready") { _, context -> EditedResponse<HealthReply> in
-        do {
-            try await MigrationRunner(client: client, logger: logger).ensureCurrent()
-            return EditedResponse(status: .ok, response: HealthReply(status: "ok", detail: nil))
-        } catch {
-            context.logger.warning("herald.api.not_ready", metadata: ["error": "\(error)"])
-            return EditedResponse(
-                status: .serviceUnavailable, response: HealthReply(status: "unavailable", detail: "\(error)"))
+    let devices = router.group().add(middleware: authenticator)
+    let senders = router.group().add(
+        middleware: APIKeyAuthenticator(
+            keys: keys, cache: keyCache, limiter: limiter, defaultRate: sends.defaultKeyRatePerSecond,
+            requiredScope: APIKeyAuthenticator.byMethod))
+    for route in APIRoutes.all {
+        let handler = handlers.handler(for: route.operation)
+        switch route.access {
+        case .open: router.on(RouterPath(route.path), method: route.method, use: handler)
+        case .device: devices.on(RouterPath(route.path), method: route.method, use: handler)
+        case .apiKey: senders.on(RouterPath(route.path), method: route.method, use: handler)
         }
     }
-    devices.addRoutes(to: router.group("/api").add(middleware: authenticator))
-    addMethodNotAllowed(
-        to: router,
-        routes: [
-            ("/health/live", [.get]), ("/health/ready", [.get]), ("/api/register", [.post]),
-            ("/api/register/{id}", [.put, .delete]),
-        ])
+    addMethodNotAllowed(to: router, routes: APIRoutes.all)
 
     return Application(
         router: router,
@@ -66,12 +86,80 @@ public func buildApplication(
         logger: logger)
 }
 
+/// The handler of each ``RouteSpec/Operation``.
+struct RouteHandlers: Sendable {
+    typealias Handler = @Sendable (Request, HeraldRequestContext) async throws -> Response
+
+    let client: PostgresClient
+    let logger: Logger
+    let registry: PrometheusCollectorRegistry
+    let openAPI: ByteBuffer
+    let devices: DeviceController
+    let tutorial: TutorialSendController
+    let notifications: NotificationController
+
+    func handler(for operation: RouteSpec.Operation) -> Handler {
+        switch operation {
+        case .healthLive:
+            return { request, context in try HealthReply(status: "ok", detail: nil).response(from: request, context: context) }
+        case .healthReady:
+            return { [client, logger] request, context in
+                do {
+                    try await MigrationRunner(client: client, logger: logger).ensureCurrent()
+                    return try HealthReply(status: "ok", detail: nil).response(from: request, context: context)
+                } catch {
+                    context.logger.warning("herald.api.not_ready", metadata: ["error": "\(error)"])
+                    var response = try HealthReply(status: "unavailable", detail: "\(error)")
+                        .response(from: request, context: context)
+                    response.status = .serviceUnavailable
+                    return response
+                }
+            }
+        case .openAPI:
+            return { [openAPI] _, _ in
+                Response(
+                    status: .ok, headers: [.contentType: "application/yaml"], body: ResponseBody(byteBuffer: openAPI))
+            }
+        case .metrics:
+            return { [registry] _, _ in
+                Response(
+                    status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
+            }
+        case .deviceRegister: return devices.register
+        case .deviceUpdate: return devices.update
+        case .deviceDelete: return devices.delete
+        case .tutorialSend: return tutorial.send
+        case .notificationCreate: return notifications.create
+        case .notificationBatch: return notifications.createBatch
+        case .notificationList: return notifications.list
+        case .notificationDetail: return notifications.detail
+        case .notificationCancel: return notifications.cancel
+        }
+    }
+}
+
+/// The OpenAPI document, shipped as a resource of this module.
+enum OpenAPIDocument {
+    static func load() throws -> ByteBuffer {
+        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml") else {
+            throw APIError(.internalServerError, code: "internal_error", message: "openapi.yaml is missing from the bundle")
+        }
+        return ByteBuffer(bytes: try Data(contentsOf: url))
+    }
+}
+
 /// Answers 405 with `Allow` for the usual methods a route does not take (instead of 404).
-private func addMethodNotAllowed(
-    to router: Router<HeraldRequestContext>, routes: [(path: String, methods: [HTTPRequest.Method])]
-) {
+private func addMethodNotAllowed(to router: Router<HeraldRequestContext>, routes: [RouteSpec]) {
     let candidates: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch]
-    for (path, methods) in routes {
+    var methodsByPath: [String: [HTTPRequest.Method]] = [:]
+    var order: [String] = []
+    for route in routes {
+        if methodsByPath[route.path] == nil { order.append(route.path) }
+        methodsByPath[route.path, default: []].append(route.method)
+    }
+    for path in order {
+        let methods = methodsByPath[path]!
         let allow = methods.map(\.rawValue).joined(separator: ", ")
         for method in candidates where !methods.contains(method) {
             router.on(RouterPath(path), method: method) { _, _ -> Response in

@@ -20,6 +20,8 @@ public struct HeraldConfiguration: Sendable {
     public var auth: AuthSettings
     /// Limits on devices.
     public var devices: DeviceSettings
+    /// The send endpoints of `herald-api`.
+    public var apiSends: APISendSettings
 
     /// Reads and validates every setting. Throws a ``ConfigurationError`` naming the key.
     public static func fromEnvironment(
@@ -78,7 +80,8 @@ public struct HeraldConfiguration: Sendable {
                 bcryptCost: try env.int("HERALD_AUTH_BCRYPT_COST", default: 12, range: 4...16)),
             devices: DeviceSettings(
                 maxDevicesPerUser: try env.int("HERALD_MAX_DEVICES_PER_USER", default: 100, range: 1...100_000),
-                maxClientTags: try env.int("HERALD_MAX_CLIENT_TAGS", default: 20, range: 0...59)))
+                maxClientTags: try env.int("HERALD_MAX_CLIENT_TAGS", default: 20, range: 0...59)),
+            apiSends: try APISendSettings(env))
     }
 }
 
@@ -204,6 +207,30 @@ public struct DeviceSettings: Sendable {
     public var maxDevicesPerUser: Int
     /// `HERALD_MAX_CLIENT_TAGS` (default 20, at most 59): tags a client may set on one device.
     public var maxClientTags: Int
+}
+
+// MARK: herald-api: sends
+
+/// The send endpoints of `herald-api`. Rate limits are per API process.
+public struct APISendSettings: Sendable {
+    /// `HERALD_API_KEY_RATE_LIMIT` (default 100): requests per second of an API key whose row
+    /// sets no limit (bursts of twice that).
+    public var defaultKeyRatePerSecond: Int
+    /// `HERALD_TUTORIAL_SEND_RATE_LIMIT` (default 2): tutorial sends per second per device user.
+    public var tutorialSendsPerUserPerSecond: Int
+    /// `HERALD_API_MAX_BATCH_BODY_BYTES` (default 8 MiB): the largest body of
+    /// `POST /v1/notifications:batch`.
+    public var maxBatchBodyBytes: Int
+    /// `HERALD_SEND_MAX_ATTEMPTS` (default 10): hub calls each hub send's job gets.
+    public var maxSendAttempts: Int
+
+    init(_ env: Environment) throws {
+        defaultKeyRatePerSecond = try env.int("HERALD_API_KEY_RATE_LIMIT", default: 100, range: 1...1_000_000)
+        tutorialSendsPerUserPerSecond = try env.int("HERALD_TUTORIAL_SEND_RATE_LIMIT", default: 2, range: 1...10_000)
+        maxBatchBodyBytes = try env.int(
+            "HERALD_API_MAX_BATCH_BODY_BYTES", default: 8 << 20, range: (64 << 10)...(64 << 20))
+        maxSendAttempts = try env.int("HERALD_SEND_MAX_ATTEMPTS", default: 10, range: 1...100)
+    }
 }
 
 /// The Notification Hub to deliver through.

@@ -26,6 +26,7 @@ struct HeraldAPIMain: AsyncParsableCommand {
             HeraldExit.fail("herald-api", error)
         }
         let logger = Logger(label: "herald-api")
+        let metrics = HeraldBootstrap.metrics()
         let client = PostgresClient(configuration: configuration.database.postgres, backgroundLogger: logger)
         let auth = configuration.auth
         let apiConfiguration = APIConfiguration(
@@ -37,11 +38,16 @@ struct HeraldAPIMain: AsyncParsableCommand {
                 bcryptQueueLimit: auth.bcryptQueueLimit, bcryptCost: auth.bcryptCost),
             deviceLimits: DeviceStore.Limits(
                 maxDevicesPerUser: configuration.devices.maxDevicesPerUser,
-                tagPolicy: TagPolicy(maxClientTags: configuration.devices.maxClientTags)))
+                tagPolicy: TagPolicy(maxClientTags: configuration.devices.maxClientTags)),
+            sends: SendConfiguration(
+                defaultKeyRatePerSecond: configuration.apiSends.defaultKeyRatePerSecond,
+                tutorialSendsPerUserPerSecond: configuration.apiSends.tutorialSendsPerUserPerSecond,
+                maxBatchBodyBytes: configuration.apiSends.maxBatchBodyBytes,
+                maxSendAttempts: configuration.apiSends.maxSendAttempts))
         let app: any Service
         do {
             app = try await buildApplication(
-                configuration: apiConfiguration, client: client, logger: logger,
+                configuration: apiConfiguration, client: client, logger: logger, metrics: metrics,
                 onServerRunning: { port in
                     logger.notice(
                         "herald.api.listening", metadata: ["host": "\(configuration.api.host)", "port": "\(port)"])

@@ -20,12 +20,6 @@ struct DeviceController: Sendable {
     let devices: DeviceStore
     let maxBodyBytes: Int
 
-    func addRoutes(to group: RouterGroup<HeraldRequestContext>) {
-        group.post("register") { request, context in try await register(request, context: context) }
-        group.put("register/{id}") { request, context in try await update(request, context: context) }
-        group.delete("register/{id}") { request, context in try await delete(request, context: context) }
-    }
-
     /// `POST /api/register`: with `?handle=` the id of the caller's device holding that handle
     /// (a new one if none); with an installation body, registers the installation.
     func register(_ request: Request, context: HeraldRequestContext) async throws -> Response {
@@ -97,6 +91,11 @@ struct DeviceController: Sendable {
         var templates: [String: InstallationTemplateSpec]
     }
 
+    /// The fields `PUT /api/register/{id}` requires (the OpenAPI `DeviceRegistration.required`).
+    static let registrationRequiredFields = ["Platform", "Handle"]
+    /// The fields an installation body requires (the OpenAPI `Installation.required`).
+    static let installationRequiredFields = ["platform", "instId", "deviceToken"]
+
     static func deviceID(_ context: HeraldRequestContext) throws -> DeviceID {
         try DeviceID(parsing: context.parameters.get("id") ?? "")
     }
@@ -104,6 +103,9 @@ struct DeviceController: Sendable {
     /// `{"Platform": "apns", "Handle": "…", "Tags": [...], "Template": "<body>"}`, or with
     /// `"Template": {"Body": "…", "Headers": {"X-WNS-Type": "wns/toast"}}`; `Tags` and `Template` optional.
     static func registration(from body: JSONObject) throws -> Registration {
+        for field in registrationRequiredFields where body[field] == nil {
+            throw APIError.invalidJSON("\(field) is required")
+        }
         let platform = try Platform(tutorialName: try body.string("Platform"))
         let handle = try body.string("Handle")
         let tags = try body.strings("Tags")
@@ -123,6 +125,9 @@ struct DeviceController: Sendable {
     /// `{"platform": "ios", "instId": "…", "deviceToken": "…", "tags": [...],
     /// "templates": {"<name>": {"body": "…", "headers": {…}, "tags": [...]}}}`; `tags`, `templates` optional.
     static func installation(from body: JSONObject) throws -> Installation {
+        for field in installationRequiredFields where body[field] == nil {
+            throw APIError.invalidJSON("\(field) is required")
+        }
         let platform = try Platform(tutorialName: try body.string("platform"))
         let id = try body.string("instId")
         let handle = try body.string("deviceToken")

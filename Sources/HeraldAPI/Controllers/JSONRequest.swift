@@ -133,3 +133,21 @@ struct JSONObject: Sendable {
         }
     }
 }
+
+extension JSONValue: Encodable {
+    /// Parses JSON text (nil when it is not JSON).
+    static func parse(_ text: String) -> JSONValue? { try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) }
+
+    /// Writes the value back as JSON.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let values): try container.encode(values)
+        case .object(let object): try container.encode(object)
+        }
+    }
+}

@@ -2,16 +2,19 @@ import Hummingbird
 import NIOCore
 
 /// Refuses a request whose `Content-Length` exceeds the limit with 413 before anything reads
-/// it (or signs anyone in). Chunked bodies are limited where they are read
+/// it (or signs anyone in); `overrides` sets other limits for particular paths. Chunked bodies are limited where they are read
 /// (``Request/collectBody(limit:)``).
 struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     let limit: Int
+    /// Larger limits for particular paths (the batch route).
+    var overrides: [String: Int] = [:]
 
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws
         -> Response
     {
+        let limit = overrides[request.uri.path] ?? limit
         if let text = request.headers[.contentLength] {
             guard let length = Int(text), length >= 0 else {
                 throw APIError(.badRequest, code: "bad_request", message: "Content-Length is not a number")

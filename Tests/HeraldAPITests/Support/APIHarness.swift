@@ -1,11 +1,13 @@
 import Foundation
 import HeraldAPI
+import HeraldDomain
 import HeraldStorage
 import HeraldTestSupport
 import Hummingbird
 import HummingbirdBcrypt
 import HummingbirdTesting
 import PostgresNIO
+import Prometheus
 import Testing
 
 /// A migrated test database, the API built on it, and helpers to drive it.
@@ -15,14 +17,17 @@ struct APIHarness: Sendable {
 
     var users: UserStore { UserStore(client: db.client, logger: db.logger) }
     var devices: DeviceStore { DeviceStore(client: db.client, logger: db.logger) }
+    var keys: APIKeyStore { APIKeyStore(client: db.client, logger: db.logger) }
+    var notifications: NotificationStore { NotificationStore(client: db.client, logger: db.logger) }
 
     /// Runs `body` against a fresh database and an application built with `configuration`.
     static func with(
         _ configuration: APIConfiguration = .testing(), setup: TestingSetup = .router,
-        _ body: @Sendable (APIHarness) async throws -> Void
+        metrics: PrometheusCollectorRegistry? = nil, _ body: @Sendable (APIHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.with { db async throws in
-            let app = try await buildApplication(configuration: configuration, client: db.client, logger: db.logger)
+            let app = try await buildApplication(
+                configuration: configuration, client: db.client, logger: db.logger, metrics: metrics)
             try await app.test(setup) { client in
                 try await body(APIHarness(db: db, client: client))
             }
@@ -45,6 +50,16 @@ struct APIHarness: Sendable {
         if json != nil { headers[.contentType] = "application/json" }
         return try await client.execute(
             uri: uri, method: method, headers: headers, body: json.map { ByteBuffer(string: $0) })
+    }
+
+    /// Makes an API key and returns it (the `hrld_…` text) with its id.
+    func makeKey(
+        _ name: String, scopes: [APIKeyScope] = [.send, .read], rate: Int? = nil
+    ) async throws -> (
+        key: String, id: Int64
+    ) {
+        let made = try await keys.create(name: name, scopes: scopes, rateLimitPerSecond: rate)
+        return (made.key, made.record.id)
     }
 
     /// Counts rows of a one-integer query.
@@ -70,9 +85,11 @@ extension APIConfiguration {
     /// Test settings: a cheap dummy hash, a long cache, no JWT unless given.
     static func testing(
         auth: AuthConfiguration = AuthConfiguration(basicCacheSeconds: 60, bcryptConcurrency: 2, bcryptCost: 4),
-        limits: DeviceStore.Limits = DeviceStore.Limits(), maxBodyBytes: Int = 64 * 1024
+        limits: DeviceStore.Limits = DeviceStore.Limits(), maxBodyBytes: Int = 64 * 1024,
+        sends: SendConfiguration = SendConfiguration(defaultKeyRatePerSecond: 100_000, tutorialSendsPerUserPerSecond: 100_000)
     ) -> APIConfiguration {
-        APIConfiguration(host: "127.0.0.1", port: 0, maxBodyBytes: maxBodyBytes, auth: auth, deviceLimits: limits)
+        APIConfiguration(
+            host: "127.0.0.1", port: 0, maxBodyBytes: maxBodyBytes, auth: auth, deviceLimits: limits, sends: sends)
     }
 }
 

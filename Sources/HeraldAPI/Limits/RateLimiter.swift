@@ -1,0 +1,84 @@
+import Synchronization
+
+/// Token buckets by key (an API key's id, a device user's id): each key may make `rate`
+/// requests per second with bursts of twice that. The one limiter of the API, shared by the
+/// sender API and the tutorial send endpoint.
+///
+/// Limits are **per API process**: with N processes behind a load balancer a key may reach N
+/// times its rate. Memory is bounded: at most `capacity` buckets; when full, buckets that have
+/// refilled (idle for a burst's worth of time, so forgetting them changes nothing) are dropped,
+/// and if every bucket is busy an arbitrary one is dropped (that key gets a fresh burst).
+final class RateLimiter: Sendable {
+    private struct Bucket {
+        var tokens: Double
+        var updated: ContinuousClock.Instant
+    }
+
+    private struct State {
+        var buckets: [String: Bucket] = [:]
+        var lastSweep: ContinuousClock.Instant
+    }
+
+    /// The most buckets kept.
+    let capacity: Int
+    private let state: Mutex<State>
+
+    /// A limiter keeping at most `capacity` buckets.
+    init(capacity: Int = 100_000) {
+        self.capacity = max(1, capacity)
+        self.state = Mutex(State(lastSweep: .now))
+    }
+
+    /// Takes one token from `key`'s bucket (`rate` per second, burst `2 × rate`). Returns nil
+    /// when the request may go ahead, else the whole seconds (at least 1) until it may.
+    func acquire(_ key: String, rate: Int, now: ContinuousClock.Instant = .now) -> Int? {
+        let rate = Double(max(1, rate))
+        let burst = 2 * rate
+        return state.withLock { state in
+            var bucket = state.buckets[key] ?? Bucket(tokens: burst, updated: now)
+            if bucket.updated < now {
+                bucket.tokens = min(burst, bucket.tokens + Self.seconds(now - bucket.updated) * rate)
+                bucket.updated = now
+            }
+            let wait: Int?
+            if bucket.tokens >= 1 {
+                bucket.tokens -= 1
+                wait = nil
+            } else {
+                wait = max(1, Int(((1 - bucket.tokens) / rate).rounded(.up)))
+            }
+            if state.buckets[key] == nil, state.buckets.count >= capacity { evict(&state, now: now) }
+            state.buckets[key] = bucket
+            return wait
+        }
+    }
+
+    /// Buckets held now (for tests).
+    var count: Int { state.withLock { $0.buckets.count } }
+
+    private func evict(_ state: inout State, now: ContinuousClock.Instant) {
+        // A full sweep at most once a second keeps a flood of new keys from costing O(n) each.
+        if now - state.lastSweep >= .seconds(1) {
+            state.lastSweep = now
+            // A bucket idle for 2 s is full again at any rate (burst = 2 s of tokens).
+            state.buckets = state.buckets.filter { now - $0.value.updated < .seconds(2) }
+        }
+        if state.buckets.count >= capacity, let victim = state.buckets.keys.first {
+            state.buckets[victim] = nil
+        }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+extension APIError {
+    /// 429 with `Retry-After`.
+    static func rateLimited(retryAfter seconds: Int, _ what: String) -> APIError {
+        APIError(
+            .tooManyRequests, code: "rate_limited",
+            message: "\(what) is over its rate limit; retry after \(seconds) s",
+            headers: [.retryAfter: String(seconds)])
+    }
+}

@@ -1,0 +1,89 @@
+import Hummingbird
+
+/// One route of the HTTP API: the single list the application registers from and the OpenAPI
+/// drift test reads (`openapi.yaml` must document exactly these operations, each with exactly
+/// these status codes, and each request schema must require exactly ``RouteSpec/body``'s
+/// fields).
+struct RouteSpec: Sendable {
+    /// What handles the route.
+    enum Operation: Sendable {
+        case healthLive, healthReady, openAPI, metrics
+        case deviceRegister, deviceUpdate, deviceDelete, tutorialSend
+        case notificationCreate, notificationBatch, notificationList, notificationDetail, notificationCancel
+    }
+
+    /// Who may call it.
+    enum Access: Sendable {
+        /// Anyone.
+        case open
+        /// A signed-in device user (Basic or JWT).
+        case device
+        /// A sender API key (scope by method; `/metrics` needs `read`).
+        case apiKey
+    }
+
+    /// The request body's schema in `openapi.yaml` and the fields the decoder requires.
+    struct Body: Sendable {
+        var schema: String
+        var required: [String]
+    }
+
+    var method: HTTPRequest.Method
+    /// The path as OpenAPI writes it (`{id}` captures, which Hummingbird reads the same way).
+    var path: String
+    var operation: Operation
+    var access: Access
+    /// Every status the route can answer.
+    var statuses: Set<Int>
+    var body: Body?
+}
+
+/// Every route of the API.
+enum APIRoutes {
+    /// Statuses every route behind device sign-in can add: 401, and 503 (sign-ins overloaded,
+    /// database unavailable), 500.
+    static let device: Set<Int> = [401, 500, 503]
+    /// Statuses every route behind an API key can add: 401, 403 (scope), 429 (rate), 500, 503.
+    static let apiKey: Set<Int> = [401, 403, 429, 500, 503]
+
+    static let all: [RouteSpec] = [
+        RouteSpec(method: .get, path: "/health/live", operation: .healthLive, access: .open, statuses: [200]),
+        RouteSpec(method: .get, path: "/health/ready", operation: .healthReady, access: .open, statuses: [200, 503]),
+        RouteSpec(method: .get, path: "/openapi.yaml", operation: .openAPI, access: .open, statuses: [200]),
+        RouteSpec(method: .get, path: "/metrics", operation: .metrics, access: .apiKey, statuses: apiKey.union([200])),
+        RouteSpec(
+            method: .post, path: "/api/register", operation: .deviceRegister, access: .device,
+            statuses: device.union([200, 400, 409, 410, 413]),
+            body: .init(schema: "Installation", required: DeviceController.installationRequiredFields)),
+        RouteSpec(
+            method: .put, path: "/api/register/{id}", operation: .deviceUpdate, access: .device,
+            statuses: device.union([200, 400, 409, 410, 413]),
+            body: .init(schema: "DeviceRegistration", required: DeviceController.registrationRequiredFields)),
+        RouteSpec(
+            method: .delete, path: "/api/register/{id}", operation: .deviceDelete, access: .device,
+            statuses: device.union([200, 400, 410])),
+        RouteSpec(
+            method: .post, path: "/api/notifications", operation: .tutorialSend, access: .device,
+            statuses: device.union([200, 400, 413, 429]), body: .init(schema: "TutorialMessage", required: [])),
+        RouteSpec(
+            method: .post, path: "/v1/notifications", operation: .notificationCreate, access: .apiKey,
+            statuses: apiKey.union([202, 400, 409, 413]),
+            body: .init(schema: "NotificationRequest", required: NotificationJSON.requiredFields)),
+        RouteSpec(
+            method: .post, path: "/v1/notifications:batch", operation: .notificationBatch, access: .apiKey,
+            statuses: apiKey.union([202, 400, 409, 413]),
+            body: .init(schema: "NotificationBatchRequest", required: NotificationJSON.batchRequiredFields)),
+        RouteSpec(
+            method: .get, path: "/v1/notifications", operation: .notificationList, access: .apiKey,
+            statuses: apiKey.union([200, 400])),
+        RouteSpec(
+            method: .get, path: "/v1/notifications/{id}", operation: .notificationDetail, access: .apiKey,
+            statuses: apiKey.union([200, 404])),
+        RouteSpec(
+            method: .delete, path: "/v1/notifications/{id}", operation: .notificationCancel, access: .apiKey,
+            statuses: apiKey.union([200, 404, 409])),
+    ]
+
+    /// The path of the batch route, whose bodies may be larger.
+    static let batchPath = "/v1/notifications:batch"
+}
