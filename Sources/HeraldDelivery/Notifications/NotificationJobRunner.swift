@@ -203,6 +203,10 @@ struct NotificationJobRunner: Sendable {
             return .discard(reason: "unreadable job arguments")
         }
         logger[metadataKey: "hub_send.id"] = "\(args.hubSendID)"
+        // A paused hub gets no telemetry reads either.
+        if let remaining = throttle.remainingPause() {
+            return .snooze(remaining + .milliseconds(Int64.random(in: 0...200)))
+        }
         guard let target = try await store.telemetryTarget(hubSendID: args.hubSendID),
             target.state == .enqueued || target.state == .processing, let hubID = target.hubNotificationID
         else { return .completed }
