@@ -45,7 +45,8 @@ public struct WorkerStatusListener: Service {
         }
         router.get("/metrics") { request, _ in
             guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
-                let record = try await keys.authenticate(String(header.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces)),
+                let record = try await keys.authenticate(
+                    String(header.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces)),
                 record.scopes.contains(.read) || record.scopes.contains(.admin)
             else {
                 var response = Self.json(
@@ -83,7 +84,8 @@ public struct WorkerStatusListener: Service {
         for count in counts {
             text += "herald_queue_jobs{queue=\"\(escape(count.queue))\",state=\"\(count.state.rawValue)\"} \(count.count)\n"
             if count.state != .running {
-                let seconds = Double(count.oldestRunnableAge.components.seconds)
+                let seconds =
+                    Double(count.oldestRunnableAge.components.seconds)
                     + Double(count.oldestRunnableAge.components.attoseconds) / 1e18
                 oldest[count.queue] = max(oldest[count.queue] ?? 0, seconds)
             }

@@ -25,11 +25,15 @@ public struct SendAttempt: Sendable, Hashable {
     public var deadline: Date
     /// This hub call's number, starting at 1 (`hub_sends.attempts` after the start).
     public var attempt: Int
+    /// Seconds from the start to the deadline, on the database clock (so a worker whose clock
+    /// is off still expires on time).
+    public var secondsToDeadline: Double
 
     /// Creates an attempt.
     public init(
         hubSendID: Int64, notificationID: NotificationID, format: NotificationFormat, tagExpression: String?,
-        deviceHandle: String?, body: String, options: NotificationOptions, deadline: Date, attempt: Int
+        deviceHandle: String?, body: String, options: NotificationOptions, deadline: Date, attempt: Int,
+        secondsToDeadline: Double
     ) {
         self.hubSendID = hubSendID
         self.notificationID = notificationID
@@ -40,6 +44,7 @@ public struct SendAttempt: Sendable, Hashable {
         self.options = options
         self.deadline = deadline
         self.attempt = attempt
+        self.secondsToDeadline = secondsToDeadline
     }
 }
 
@@ -174,23 +179,26 @@ extension NotificationStore {
                 )
                 SELECT h.notification_id, h.format, coalesce(h.tag_expression, ''), coalesce(h.device_handle, ''),
                        h.state, n.state, n.deadline, n.deadline <= now(),
-                       coalesce(s.attempts, -1), coalesce(s.body, ''), coalesce(s.options, '')
+                       coalesce(s.attempts, -1), coalesce(s.body, ''), coalesce(s.options, ''),
+                       extract(epoch FROM n.deadline - now())::float8
                 FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
                 LEFT JOIN started s ON s.id = h.id
                 WHERE h.id = \(hubSendID)
                 """, logger: logger)
         }
-        var found:
-            (UUID, String, String, String, String, String, Date, Bool, Int32, String, String)?
+        var found: (UUID, String, String, String, String, String, Date, Bool, Int32, String, String, Double)?
         try await StorageSQL.run("start a send attempt") {
             for try await row in rows.decode(
-                (UUID, String, String, String, String, String, Date, Bool, Int32, String, String).self)
+                (UUID, String, String, String, String, String, Date, Bool, Int32, String, String, Double).self)
             {
                 found = row
             }
         }
-        guard let (notificationID, formatText, expression, handle, sendState, notificationState, deadline, past,
-            attempts, body, optionsJSON) = found
+        guard
+            let (
+                notificationID, formatText, expression, handle, sendState, notificationState, deadline, past,
+                attempts, body, optionsJSON, secondsLeft
+            ) = found
         else { return .gone }
         if attempts >= 0 {
             guard let format = NotificationFormat(rawValue: formatText) else {
@@ -201,7 +209,8 @@ extension NotificationStore {
                 SendAttempt(
                     hubSendID: hubSendID, notificationID: notificationID, format: format,
                     tagExpression: expression.isEmpty ? nil : expression, deviceHandle: handle.isEmpty ? nil : handle,
-                    body: body, options: options, deadline: deadline, attempt: Int(attempts)))
+                    body: body, options: options, deadline: deadline, attempt: Int(attempts),
+                    secondsToDeadline: secondsLeft))
         }
         let state = NotificationState(rawValue: sendState) ?? .unknown
         if state == .cancelled || notificationState == NotificationState.cancelled.rawValue { return .cancelled }

@@ -1,5 +1,6 @@
-@testable import HeraldDelivery
 import Testing
+
+@testable import HeraldDelivery
 
 @Suite("Hub throttle")
 struct HubThrottleTests {

@@ -70,7 +70,8 @@ struct SendWorld: Sendable {
     }
 
     /// Waits until every notification in `ids` is in `state` and the queue is empty.
-    func settled(_ ids: [NotificationID], _ state: HeraldDomain.NotificationState, timeout: Duration = .seconds(30)) async throws {
+    func settled(_ ids: [NotificationID], _ state: HeraldDomain.NotificationState, timeout: Duration = .seconds(30)) async throws
+    {
         try await Poll.until(timeout: timeout, "notifications never all reached \(state.rawValue)") {
             let done = try await db.count(
                 "SELECT count(*) FROM notifications WHERE id = ANY(\(ids)::uuid[]) AND state = \(state.rawValue)")
@@ -107,6 +108,16 @@ struct SendWorld: Sendable {
     /// The hub requests, with their time and headers.
     func requests() async throws -> [HubRequest] {
         try await EmulatorLog.get("\(hub.inspection.baseURL)/_emulator/hubs/herald/requests")
+    }
+
+    /// Send requests, once the emulator has logged as many as there are send outcome rows (it
+    /// logs a slow request when it answers, after the client gave up on it).
+    func sendRequestsAfterEveryAttempt() async throws -> [HubRequest] {
+        let attempts = try await db.count("SELECT count(*) FROM notification_outcomes WHERE kind = 'send'")
+        try await Poll.until(timeout: .seconds(10), "the emulator never logged every attempt") {
+            try await sendRequests().count >= attempts
+        }
+        return try await sendRequests()
     }
 
     /// Send requests (`POST …/messages`) only.

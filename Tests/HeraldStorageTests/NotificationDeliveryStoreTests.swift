@@ -41,6 +41,7 @@ struct NotificationDeliveryStoreTests {
             }
             #expect(attempt.attempt == 1 && attempt.format == .apple && attempt.tagExpression == "username:alice")
             #expect(attempt.body == #"{"aps":{"alert":"Hi"}}"#)
+            #expect((1790...1800).contains(attempt.secondsToDeadline), "30 minutes ahead, on the database clock")
             #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE in_flight_since IS NOT NULL") == 1)
             // A rescued job starting again while the first is still in flight gets the next attempt.
             guard case .go(let second) = try await store.beginAttempt(hubSendID: sendID) else {
@@ -109,7 +110,9 @@ struct NotificationDeliveryStoreTests {
         }
     }
 
-    static func fixture2(_ db: TestDatabase, _ store: NotificationStore) async throws
+    static func fixture2(
+        _ db: TestDatabase, _ store: NotificationStore
+    ) async throws
         -> (NotificationStore, NotificationID, Int64)
     {
         let user = try await UserStore(client: db.client, logger: db.logger).add(name: "carol", passwordHash: "x")
@@ -126,8 +129,9 @@ struct NotificationDeliveryStoreTests {
             let (store, id, sendID) = try await Self.fixture(db)
             let (_, keptID, _) = try await Self.fixture2(db, store)
             try await store.record([
-                HubSendResult(hubSendID: sendID, notificationID: id, attempt: 1, state: .abandoned, httpStatus: 400,
-                              error: "bad", decision: "abandoned")
+                HubSendResult(
+                    hubSendID: sendID, notificationID: id, attempt: 1, state: .abandoned, httpStatus: 400,
+                    error: "bad", decision: "abandoned")
             ])
             #expect(try await store.pruneFinished(olderThan: .seconds(3600)) == 0, "finished just now")
             try await db.client.query(
@@ -168,8 +172,9 @@ struct NotificationDeliveryStoreTests {
                     group.addTask {
                         _ = try await store.beginAttempt(hubSendID: sendID)
                         try await writer.record(
-                            HubSendResult(hubSendID: sendID, notificationID: id, attempt: 1, state: .enqueued,
-                                          httpStatus: 201, hubNotificationID: "h\(sendID)", decision: "enqueued"))
+                            HubSendResult(
+                                hubSendID: sendID, notificationID: id, attempt: 1, state: .enqueued,
+                                httpStatus: 201, hubNotificationID: "h\(sendID)", decision: "enqueued"))
                         // Committed when record returns.
                         let n = try await db.count("SELECT count(*) FROM notification_outcomes WHERE hub_send_id = \(sendID)")
                         if n != 1 { throw TestSupportError("outcome of \(sendID) not visible after record") }

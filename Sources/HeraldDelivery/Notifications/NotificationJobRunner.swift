@@ -58,6 +58,7 @@ struct NotificationJobRunner: Sendable {
             return .snooze(remaining + .milliseconds(Int64.random(in: 0...200)))
         }
         let attempt: SendAttempt
+        let begun = ContinuousClock.now
         switch try await store.beginAttempt(hubSendID: args.hubSendID) {
         case .go(let started): attempt = started
         case .cancelled:
@@ -111,7 +112,8 @@ struct NotificationJobRunner: Sendable {
             if error.isThrottled, let pause = cappedRetryAfter {
                 throttle.pause(for: pause)
             }
-            switch HubErrorPolicy.decide(error, attempt: Int(job.attempt), authenticationAttempts: limits.authenticationAttempts) {
+            switch HubErrorPolicy.decide(error, attempt: Int(job.attempt), authenticationAttempts: limits.authenticationAttempts)
+            {
             case .cancelled:
                 // Shutdown past its budget: clear the in-flight mark so the send stays cancellable,
                 // then release the job.
@@ -120,7 +122,7 @@ struct NotificationJobRunner: Sendable {
                 throw CancellationError()
             case .retry(let notBefore):
                 let wait = notBefore.map { min($0, limits.retryAfterCap) }
-                if let wait, Date().addingTimeInterval(wait.seconds) >= attempt.deadline {
+                if let wait, wait.seconds >= attempt.secondsToDeadline - (ContinuousClock.now - begun).seconds {
                     result.state = .expired
                     result.decision = "expired"
                     outcome = .discard(reason: "the next attempt would come after the deadline: \(result.error ?? "")")
@@ -255,7 +257,8 @@ struct NotificationJobRunner: Sendable {
             if error.isThrottled, let wait = error.retryAfter {
                 throttle.pause(for: min(wait, limits.retryAfterCap))
             }
-            switch HubErrorPolicy.decide(error, attempt: Int(job.attempt), authenticationAttempts: limits.authenticationAttempts) {
+            switch HubErrorPolicy.decide(error, attempt: Int(job.attempt), authenticationAttempts: limits.authenticationAttempts)
+            {
             case .cancelled: throw CancellationError()
             case .retry(let notBefore) where !job.isLastAttempt:
                 return .retry(reason: HubErrorPolicy.reason(error), notBefore: notBefore.map { min($0, limits.retryAfterCap) })
