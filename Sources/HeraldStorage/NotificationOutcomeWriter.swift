@@ -1,10 +1,11 @@
 import Logging
 
 /// Writes hub send results (``HubSendResult``) in batches across concurrently finishing jobs:
-/// a group commit. The first caller to arrive writes; callers arriving meanwhile wait, and
-/// when the write returns the next waiter writes everything that gathered, in one
-/// ``NotificationStore/record(_:)`` transaction. So batches grow with load and an idle
-/// worker writes at once.
+/// a group commit. A caller that finds a free writer slot (`maxConcurrentWrites`, default 2)
+/// writes at once, taking along whatever waits; callers arriving while every slot is busy
+/// wait, and when a write returns the next waiter writes everything that gathered, in one
+/// ``NotificationStore/record(_:)`` transaction. So batches grow with load, an idle worker
+/// writes at once, and a second slot keeps the database busy while one batch commits.
 ///
 /// ``record(_:)`` returns only once the result is committed, so a handler that awaits it
 /// before returning never lets its job complete ahead of its outcome (at-least-once: a crash
@@ -18,13 +19,16 @@ public actor NotificationOutcomeWriter {
 
     private let store: NotificationStore
     private let maxBatch: Int
-    private var writing = false
+    private let maxConcurrentWrites: Int
+    private var activeWrites = 0
     private var pending: [Entry] = []
 
-    /// Creates a writer on `store` that writes at most `maxBatch` results per transaction.
-    public init(store: NotificationStore, maxBatch: Int = 500) {
+    /// Creates a writer on `store` that writes at most `maxBatch` results per transaction and
+    /// runs at most `maxConcurrentWrites` transactions at once.
+    public init(store: NotificationStore, maxBatch: Int = 500, maxConcurrentWrites: Int = 2) {
         self.store = store
         self.maxBatch = max(1, maxBatch)
+        self.maxConcurrentWrites = max(1, maxConcurrentWrites)
     }
 
     /// Records `result` together with whatever else is waiting; returns once it is committed.
@@ -32,12 +36,13 @@ public actor NotificationOutcomeWriter {
     public func record(_ result: HubSendResult) async throws {
         var batch: [HubSendResult]
         var waiters: [CheckedContinuation<Turn, any Error>] = []
-        if writing {
+        if activeWrites >= maxConcurrentWrites {
             let turn = try await withCheckedThrowingContinuation { pending.append(Entry(result: result, waiter: $0)) }
             if case .written = turn { return }
-            // Promoted: this caller writes now; its own entry left `pending` when it was promoted.
+            // Promoted: this caller takes over the finished writer's slot; its own entry left
+            // `pending` when it was promoted.
         } else {
-            writing = true
+            activeWrites += 1
         }
         batch = [result]
         let taken = pending.prefix(maxBatch - 1)
@@ -55,7 +60,7 @@ public actor NotificationOutcomeWriter {
         }
         for waiter in waiters { waiter.resume(with: outcome.map { Turn.written }) }
         if pending.isEmpty {
-            writing = false
+            activeWrites -= 1
         } else {
             pending.removeFirst().waiter.resume(returning: .lead)
         }

@@ -184,9 +184,10 @@ enum EmulatorLog {
 ///   - hubCallTimeout: the client's timeout per hub call.
 ///   - maxSendAttempts: attempts each send job gets.
 ///   - concurrency: jobs the notifications executor runs at once.
+///   - telemetryFirstPoll: when telemetry is first polled after a send.
 func withSends<T: Sendable>(
     basicTier: Bool = false, hubCallTimeout: Duration = .seconds(10), maxSendAttempts: Int = 10,
-    concurrency: Int = 8, _ body: @Sendable (SendWorld) async throws -> T
+    concurrency: Int = 8, telemetryFirstPoll: Duration = .zero, _ body: @Sendable (SendWorld) async throws -> T
 ) async throws -> T {
     try await withTestHub(basicTier: basicTier) { hub in
         try await TestDatabase.with { db async throws in
@@ -196,7 +197,7 @@ func withSends<T: Sendable>(
                 let delivery = try DeliveryHandlers(
                     settings: .init(
                         hubConnectionString: hub.connectionString, hubName: hub.hubName, hubCallTimeout: hubCallTimeout,
-                        telemetryFirstPoll: .zero),
+                        telemetryFirstPoll: telemetryFirstPoll),
                     httpClient: httpClient, postgres: db.client, logger: logger)
                 let queue = JobQueue(client: db.client, logger: db.logger)
                 let executors = try [DeviceJobs.queue, NotificationJobs.queue].map { name in
