@@ -22,6 +22,7 @@ public import ServiceLifecycle
 /// queue counts; `HeraldDelivery` stays about jobs and the hub.
 public struct WorkerStatusListener: Service {
     private let service: any Service
+    private let logger: Logger
 
     /// Creates the listener on `host:port` (port 0 picks a free one). Once bound it logs
     /// `herald.worker.metrics_listening` with the port, and calls `onListening` with it.
@@ -29,6 +30,7 @@ public struct WorkerStatusListener: Service {
         host: String, port: Int, client: PostgresClient, registry: PrometheusCollectorRegistry, logger: Logger,
         onListening: (@Sendable (Int) async -> Void)? = nil
     ) {
+        self.logger = logger
         let router = Router()
         let keys = APIKeyStore(client: client, logger: logger)
         let queue = JobQueue(client: client, logger: logger)
@@ -71,9 +73,17 @@ public struct WorkerStatusListener: Service {
             logger: logger)
     }
 
-    /// Serves until graceful shutdown.
+    /// Serves until graceful shutdown. When the listener cannot serve (the port is taken), it
+    /// logs `herald.worker.metrics_failed` and waits for shutdown instead of ending the
+    /// worker: delivering notifications matters more than exporting metrics about it.
     public func run() async throws {
-        try await service.run()
+        do {
+            try await service.run()
+        } catch {
+            if Task.isCancelled || Task.isShuttingDownGracefully { return }
+            logger.error("herald.worker.metrics_failed", metadata: ["error": "\(error)"])
+            try? await gracefulShutdown()
+        }
     }
 
     /// Queue depth and oldest waiting job per queue, in Prometheus text.
