@@ -94,6 +94,7 @@ let package = Package(
             dependencies: [
                 "HeraldDomain", "HeraldStorage", "PostgresQueue", "NotificationHubs",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -132,6 +133,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -153,6 +155,7 @@ let package = Package(
             dependencies: [
                 "HeraldDelivery", "HeraldRuntime", "PostgresQueue",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -266,8 +269,9 @@ let package = Package(
             name: "HeraldDeliveryTests",
             dependencies: [
                 "HeraldDelivery", "HeraldStorage", "HeraldDomain", "PostgresQueue", "NotificationHubs",
-                "NotificationHubsEmulator", "HeraldTestSupport",
+                "NotificationHubsEmulator", "HeraldTestSupport", "HeraldRuntime",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -23,6 +23,9 @@ public import PostgresQueue
 /// The `devices` queue runs `registration.sync` and `installation.sync` (bring the hub in
 /// line with a device: create, update, recreate after `410 Gone`, delete), and
 /// `registration.delete` and `installation.delete` (remove hub objects no device refers to).
+/// The `notifications` queue runs `notification.send` (one audited hub call per attempt,
+/// with one throttle per hub shared by every send of the process) and
+/// `notification.telemetry` (poll the hub's per-message telemetry).
 public struct DeliveryHandlers: Sendable {
     /// What the handlers need to know about the hub.
     public struct Settings: Sendable {
@@ -38,21 +41,47 @@ public struct DeliveryHandlers: Sendable {
         public var authenticationAttempts: Int
         /// Read-write rounds one sync attempt makes while the device keeps changing (default 5).
         public var maxSyncRounds: Int
+        /// The longest `Retry-After` a send honours (`HERALD_SEND_RETRY_AFTER_CAP_SECONDS`,
+        /// default 300 s); beyond it the notification's deadline decides.
+        public var retryAfterCap: Duration
+        /// When the first telemetry poll runs after the hub accepted a send (default 5 s).
+        public var telemetryFirstPoll: Duration
+        /// How long telemetry is polled before giving up with a note (default 1 h).
+        public var telemetryGiveUp: Duration
+        /// The longest wait between telemetry polls (default 5 min).
+        public var telemetryMaxInterval: Duration
 
         /// Creates settings with the defaults above.
         public init(
             hubConnectionString: String, hubName: String, hubCallTimeout: Duration = .seconds(30),
-            authenticationAttempts: Int = 3, maxSyncRounds: Int = 5
+            authenticationAttempts: Int = 3, maxSyncRounds: Int = 5, retryAfterCap: Duration = .seconds(300),
+            telemetryFirstPoll: Duration = .seconds(5), telemetryGiveUp: Duration = .seconds(3600),
+            telemetryMaxInterval: Duration = .seconds(300)
         ) {
             self.hubConnectionString = hubConnectionString
             self.hubName = hubName
             self.hubCallTimeout = hubCallTimeout
             self.authenticationAttempts = max(1, authenticationAttempts)
             self.maxSyncRounds = max(1, maxSyncRounds)
+            self.retryAfterCap = retryAfterCap
+            self.telemetryFirstPoll = telemetryFirstPoll
+            self.telemetryGiveUp = telemetryGiveUp
+            self.telemetryMaxInterval = telemetryMaxInterval
+        }
+    }
+
+    /// The backoff of each queue's executor. Sends retry fast (1 s base, 5 min cap: a
+    /// notification has a deadline of 30 minutes by default, so a 1 h cap would only ever
+    /// end them `Expired`); device syncs keep the queue's default (1 s base, 1 h cap).
+    public static func retryPolicy(forQueue queue: String) -> PostgresQueue.RetryPolicy {
+        switch queue {
+        case NotificationJobs.queue: PostgresQueue.RetryPolicy(base: .seconds(1), cap: .seconds(300))
+        default: PostgresQueue.RetryPolicy()
         }
     }
 
     private let devices: DeviceJobRunner
+    private let notifications: NotificationJobRunner
 
     /// Creates the handlers.
     ///
@@ -76,11 +105,19 @@ public struct DeliveryHandlers: Sendable {
             store: DeviceStore(client: postgres, logger: logger), queue: JobQueue(client: postgres, logger: logger),
             hub: hub, logger: logger, authenticationAttempts: settings.authenticationAttempts,
             maxSyncRounds: settings.maxSyncRounds)
+        let store = NotificationStore(client: postgres, logger: logger)
+        self.notifications = NotificationJobRunner(
+            store: store, writer: NotificationOutcomeWriter(store: store), hub: hub, throttle: HubThrottle(),
+            limits: .init(
+                retryAfterCap: settings.retryAfterCap, authenticationAttempts: settings.authenticationAttempts,
+                telemetryFirstPoll: settings.telemetryFirstPoll, telemetryGiveUp: settings.telemetryGiveUp,
+                telemetryMaxInterval: settings.telemetryMaxInterval),
+            logger: logger)
     }
 
     /// Handlers grouped by the queue they serve.
     public func byQueue() -> [String: JobHandlers] {
-        [DeviceJobs.queue: devices.handlers]
+        [DeviceJobs.queue: devices.handlers, NotificationJobs.queue: notifications.handlers]
     }
 
     /// An HTTP client fit for hub calls: a pool of up to `maxConnections` keep-alive

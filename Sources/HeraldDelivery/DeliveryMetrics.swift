@@ -18,3 +18,27 @@ enum DeliveryMetrics {
         Counter(label: "herald_hub_calls_total", dimensions: [("operation", operation), ("result", result)]).increment()
     }
 }
+
+/// The send side's instruments.
+///
+/// - `herald_hub_call_duration_seconds{operation,status_class}` (Timer): every send and
+///   telemetry call; `status_class` is `2xx`, `4xx`, `5xx`, `timeout`, `connection`, …
+/// - `herald_notification_outcomes_total{state,reason}`: one per recorded result; `state` is
+///   the hub send's state after it, `reason` the HTTP status, `no_answer`, `deadline` or
+///   `telemetry`.
+/// - `herald_sends_paused_total`: send jobs that found the hub paused by the shared throttle
+///   and snoozed without calling it.
+extension DeliveryMetrics {
+    static func hubCallTime(operation: String, statusClass: String, _ elapsed: Duration) {
+        Timer(label: "herald_hub_call_duration_seconds", dimensions: [("operation", operation), ("status_class", statusClass)])
+            .recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+    }
+
+    static func outcome(state: String, reason: String) {
+        Counter(label: "herald_notification_outcomes_total", dimensions: [("state", state), ("reason", reason)]).increment()
+    }
+
+    static func sendPaused() {
+        Counter(label: "herald_sends_paused_total").increment()
+    }
+}

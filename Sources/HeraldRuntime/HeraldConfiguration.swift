@@ -14,9 +14,21 @@ public struct HeraldConfiguration: Sendable {
     public var api: APISettings
     /// Worker settings.
     public var worker: WorkerSettings
+    /// The worker's send settings (Retry-After cap, notification retention).
+    public var sends: SendSettings
     /// The Notification Hub, as plain values (the runtime never links the hub client).
     public var hub: HubSettings?
-    /// How device users sign in.
+    /// The worker's send settings.
+public struct SendSettings: Sendable {
+    /// The longest hub `Retry-After` a send waits for (`HERALD_SEND_RETRY_AFTER_CAP_SECONDS`,
+    /// default 300); a send whose next possible attempt falls after its deadline ends `Expired`.
+    public var retryAfterCapSeconds: Int
+    /// How long finished notifications, their hub sends and outcomes are kept
+    /// (`HERALD_NOTIFICATION_RETENTION_HOURS`, default 720 = 30 days).
+    public var notificationRetentionHours: Int
+}
+
+/// How device users sign in.
     public var auth: AuthSettings
     /// Limits on devices.
     public var devices: DeviceSettings
@@ -60,6 +72,10 @@ public struct HeraldConfiguration: Sendable {
                 historyRetentionHours: try env.int("HERALD_HISTORY_RETENTION_HOURS", default: 168, range: 1...87_600),
                 metricsHost: env["HERALD_WORKER_METRICS_HOST"] ?? "127.0.0.1",
                 metricsPort: try env.int("HERALD_WORKER_METRICS_PORT", default: 9091, range: 0...65535)),
+            sends: SendSettings(
+                retryAfterCapSeconds: try env.int("HERALD_SEND_RETRY_AFTER_CAP_SECONDS", default: 300, range: 1...86_400),
+                notificationRetentionHours: try env.int(
+                    "HERALD_NOTIFICATION_RETENTION_HOURS", default: 720, range: 1...87_600)),
             hub: hub,
             auth: AuthSettings(
                 jwtHS256Secret: env["HERALD_AUTH_JWT_HS256_SECRET"],

@@ -5,6 +5,7 @@ import HeraldRuntime
 import Logging
 import PostgresNIO
 import PostgresQueue
+import Prometheus
 import ServiceLifecycle
 
 /// `herald-worker`: claims jobs and makes every call to the Notification Hub. Run as many
@@ -19,6 +20,7 @@ struct HeraldWorkerMain: AsyncParsableCommand {
     func run() async throws {
         let configuration: HeraldConfiguration
         let hub: HubSettings
+        let registry: PrometheusCollectorRegistry
         do {
             configuration = try HeraldConfiguration.fromEnvironment()
             guard let settings = configuration.hub else {
@@ -28,6 +30,7 @@ struct HeraldWorkerMain: AsyncParsableCommand {
             }
             hub = settings
             HeraldBootstrap.logging(level: configuration.logLevel)
+            registry = HeraldBootstrap.metrics()
             try await HeraldBootstrap.checkDatabase(configuration.database, logger: Logger(label: "herald-worker"))
         } catch {
             HeraldExit.fail("herald-worker", error)
@@ -39,7 +42,9 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         let handlersByQueue: [String: JobHandlers]
         do {
             handlersByQueue = try DeliveryHandlers(
-                settings: .init(hubConnectionString: hub.connectionString, hubName: hub.hubName),
+                settings: .init(
+                    hubConnectionString: hub.connectionString, hubName: hub.hubName,
+                    retryAfterCap: .seconds(configuration.sends.retryAfterCapSeconds)),
                 httpClient: httpClient, postgres: client, logger: logger
             ).byQueue()
         } catch {
@@ -51,8 +56,15 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         let maintenance = JobQueueMaintenance(
             queue: queue,
             configuration: .init(historyRetention: .seconds(configuration.worker.historyRetentionHours * 3600)))
+        let notificationMaintenance = NotificationMaintenance(
+            client: client,
+            retention: .seconds(configuration.sends.notificationRetentionHours * 3600), logger: logger)
+        let statusListener = WorkerStatusListener(
+            host: configuration.worker.metricsHost, port: configuration.worker.metricsPort, client: client,
+            registry: registry, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: client), .init(service: listener), .init(service: maintenance),
+            .init(service: notificationMaintenance), .init(service: statusListener),
         ]
         for (queueName, handlers) in handlersByQueue.sorted(by: { $0.key < $1.key }) {
             let executor = JobExecutor(
@@ -60,7 +72,8 @@ struct HeraldWorkerMain: AsyncParsableCommand {
                 configuration: .init(
                     queue: queueName, concurrency: configuration.worker.concurrency,
                     leaseDuration: .seconds(configuration.worker.leaseSeconds),
-                    hotPollInterval: .milliseconds(configuration.worker.hotPollMilliseconds)),
+                    hotPollInterval: .milliseconds(configuration.worker.hotPollMilliseconds),
+                    retryPolicy: DeliveryHandlers.retryPolicy(forQueue: queueName)),
                 listener: listener)
             services.append(.init(service: executor))
         }

@@ -26,10 +26,12 @@ struct TestHub: Sendable {
     }
 }
 
-/// Starts an emulator hub named `herald` for `body`, and stops it afterwards.
-func withTestHub<T: Sendable>(_ body: @Sendable (TestHub) async throws -> T) async throws -> T {
+/// Starts an emulator hub named `herald` for `body`, and stops it afterwards. With
+/// `basicTier`, the namespace is Basic: telemetry and scheduled sends answer `403`.
+func withTestHub<T: Sendable>(basicTier: Bool = false, _ body: @Sendable (TestHub) async throws -> T) async throws -> T {
     let emulator = try await Emulator.start(
-        configuration: EmulatorConfiguration(hubs: [EmulatedHubConfiguration(name: "herald")]),
+        configuration: EmulatorConfiguration(
+            hubs: [EmulatedHubConfiguration(name: "herald")], tier: basicTier ? .basic : .standard),
         logger: Logger.quiet("nh-emulator"))
     let hub = TestHub(
         hubName: "herald", connectionString: emulator.connectionString(hub: "herald"),

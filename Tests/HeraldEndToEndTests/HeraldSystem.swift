@@ -43,7 +43,7 @@ struct HeraldSystem: Sendable {
             connectionString.split(separator: ";").first { $0.hasPrefix("Endpoint=") }?.dropFirst("Endpoint=".count))
         let emulatorURL = endpoint.replacingOccurrences(of: "sb://", with: "http://").trimmingSuffix("/")
 
-        var common = ["HERALD_DATABASE_URL": db.url, "HERALD_LOG_LEVEL": "info"]
+        var common = ["HERALD_DATABASE_URL": db.url, "HERALD_LOG_LEVEL": "info", "HERALD_WORKER_METRICS_PORT": "0"]
         for (key, value) in environment { common[key] = value }
         let api = try ChildProcess("herald-api", environment: common.merging(["HERALD_API_PORT": "0"]) { $1 })
         let worker = try ChildProcess("herald-worker", environment: common.merging(hubEnvironment) { $1 })

@@ -1,0 +1,337 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+import Logging
+import NotificationHubs
+import PostgresQueue
+
+/// The jobs of the `notifications` queue: `notification.send` (one hub call per attempt for
+/// one hub send) and `notification.telemetry` (poll the hub's per-message telemetry).
+///
+/// A send attempt starts fenced (``NotificationStore/beginAttempt(hubSendID:)``), calls the
+/// hub, and records its result through the shared ``NotificationOutcomeWriter`` before the
+/// job's own outcome is written: at-least-once, with an outcome row for every hub call.
+struct NotificationJobRunner: Sendable {
+    /// The runner's limits.
+    struct Limits: Sendable {
+        /// The longest `Retry-After` honoured; a longer one is cut to this (the deadline decides).
+        var retryAfterCap: Duration
+        /// Attempts a job gets when the hub keeps answering `401`.
+        var authenticationAttempts: Int
+        /// When the first telemetry poll runs after the hub accepted a send.
+        var telemetryFirstPoll: Duration
+        /// How long telemetry is polled for before giving up with a note.
+        var telemetryGiveUp: Duration
+        /// The longest wait between telemetry polls.
+        var telemetryMaxInterval: Duration
+    }
+
+    let store: NotificationStore
+    let writer: NotificationOutcomeWriter
+    let hub: NotificationHubClient
+    let throttle: HubThrottle
+    let limits: Limits
+    let logger: Logger
+
+    /// The handlers, by job kind.
+    var handlers: JobHandlers {
+        var handlers = JobHandlers()
+        handlers.register(NotificationJobs.send) { job in try await self.send(job) }
+        handlers.register(NotificationJobs.telemetry) { job in try await self.pollTelemetry(job) }
+        return handlers
+    }
+
+    // MARK: Send
+
+    /// `notification.send`.
+    func send(_ job: ClaimedJob) async throws -> JobOutcome {
+        var logger = jobLogger(job)
+        guard let args = try? job.decodeArgs(HubSendArgs.self) else {
+            logger.error("herald.send.failed", metadata: ["reason": "unreadable job arguments"])
+            return .discard(reason: "unreadable job arguments")
+        }
+        logger[metadataKey: "hub_send.id"] = "\(args.hubSendID)"
+        // The shared throttle first: a paused hub gets no call, and the job uses no attempt.
+        if let remaining = throttle.remainingPause() {
+            DeliveryMetrics.sendPaused()
+            // Spread the wake-ups so the paused sends do not all hit the hub at the same instant.
+            return .snooze(remaining + .milliseconds(Int64.random(in: 0...200)))
+        }
+        let attempt: SendAttempt
+        let begun = ContinuousClock.now
+        switch try await store.beginAttempt(hubSendID: args.hubSendID) {
+        case .go(let started): attempt = started
+        case .cancelled:
+            logger.info("herald.send.skipped", metadata: ["reason": "cancelled"])
+            return .completed
+        case .alreadyPast(let state):
+            logger.info("herald.send.skipped", metadata: ["reason": "already \(state.rawValue)"])
+            return .completed
+        case .expired:
+            DeliveryMetrics.outcome(state: "Expired", reason: "deadline")
+            logger.info("herald.send.expired")
+            return .discard(reason: "the deadline passed before the hub took it")
+        case .gone:
+            return .completed
+        }
+        logger[metadataKey: "notification.id"] = "\(attempt.notificationID)"
+        let notification = Self.pushNotification(for: attempt)
+        let target: SendTarget =
+            attempt.deviceHandle.map { SendTarget.device(handle: $0) } ?? .tagExpression(attempt.tagExpression ?? "")
+        let started = ContinuousClock.now
+        var result = HubSendResult(
+            hubSendID: attempt.hubSendID, notificationID: attempt.notificationID, attempt: attempt.attempt,
+            state: .queued, decision: "retry")
+        let outcome: JobOutcome
+        do {
+            let sent: NotificationOutcome
+            if attempt.deviceHandle == nil && (attempt.tagExpression ?? "").isEmpty {
+                sent = try await hub.send(notification, to: .allDevices, logger: logger)
+            } else {
+                sent = try await hub.send(notification, to: target, logger: logger)
+            }
+            let elapsed = ContinuousClock.now - started
+            DeliveryMetrics.hubCallTime(operation: "send", statusClass: "2xx", elapsed)
+            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.state = .enqueued
+            result.httpStatus = 201
+            result.hubNotificationID = sent.notificationID
+            result.trackingID = sent.trackingID
+            result.decision = "enqueued"
+            if sent.notificationID != nil { result.telemetryAfter = limits.telemetryFirstPoll }
+            outcome = .completed
+        } catch {
+            let elapsed = ContinuousClock.now - started
+            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.httpStatus = error.status
+            result.trackingID = error.trackingID
+            result.error = HubErrorPolicy.auditSummary(error)
+            result.retryAfterMilliseconds = error.retryAfter.map(\.wholeMilliseconds)
+            DeliveryMetrics.hubCallTime(operation: "send", statusClass: Self.statusClass(error), elapsed)
+            let cappedRetryAfter = error.retryAfter.map { min($0, limits.retryAfterCap) }
+            if error.isThrottled, let pause = cappedRetryAfter {
+                throttle.pause(for: pause)
+            }
+            switch HubErrorPolicy.decide(error, attempt: Int(job.attempt), authenticationAttempts: limits.authenticationAttempts)
+            {
+            case .cancelled:
+                // Shutdown past its budget: clear the in-flight mark so the send stays cancellable,
+                // then release the job.
+                result.decision = "released"
+                try await writer.record(result)
+                throw CancellationError()
+            case .retry(let notBefore):
+                let wait = notBefore.map { min($0, limits.retryAfterCap) }
+                if let wait, wait.seconds >= attempt.secondsToDeadline - (ContinuousClock.now - begun).seconds {
+                    result.state = .expired
+                    result.decision = "expired"
+                    outcome = .discard(reason: "the next attempt would come after the deadline: \(result.error ?? "")")
+                } else if job.isLastAttempt {
+                    result.state = .abandoned
+                    result.decision = "abandoned"
+                    result.error = "attempts exhausted: " + (result.error ?? "")
+                    outcome = .discard(reason: result.error ?? "attempts exhausted")
+                } else {
+                    outcome = .retry(reason: HubErrorPolicy.reason(error), notBefore: wait)
+                }
+            case .fail:
+                result.state = .abandoned
+                result.decision = "abandoned"
+                outcome = .discard(reason: HubErrorPolicy.reason(error))
+            }
+        }
+        try await writer.record(result)
+        DeliveryMetrics.outcome(state: result.state.rawValue, reason: Self.reason(result))
+        logger.debug(
+            "herald.send.attempted",
+            metadata: [
+                "hub.status": "\(result.httpStatus.map(String.init) ?? "none")", "decision": "\(result.decision)",
+                "send.attempt": "\(attempt.attempt)",
+            ])
+        return outcome
+    }
+
+    /// The hub request for an attempt: the format's payload with its platform headers.
+    static func pushNotification(for attempt: SendAttempt) -> PushNotification {
+        switch attempt.format {
+        case .apple:
+            let options = attempt.options
+            return .apple(
+                attempt.body, pushType: options.apnsPushType.map(APNsPushType.init(rawValue:)),
+                priority: options.priority.map { $0 == .high ? 10 : 5 }, expiration: attempt.deadline,
+                collapseID: options.collapseId)
+        case .fcmv1:
+            return .fcmV1(attempt.body)
+        case .windows:
+            return .windows(attempt.body, type: wnsType(of: attempt.body))
+        case .template:
+            return PushNotification(
+                format: .template, body: attempt.body, contentType: "application/json;charset=utf-8")
+        }
+    }
+
+    /// `X-WNS-Type` from the payload's root element: `toast`, `tile`, `badge`; anything that
+    /// is not XML goes as `wns/raw`.
+    static func wnsType(of body: String) -> WNSType {
+        var rest = Substring(body)
+        while let open = rest.firstIndex(of: "<") {
+            let after = rest[rest.index(after: open)...]
+            if after.hasPrefix("?") || after.hasPrefix("!") {
+                guard let close = after.firstIndex(of: ">") else { return .raw }
+                rest = after[after.index(after: close)...]
+                continue
+            }
+            let name = after.prefix { $0.isLetter || $0.isNumber || $0 == ":" || $0 == "_" || $0 == "-" }
+            switch name.lowercased() {
+            case "toast": return .toast
+            case "tile": return .tile
+            case "badge": return .badge
+            default: return .raw
+            }
+        }
+        return .raw
+    }
+
+    // MARK: Telemetry
+
+    /// `notification.telemetry`: one poll of `GET /messages/{id}`. A terminal state (or a
+    /// change to `Processing`) is recorded with the per-PNS counts; `404` means "not yet" and
+    /// polls again later (snoozing, so polls use no attempts), up to ``Limits/telemetryGiveUp``
+    /// after the job was enqueued; `403` (Free/Basic tier) means "never": the state stays,
+    /// with the note "not available on this tier".
+    func pollTelemetry(_ job: ClaimedJob) async throws -> JobOutcome {
+        var logger = jobLogger(job)
+        guard let args = try? job.decodeArgs(HubSendArgs.self) else {
+            return .discard(reason: "unreadable job arguments")
+        }
+        logger[metadataKey: "hub_send.id"] = "\(args.hubSendID)"
+        // A paused hub gets no telemetry reads either.
+        if let remaining = throttle.remainingPause() {
+            return .snooze(remaining + .milliseconds(Int64.random(in: 0...200)))
+        }
+        guard let target = try await store.telemetryTarget(hubSendID: args.hubSendID),
+            target.state == .enqueued || target.state == .processing, let hubID = target.hubNotificationID
+        else { return .completed }
+        let age = Date().timeIntervalSince(job.createdAt)
+        var result = HubSendResult(
+            hubSendID: target.hubSendID, notificationID: target.notificationID, kind: .telemetry,
+            attempt: Int(job.attempt), state: target.state, decision: "telemetry")
+        let started = ContinuousClock.now
+        do {
+            let details = try await hub.notificationDetails(id: hubID, logger: logger)
+            let elapsed = ContinuousClock.now - started
+            DeliveryMetrics.hubCallTime(operation: "notification_details", statusClass: "2xx", elapsed)
+            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.httpStatus = 200
+            result.hubNotificationID = hubID
+            let state = Self.heraldState(details.state)
+            if let state, state.isFinal {
+                result.state = state
+                result.telemetryJSON = Self.countsJSON(details.outcomeCounts)
+                try await writer.record(result)
+                DeliveryMetrics.outcome(state: state.rawValue, reason: "telemetry")
+                return .completed
+            }
+            if state == .processing && target.state == .enqueued {
+                result.state = .processing
+                result.telemetryJSON = Self.countsJSON(details.outcomeCounts)
+                try await writer.record(result)
+            }
+            return try await pollAgain(result, age: age)
+        } catch let error as NotificationHubsError {
+            let elapsed = ContinuousClock.now - started
+            DeliveryMetrics.hubCallTime(
+                operation: "notification_details", statusClass: Self.statusClass(error), elapsed)
+            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.httpStatus = error.status
+            result.trackingID = error.trackingID
+            result.error = HubErrorPolicy.auditSummary(error)
+            if error.isNotFound { return try await pollAgain(result, age: age) }
+            if error.isQuota {
+                result.decision = "telemetry_unavailable"
+                result.telemetryNote = "not available on this tier"
+                try await writer.record(result)
+                logger.info("herald.telemetry.unavailable", metadata: ["reason": "not available on this tier"])
+                return .completed
+            }
+            if error.isThrottled, let wait = error.retryAfter {
+                throttle.pause(for: min(wait, limits.retryAfterCap))
+            }
+            switch HubErrorPolicy.decide(error, attempt: Int(job.attempt), authenticationAttempts: limits.authenticationAttempts)
+            {
+            case .cancelled: throw CancellationError()
+            case .retry(let notBefore) where !job.isLastAttempt:
+                return .retry(reason: HubErrorPolicy.reason(error), notBefore: notBefore.map { min($0, limits.retryAfterCap) })
+            case .retry, .fail:
+                result.decision = "telemetry_failed"
+                result.telemetryNote = "telemetry failed: " + HubErrorPolicy.auditSummary(error)
+                try await writer.record(result)
+                return .discard(reason: HubErrorPolicy.reason(error))
+            }
+        }
+    }
+
+    /// Polls again after a backoff that grows with the time since the send (a quarter of it,
+    /// from 0.5 s up to ``Limits/telemetryMaxInterval``), or gives up with a note once
+    /// ``Limits/telemetryGiveUp`` has passed.
+    private func pollAgain(_ result: HubSendResult, age: TimeInterval) async throws -> JobOutcome {
+        guard age < limits.telemetryGiveUp.seconds else {
+            var note = result
+            note.decision = "telemetry_given_up"
+            note.telemetryNote = "no telemetry after \(Int(limits.telemetryGiveUp.seconds / 60)) minutes"
+            try await writer.record(note)
+            return .completed
+        }
+        let interval = min(max(age / 4, 0.5), limits.telemetryMaxInterval.seconds)
+        return .snooze(.milliseconds(Int64(interval * 1000 * Double.random(in: 0.8...1.2))))
+    }
+
+    /// Herald's state for the hub's telemetry state; nil for one that says nothing new.
+    static func heraldState(_ state: NotificationHubs.NotificationState) -> HeraldDomain.NotificationState? {
+        switch state {
+        case .completed: .completed
+        case .noTargetFound: .noTargetFound
+        case .abandoned: .abandoned
+        case .unknown: .unknown
+        case .cancelled: .cancelled
+        case .processing: .processing
+        default: nil
+        }
+    }
+
+    /// Per-PNS counts as stored: `{"apns": {"Success": 3}}`, keys sorted.
+    static func countsJSON(_ counts: [PushPlatform: [String: Int]]) -> String {
+        var object: [String: [String: Int]] = [:]
+        for (platform, values) in counts { object[platform.rawValue] = values }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    // MARK: Helpers
+
+    static func statusClass(_ error: NotificationHubsError) -> String {
+        guard let status = error.status else { return error.code.description }
+        return "\(status / 100)xx"
+    }
+
+    /// The outcome metric's reason: the status, or the failure code when no answer came.
+    static func reason(_ result: HubSendResult) -> String {
+        if let status = result.httpStatus { return String(status) }
+        return result.error == nil ? "none" : "no_answer"
+    }
+
+    private func jobLogger(_ job: ClaimedJob) -> Logger {
+        var logger = self.logger
+        logger[metadataKey: "job.id"] = "\(job.id)"
+        logger[metadataKey: "job.kind"] = "\(job.kind)"
+        logger[metadataKey: "job.attempt"] = "\(job.attempt)"
+        return logger
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    /// The duration in milliseconds, as a `Double`.
+    var fractionalMilliseconds: Double { seconds * 1000 }
+}

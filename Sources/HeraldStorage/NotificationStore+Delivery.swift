@@ -1,0 +1,449 @@
+public import Foundation
+public import HeraldDomain
+import Logging
+import PostgresNIO
+import PostgresQueue
+
+/// What a `notification.send` attempt needs to make its hub call, read by the fenced start
+/// (``NotificationStore/beginAttempt(hubSendID:)``).
+public struct SendAttempt: Sendable, Hashable {
+    /// The `hub_sends` row.
+    public var hubSendID: Int64
+    /// Its notification.
+    public var notificationID: NotificationID
+    /// The payload format.
+    public var format: NotificationFormat
+    /// The tag expression (nil for a direct send).
+    public var tagExpression: String?
+    /// The device handle of a direct send.
+    public var deviceHandle: String?
+    /// The body the hub gets: the native payload, or the template parameters as a JSON object.
+    public var body: String
+    /// Delivery options.
+    public var options: NotificationOptions
+    /// Not handed to the hub by then, the send ends `Expired`.
+    public var deadline: Date
+    /// This hub call's number, starting at 1 (`hub_sends.attempts` after the start).
+    public var attempt: Int
+    /// Seconds from the start to the deadline, on the database clock (so a worker whose clock
+    /// is off still expires on time).
+    public var secondsToDeadline: Double
+
+    /// Creates an attempt.
+    public init(
+        hubSendID: Int64, notificationID: NotificationID, format: NotificationFormat, tagExpression: String?,
+        deviceHandle: String?, body: String, options: NotificationOptions, deadline: Date, attempt: Int,
+        secondsToDeadline: Double
+    ) {
+        self.hubSendID = hubSendID
+        self.notificationID = notificationID
+        self.format = format
+        self.tagExpression = tagExpression
+        self.deviceHandle = deviceHandle
+        self.body = body
+        self.options = options
+        self.deadline = deadline
+        self.attempt = attempt
+        self.secondsToDeadline = secondsToDeadline
+    }
+}
+
+/// What the fenced start of a send attempt found.
+public enum AttemptStart: Sendable, Hashable {
+    /// Make the hub call.
+    case go(SendAttempt)
+    /// The notification was cancelled: nothing to send.
+    case cancelled
+    /// The hub send is already past `Queued` (a rescued job whose send was recorded).
+    case alreadyPast(NotificationState)
+    /// The deadline had passed: the hub send is now `Expired`, with an outcome row.
+    case expired
+    /// There is no such hub send (pruned).
+    case gone
+}
+
+/// One result to record for a hub send: an attempt's hub call (kind `send`), a telemetry
+/// answer (kind `telemetry`), or an expiry without a call. Written by
+/// ``NotificationOutcomeWriter`` together with the results of concurrently finishing jobs.
+public struct HubSendResult: Sendable, Hashable {
+    /// `send` or `telemetry` (the `notification_outcomes.kind`).
+    public enum Kind: String, Sendable, Hashable {
+        /// A send attempt (or an expiry found at its start).
+        case send
+        /// A telemetry answer that changed something.
+        case telemetry
+    }
+
+    /// The hub send.
+    public var hubSendID: Int64
+    /// Its notification.
+    public var notificationID: NotificationID
+    /// What kind of outcome row this writes.
+    public var kind: Kind
+    /// The hub call's number (`hub_sends.attempts`; for telemetry, the poll's job attempt).
+    public var attempt: Int
+    /// The hub send's state after this result.
+    public var state: NotificationState
+    /// The HTTP status; nil when no answer came.
+    public var httpStatus: Int?
+    /// The hub's notification id (from `Location`).
+    public var hubNotificationID: String?
+    /// The call's tracking id.
+    public var trackingID: String?
+    /// How long the call took.
+    public var durationMilliseconds: Double
+    /// A failure, safe to store.
+    public var error: String?
+    /// What the worker does next: `enqueued`, `retry`, `abandoned`, `expired`, `released`,
+    /// `telemetry`, `telemetry_unavailable`, …
+    public var decision: String
+    /// The hub's `Retry-After`, when it gave one.
+    public var retryAfterMilliseconds: Int64?
+    /// Per-PNS counts from telemetry as JSON text (`{"apns": {"Success": 3}}`).
+    public var telemetryJSON: String?
+    /// Why telemetry is not (or could not be) had.
+    public var telemetryNote: String?
+    /// Enqueue a `notification.telemetry` job after this delay (sends that got an id).
+    public var telemetryAfter: Duration?
+
+    /// Creates a result.
+    public init(
+        hubSendID: Int64, notificationID: NotificationID, kind: Kind = .send, attempt: Int, state: NotificationState,
+        httpStatus: Int? = nil, hubNotificationID: String? = nil, trackingID: String? = nil,
+        durationMilliseconds: Double = 0, error: String? = nil, decision: String, retryAfterMilliseconds: Int64? = nil,
+        telemetryJSON: String? = nil, telemetryNote: String? = nil, telemetryAfter: Duration? = nil
+    ) {
+        self.hubSendID = hubSendID
+        self.notificationID = notificationID
+        self.kind = kind
+        self.attempt = attempt
+        self.state = state
+        self.httpStatus = httpStatus
+        self.hubNotificationID = hubNotificationID
+        self.trackingID = trackingID
+        self.durationMilliseconds = durationMilliseconds
+        self.error = error
+        self.decision = decision
+        self.retryAfterMilliseconds = retryAfterMilliseconds
+        self.telemetryJSON = telemetryJSON
+        self.telemetryNote = telemetryNote
+        self.telemetryAfter = telemetryAfter
+    }
+}
+
+/// What a `notification.telemetry` job needs.
+public struct TelemetryTarget: Sendable, Hashable {
+    /// The hub send.
+    public var hubSendID: Int64
+    /// Its notification.
+    public var notificationID: NotificationID
+    /// The hub's notification id.
+    public var hubNotificationID: String?
+    /// The hub send's state now.
+    public var state: NotificationState
+
+    /// Creates a target.
+    public init(hubSendID: Int64, notificationID: NotificationID, hubNotificationID: String?, state: NotificationState) {
+        self.hubSendID = hubSendID
+        self.notificationID = notificationID
+        self.hubNotificationID = hubNotificationID
+        self.state = state
+    }
+}
+
+extension NotificationStore {
+    /// Starts a send attempt, fenced, in one statement: only a hub send in `Scheduled` or
+    /// `Queued` whose notification is not cancelled and whose deadline has not passed gets
+    /// `attempts + 1` and `in_flight_since = now()` (and `Queued`), and the attempt's data
+    /// comes back. Otherwise the answer says why; a passed deadline marks the hub send
+    /// `Expired` with an outcome row (a second, rare transaction).
+    ///
+    /// A cancel (which sets the hub sends `Cancelled` only while none is in flight) and this
+    /// start serialize on the hub send's row: whichever commits first wins.
+    public func beginAttempt(hubSendID: Int64) async throws -> AttemptStart {
+        // The CTE's UPDATE makes the start; the outer SELECT reads the row as it was before
+        // the statement (one snapshot), which says why when the UPDATE matched nothing.
+        let rows = try await StorageSQL.run("start a send attempt") {
+            try await client.query(
+                """
+                WITH started AS (
+                    UPDATE hub_sends h
+                    SET attempts = h.attempts + 1, in_flight_since = now(), state = 'Queued', updated_at = now()
+                    FROM notifications n
+                    WHERE h.id = \(hubSendID) AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
+                      AND n.state <> 'Cancelled' AND n.deadline > now()
+                    RETURNING h.id, h.attempts,
+                              CASE WHEN h.format = 'template' THEN (n.content -> 'template')::text
+                                   ELSE n.content ->> h.format END AS body,
+                              n.options::text AS options
+                )
+                SELECT h.notification_id, h.format, coalesce(h.tag_expression, ''), coalesce(h.device_handle, ''),
+                       h.state, n.state, n.deadline, n.deadline <= now(),
+                       coalesce(s.attempts, -1), coalesce(s.body, ''), coalesce(s.options, ''),
+                       extract(epoch FROM n.deadline - now())::float8
+                FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
+                LEFT JOIN started s ON s.id = h.id
+                WHERE h.id = \(hubSendID)
+                """, logger: logger)
+        }
+        var found: (UUID, String, String, String, String, String, Date, Bool, Int32, String, String, Double)?
+        try await StorageSQL.run("start a send attempt") {
+            for try await row in rows.decode(
+                (UUID, String, String, String, String, String, Date, Bool, Int32, String, String, Double).self)
+            {
+                found = row
+            }
+        }
+        guard
+            let (
+                notificationID, formatText, expression, handle, sendState, notificationState, deadline, past,
+                attempts, body, optionsJSON, secondsLeft
+            ) = found
+        else { return .gone }
+        if attempts >= 0 {
+            guard let format = NotificationFormat(rawValue: formatText) else {
+                throw StorageError(.query, "hub send \(hubSendID) has an unknown format \(formatText)")
+            }
+            let options = (try? JSONDecoder().decode(NotificationOptions.self, from: Data(optionsJSON.utf8))) ?? .init()
+            return .go(
+                SendAttempt(
+                    hubSendID: hubSendID, notificationID: notificationID, format: format,
+                    tagExpression: expression.isEmpty ? nil : expression, deviceHandle: handle.isEmpty ? nil : handle,
+                    body: body, options: options, deadline: deadline, attempt: Int(attempts),
+                    secondsToDeadline: secondsLeft))
+        }
+        let state = NotificationState(rawValue: sendState) ?? .unknown
+        if state == .cancelled || notificationState == NotificationState.cancelled.rawValue { return .cancelled }
+        if state != .scheduled && state != .queued { return .alreadyPast(state) }
+        guard past else { return .alreadyPast(state) }
+        let expired = try await expire(hubSendID: hubSendID, notificationID: notificationID)
+        return expired ? .expired : .alreadyPast(state)
+    }
+
+    /// Marks one waiting hub send `Expired` with an outcome row and refreshes its
+    /// notification; false when it was no longer waiting.
+    private func expire(hubSendID: Int64, notificationID: NotificationID) async throws -> Bool {
+        try await StorageSQL.transaction(client, logger: logger, "expire a hub send") { connection in
+            guard try await Self.lockNotification(notificationID, on: connection, logger: logger) else { return false }
+            let rows = try await connection.query(
+                """
+                WITH expired AS (
+                    UPDATE hub_sends SET state = 'Expired', in_flight_since = NULL, updated_at = now(),
+                        last_error = 'the deadline passed before the hub took it'
+                    WHERE id = \(hubSendID) AND state IN ('Scheduled', 'Queued')
+                    RETURNING id, notification_id, attempts
+                )
+                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
+                                                   decision, state)
+                SELECT id, notification_id, 'send', attempts, 0, 'the deadline passed before the hub took it',
+                       'expired', 'Expired'
+                FROM expired
+                RETURNING id
+                """, logger: logger)
+            var any = false
+            for try await _ in rows { any = true }
+            if any { try await Self.refreshState(of: notificationID, on: connection, logger: logger) }
+            return any
+        }
+    }
+
+    /// Writes results of many hub sends in one transaction: locks their notifications (in id
+    /// order, so concurrent writers cannot deadlock), updates the hub sends, appends one
+    /// outcome row each, refreshes the notifications' states and enqueues telemetry jobs.
+    ///
+    /// Fenced by state: a `send` result changes only a hub send still `Scheduled`/`Queued`,
+    /// a `telemetry` result only one `Enqueued`/`Processing`; the outcome row is written
+    /// either way (every hub call is audited).
+    ///
+    /// Prefer ``NotificationOutcomeWriter``, which batches concurrent callers into one call.
+    public func record(_ results: [HubSendResult]) async throws {
+        guard !results.isEmpty else { return }
+        var ids: [Int64] = [], notifications: [UUID] = [], kinds: [String] = [], attempts: [Int32] = []
+        var states: [String] = [], statuses: [Int32] = [], hubIDs: [String] = [], trackingIDs: [String] = []
+        var durations: [Double] = [], errors: [String] = [], decisions: [String] = [], retryAfters: [Int64] = []
+        var telemetry: [String] = [], notes: [String] = []
+        var jobs: [NewJob] = []
+        // PostgresNIO binds no NULL array elements: '' and -1 stand for NULL.
+        for result in results {
+            ids.append(result.hubSendID)
+            notifications.append(result.notificationID)
+            kinds.append(result.kind.rawValue)
+            attempts.append(Int32(clamping: result.attempt))
+            states.append(result.state.rawValue)
+            statuses.append(Int32(clamping: result.httpStatus ?? -1))
+            hubIDs.append(result.hubNotificationID ?? "")
+            trackingIDs.append(result.trackingID ?? "")
+            durations.append(result.durationMilliseconds)
+            errors.append(result.error ?? "")
+            decisions.append(result.decision)
+            retryAfters.append(result.retryAfterMilliseconds ?? -1)
+            telemetry.append(result.telemetryJSON ?? "")
+            notes.append(result.telemetryNote ?? "")
+            if let delay = result.telemetryAfter {
+                jobs.append(
+                    NewJob(
+                        queue: NotificationJobs.queue, kind: NotificationJobs.telemetry,
+                        argsJSON: #"{"hubSendID":\#(result.hubSendID)}"#, priority: 1,
+                        schedule: delay > .zero ? .after(delay) : .now,
+                        uniqueKey: "telemetry:\(result.hubSendID)"))
+            }
+        }
+        let lockIDs = Array(Set(notifications)).sorted { $0.uuidString < $1.uuidString }
+        try await StorageSQL.transaction(client, logger: logger, "record hub send results") { connection in
+            try await connection.query(
+                """
+                SELECT 1 FROM notifications WHERE id = ANY(\(lockIDs)::uuid[]) ORDER BY id FOR UPDATE
+                """, logger: logger)
+            try await connection.query(
+                """
+                UPDATE hub_sends h SET
+                    state = r.state, updated_at = now(),
+                    in_flight_since = CASE WHEN r.kind = 'send' THEN NULL ELSE h.in_flight_since END,
+                    hub_notification_id = coalesce(NULLIF(r.hub_id, ''), h.hub_notification_id),
+                    last_status = CASE WHEN r.kind = 'send' THEN NULLIF(r.status, -1) ELSE h.last_status END,
+                    last_error = CASE WHEN r.kind = 'send' THEN NULLIF(r.error, '') ELSE h.last_error END,
+                    telemetry = coalesce(NULLIF(r.telemetry, '')::jsonb, h.telemetry),
+                    telemetry_note = coalesce(NULLIF(r.note, ''), h.telemetry_note)
+                FROM unnest(\(ids)::bigint[], \(kinds)::text[], \(states)::text[], \(statuses)::int[],
+                            \(hubIDs)::text[], \(errors)::text[], \(telemetry)::text[], \(notes)::text[])
+                     AS r(id, kind, state, status, hub_id, error, telemetry, note)
+                WHERE h.id = r.id
+                  AND ((r.kind = 'send' AND h.state IN ('Scheduled', 'Queued'))
+                    OR (r.kind = 'telemetry' AND h.state IN ('Enqueued', 'Processing')))
+                """, logger: logger)
+            try await connection.query(
+                """
+                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, http_status,
+                    hub_notification_id, tracking_id, duration_ms, error, decision, retry_after_ms, state, telemetry)
+                SELECT r.id, r.notification_id, r.kind, r.attempt, NULLIF(r.status, -1), NULLIF(r.hub_id, ''),
+                       NULLIF(r.tracking_id, ''), r.duration, NULLIF(r.error, ''), r.decision,
+                       NULLIF(r.retry_after, -1), r.state, NULLIF(r.telemetry, '')::jsonb
+                FROM unnest(\(ids)::bigint[], \(notifications)::uuid[], \(kinds)::text[], \(attempts)::int[],
+                            \(statuses)::int[], \(hubIDs)::text[], \(trackingIDs)::text[], \(durations)::float8[],
+                            \(errors)::text[], \(decisions)::text[], \(retryAfters)::bigint[], \(states)::text[],
+                            \(telemetry)::text[])
+                     AS r(id, notification_id, kind, attempt, status, hub_id, tracking_id, duration, error, decision,
+                          retry_after, state, telemetry)
+                WHERE EXISTS (SELECT 1 FROM hub_sends h WHERE h.id = r.id)
+                """, logger: logger)
+            try await Self.refreshStates(of: lockIDs, on: connection, logger: logger)
+            if !jobs.isEmpty { try await queue.enqueue(jobs, on: connection) }
+        }
+    }
+
+    /// ``refreshState(of:on:logger:)`` for many notifications at once (two statements); the
+    /// caller holds their row locks.
+    static func refreshStates(of ids: [NotificationID], on connection: PostgresConnection, logger: Logger) async throws {
+        guard !ids.isEmpty else { return }
+        var states: [UUID: [NotificationState]] = [:]
+        let rows = try await connection.query(
+            "SELECT notification_id, state FROM hub_sends WHERE notification_id = ANY(\(ids)::uuid[])", logger: logger)
+        for try await (id, text) in rows.decode((UUID, String).self) {
+            if let state = NotificationState(rawValue: text) { states[id, default: []].append(state) }
+        }
+        var updateIDs: [UUID] = [], updateStates: [String] = [], finals: [Bool] = []
+        for (id, list) in states {
+            let state = NotificationState.aggregate(list)
+            updateIDs.append(id)
+            updateStates.append(state.rawValue)
+            finals.append(state.isFinal)
+        }
+        guard !updateIDs.isEmpty else { return }
+        try await connection.query(
+            """
+            UPDATE notifications n SET state = u.state, updated_at = now(),
+                finished_at = CASE WHEN u.final THEN coalesce(n.finished_at, now()) END
+            FROM unnest(\(updateIDs)::uuid[], \(updateStates)::text[], \(finals)::bool[]) AS u(id, state, final)
+            WHERE n.id = u.id AND n.state IS DISTINCT FROM u.state
+            """, logger: logger)
+    }
+
+    /// The hub send a telemetry job polls; nil when it is gone.
+    public func telemetryTarget(hubSendID: Int64) async throws -> TelemetryTarget? {
+        try await StorageSQL.run("read a hub send") {
+            let rows = try await client.query(
+                """
+                SELECT notification_id, coalesce(hub_notification_id, ''), state FROM hub_sends WHERE id = \(hubSendID)
+                """, logger: logger)
+            for try await (notificationID, hubID, state) in rows.decode((UUID, String, String).self) {
+                return TelemetryTarget(
+                    hubSendID: hubSendID, notificationID: notificationID, hubNotificationID: hubID.isEmpty ? nil : hubID,
+                    state: NotificationState(rawValue: state) ?? .unknown)
+            }
+            return nil
+        }
+    }
+
+    // MARK: Expiry and retention
+
+    /// Marks hub sends that still wait (`Scheduled`/`Queued`, not in flight) after their
+    /// notification's deadline `Expired`, with an outcome row each, for at most `batch`
+    /// notifications, and refreshes those notifications. So a backlog that no worker reached
+    /// in time still ends `Expired`. Their jobs, when they run, find nothing to send.
+    ///
+    /// A hub send left in flight by a crashed worker is not touched here: its rescued job
+    /// starts again and expires it then. Returns the hub sends expired.
+    @discardableResult
+    public func expireOverdue(batch: Int = 1000) async throws -> Int {
+        try await StorageSQL.transaction(client, logger: logger, "expire overdue sends") { connection in
+            var ids: [UUID] = []
+            let rows = try await connection.query(
+                """
+                SELECT id FROM notifications
+                WHERE state IN ('Scheduled', 'Queued') AND deadline <= now()
+                ORDER BY id LIMIT \(batch) FOR UPDATE SKIP LOCKED
+                """, logger: logger)
+            for try await id in rows.decode(UUID.self) { ids.append(id) }
+            guard !ids.isEmpty else { return 0 }
+            let expired = try await connection.query(
+                """
+                WITH expired AS (
+                    UPDATE hub_sends SET state = 'Expired', updated_at = now(),
+                        last_error = 'the deadline passed before the hub took it'
+                    WHERE notification_id = ANY(\(ids)::uuid[]) AND state IN ('Scheduled', 'Queued')
+                      AND in_flight_since IS NULL
+                    RETURNING id, notification_id, attempts
+                )
+                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
+                                                   decision, state)
+                SELECT id, notification_id, 'send', attempts, 0, 'the deadline passed before the hub took it',
+                       'expired', 'Expired'
+                FROM expired
+                RETURNING id
+                """, logger: logger)
+            var count = 0
+            for try await _ in expired { count += 1 }
+            try await Self.refreshStates(of: ids, on: connection, logger: logger)
+            return count
+        }
+    }
+
+    /// Deletes at most `batch` notifications (their hub sends and outcomes cascade) that
+    /// finished longer than `retention` ago, and notifications left `Enqueued`/`Processing`
+    /// (telemetry stopped: not available on the tier, or given up) whose last change is that
+    /// old: nothing moves them any more. Call until it returns less than `batch`.
+    @discardableResult
+    public func pruneFinished(olderThan retention: Duration, batch: Int = 1000) async throws -> Int {
+        let seconds = Double(retention.components.seconds) + Double(retention.components.attoseconds) / 1e18
+        return try await StorageSQL.run("prune notifications") {
+            let rows = try await client.query(
+                """
+                DELETE FROM notifications WHERE id IN (
+                    (SELECT id FROM notifications
+                     WHERE finished_at < now() - make_interval(secs => \(seconds))
+                     ORDER BY finished_at LIMIT \(batch))
+                    UNION ALL
+                    (SELECT id FROM notifications
+                     WHERE state IN ('Enqueued', 'Processing')
+                       AND created_at < now() - make_interval(secs => \(seconds))
+                       AND updated_at < now() - make_interval(secs => \(seconds))
+                     ORDER BY created_at LIMIT \(batch))
+                )
+                RETURNING id
+                """, logger: logger)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+}

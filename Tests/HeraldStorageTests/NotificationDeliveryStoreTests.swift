@@ -1,0 +1,188 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+import HeraldTestSupport
+import PostgresNIO
+import PostgresQueue
+import Testing
+
+@Suite("Notification delivery store", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct NotificationDeliveryStoreTests {
+    /// A store and one tutorial-style notification to alice (one apple hub send); returns its ids.
+    static func fixture(_ db: TestDatabase, ttl: Int? = nil) async throws -> (NotificationStore, NotificationID, Int64) {
+        let user = try await UserStore(client: db.client, logger: db.logger).add(name: "bob", passwordHash: "x")
+        let store = NotificationStore(client: db.client, logger: db.logger)
+        let request = try NotificationRequest(
+            target: .user("alice"), content: .init(apple: #"{"aps":{"alert":"Hi"}}"#), ttl: ttl
+        ).validated(now: Date())
+        let accepted = try await store.create([NewNotification(request: request)], sender: .user(user.id))
+        let id = try #require(accepted.first?.id)
+        let sendID = Int64(try await db.count("SELECT id FROM hub_sends WHERE notification_id = \(id)"))
+        return (store, id, sendID)
+    }
+
+    static func state(_ db: TestDatabase, _ id: NotificationID) async throws -> (String, String, Int) {
+        let rows = try await db.client.query(
+            """
+            SELECT n.state, h.state, h.attempts FROM notifications n JOIN hub_sends h ON h.notification_id = n.id
+            WHERE n.id = \(id)
+            """, logger: db.logger)
+        for try await (n, h, a) in rows.decode((String, String, Int32).self) { return (n, h, Int(a)) }
+        throw TestSupportError("no notification \(id)")
+    }
+
+    @Test("begin fences: the first start gets attempt 1 and the payload; a recorded send is not started again")
+    func beginAndDoubleBegin() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            guard case .go(let attempt) = try await store.beginAttempt(hubSendID: sendID) else {
+                Issue.record("expected a start")
+                return
+            }
+            #expect(attempt.attempt == 1 && attempt.format == .apple && attempt.tagExpression == "username:alice")
+            #expect(attempt.body == #"{"aps":{"alert":"Hi"}}"#)
+            #expect((1790...1800).contains(attempt.secondsToDeadline), "30 minutes ahead, on the database clock")
+            #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE in_flight_since IS NOT NULL") == 1)
+            // A rescued job starting again while the first is still in flight gets the next attempt.
+            guard case .go(let second) = try await store.beginAttempt(hubSendID: sendID) else {
+                Issue.record("expected a second start")
+                return
+            }
+            #expect(second.attempt == 2)
+            try await store.record([
+                HubSendResult(
+                    hubSendID: sendID, notificationID: id, attempt: 2, state: .enqueued, httpStatus: 201,
+                    hubNotificationID: "n1", decision: "enqueued", telemetryAfter: .seconds(60))
+            ])
+            #expect(try await store.beginAttempt(hubSendID: sendID) == .alreadyPast(.enqueued))
+            let (notification, send, attempts) = try await Self.state(db, id)
+            #expect(notification == "Enqueued" && send == "Enqueued" && attempts == 2)
+            #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE in_flight_since IS NOT NULL") == 0)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes WHERE http_status = 201") == 1)
+            #expect(
+                try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE kind = \(NotificationJobs.telemetry)") == 1)
+            #expect(try await store.beginAttempt(hubSendID: 999_999) == .gone)
+        }
+    }
+
+    @Test("a cancelled notification is not started")
+    func cancelled() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            try await db.client.query(
+                "UPDATE hub_sends SET state = 'Cancelled' WHERE notification_id = \(id)", logger: db.logger)
+            try await db.client.query("UPDATE notifications SET state = 'Cancelled' WHERE id = \(id)", logger: db.logger)
+            #expect(try await store.beginAttempt(hubSendID: sendID) == .cancelled)
+            #expect(try await Self.state(db, id).2 == 0, "no attempt was counted")
+        }
+    }
+
+    @Test("a passed deadline ends Expired at the start, with an outcome row, and never starts")
+    func expiredAtStart() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            try await db.client.query(
+                "UPDATE notifications SET deadline = now() - interval '1 second' WHERE id = \(id)", logger: db.logger)
+            #expect(try await store.beginAttempt(hubSendID: sendID) == .expired)
+            let (notification, send, attempts) = try await Self.state(db, id)
+            #expect(notification == "Expired" && send == "Expired" && attempts == 0)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes WHERE decision = 'expired'") == 1)
+            #expect(try await db.count("SELECT count(*) FROM notifications WHERE finished_at IS NOT NULL") == 1)
+            #expect(try await store.beginAttempt(hubSendID: sendID) == .alreadyPast(.expired))
+        }
+    }
+
+    @Test("the expiry sweep expires waiting sends past their deadline, but not one in flight")
+    func expirySweep() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, _) = try await Self.fixture(db)
+            let (_, inFlightID, inFlightSend) = try await Self.fixture2(db, store)
+            guard case .go = try await store.beginAttempt(hubSendID: inFlightSend) else {
+                Issue.record("expected a start")
+                return
+            }
+            try await db.client.query(
+                "UPDATE notifications SET deadline = now() - interval '1 second'", logger: db.logger)
+            #expect(try await store.expireOverdue() == 1)
+            #expect(try await Self.state(db, id).0 == "Expired")
+            #expect(try await Self.state(db, inFlightID).1 == "Queued", "a send in flight is left to its job")
+            #expect(try await store.expireOverdue() == 0)
+        }
+    }
+
+    static func fixture2(
+        _ db: TestDatabase, _ store: NotificationStore
+    ) async throws
+        -> (NotificationStore, NotificationID, Int64)
+    {
+        let user = try await UserStore(client: db.client, logger: db.logger).add(name: "carol", passwordHash: "x")
+        let request = try NotificationRequest(target: .user("dave"), content: .init(fcmv1: #"{"message":{}}"#))
+            .validated(now: Date())
+        let id = try #require(try await store.create([NewNotification(request: request)], sender: .user(user.id)).first?.id)
+        let sendID = Int64(try await db.count("SELECT id FROM hub_sends WHERE notification_id = \(id)"))
+        return (store, id, sendID)
+    }
+
+    @Test("pruning deletes finished notifications past the retention in batches, with their sends and outcomes")
+    func pruning() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            let (_, keptID, _) = try await Self.fixture2(db, store)
+            try await store.record([
+                HubSendResult(
+                    hubSendID: sendID, notificationID: id, attempt: 1, state: .abandoned, httpStatus: 400,
+                    error: "bad", decision: "abandoned")
+            ])
+            #expect(try await store.pruneFinished(olderThan: .seconds(3600)) == 0, "finished just now")
+            try await db.client.query(
+                "UPDATE notifications SET finished_at = now() - interval '2 hours' WHERE id = \(id)", logger: db.logger)
+            #expect(try await store.pruneFinished(olderThan: .seconds(3600), batch: 10) == 1)
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 1)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes") == 0)
+            #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE notification_id = \(keptID)") == 1)
+            // A notification left Enqueued (telemetry stopped) is pruned once its last change is that old.
+            try await db.client.query(
+                """
+                UPDATE notifications SET state = 'Enqueued', created_at = now() - interval '3 hours',
+                    updated_at = now() - interval '2 hours' WHERE id = \(keptID)
+                """, logger: db.logger)
+            #expect(try await store.pruneFinished(olderThan: .seconds(3600)) == 1)
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+        }
+    }
+
+    @Test("the outcome writer batches concurrent results and returns once they are committed")
+    func writerBatches() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, _, _) = try await Self.fixture(db)
+            var sends: [(NotificationID, Int64)] = []
+            let user = try await UserStore(client: db.client, logger: db.logger).add(name: "erin", passwordHash: "x")
+            let requests = try (0..<40).map { i in
+                NewNotification(
+                    request: try NotificationRequest(target: .user("u\(i)"), content: .init(apple: #"{"aps":{}}"#))
+                        .validated(now: Date()))
+            }
+            for accepted in try await store.create(requests, sender: .user(user.id)) {
+                let sendID = Int64(try await db.count("SELECT id FROM hub_sends WHERE notification_id = \(accepted.id)"))
+                sends.append((accepted.id, sendID))
+            }
+            let writer = NotificationOutcomeWriter(store: store)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (id, sendID) in sends {
+                    group.addTask {
+                        _ = try await store.beginAttempt(hubSendID: sendID)
+                        try await writer.record(
+                            HubSendResult(
+                                hubSendID: sendID, notificationID: id, attempt: 1, state: .enqueued,
+                                httpStatus: 201, hubNotificationID: "h\(sendID)", decision: "enqueued"))
+                        // Committed when record returns.
+                        let n = try await db.count("SELECT count(*) FROM notification_outcomes WHERE hub_send_id = \(sendID)")
+                        if n != 1 { throw TestSupportError("outcome of \(sendID) not visible after record") }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await db.count("SELECT count(*) FROM notifications WHERE state = 'Enqueued'") == 40)
+        }
+    }
+}
