@@ -23,7 +23,9 @@ struct WorkerStatusListenerTests {
             try await JobQueue(client: db.client, logger: db.logger).enqueue(
                 NewJob(queue: NotificationJobs.queue, kind: NotificationJobs.send, argsJSON: #"{"hubSendID":1}"#))
             let registry = PrometheusCollectorRegistry()
-            registry.makeCounter(name: "herald_test_total").increment()
+            registry.makeCounter(
+                descriptor: .init(namespace: "herald", metricName: "test", unitName: "total", helpText: "a test counter")
+            ).increment()
             let port = Shared<Int?>(nil)
             let listener = WorkerStatusListener(
                 host: "127.0.0.1", port: 0, client: db.client, registry: registry, logger: Logger.quiet("status"),
