@@ -66,7 +66,7 @@ public struct SendSettings: Sendable {
                 port: try env.int("HERALD_API_PORT", default: 8080, range: 0...65535),
                 maxBodyBytes: try env.int("HERALD_API_MAX_BODY_BYTES", default: 64 * 1024, range: 1024...(16 << 20))),
             worker: WorkerSettings(
-                concurrency: try env.int("HERALD_WORKER_CONCURRENCY", default: 50, range: 1...10_000),
+                concurrency: try env.int("HERALD_WORKER_CONCURRENCY", default: 200, range: 1...10_000),
                 leaseSeconds: try env.int("HERALD_LEASE_SECONDS", default: 30, range: 1...86_400),
                 hotPollMilliseconds: try env.int("HERALD_WORKER_HOT_POLL_MS", default: 10, range: 1...1000),
                 historyRetentionHours: try env.int("HERALD_HISTORY_RETENTION_HOURS", default: 168, range: 1...87_600),
@@ -174,7 +174,7 @@ public struct APISettings: Sendable {
 
 /// Worker settings.
 public struct WorkerSettings: Sendable {
-    /// Jobs run at once per queue (`HERALD_WORKER_CONCURRENCY`, default 50).
+    /// Jobs run at once per queue (`HERALD_WORKER_CONCURRENCY`, default 200).
     public var concurrency: Int
     /// Job lease (`HERALD_LEASE_SECONDS`, default 30): a crashed worker's jobs run again after it.
     public var leaseSeconds: Int

@@ -161,63 +161,71 @@ extension NotificationStore {
     /// A cancel (which sets the hub sends `Cancelled` only while none is in flight) and this
     /// start serialize on the hub send's row: whichever commits first wins.
     public func beginAttempt(hubSendID: Int64) async throws -> AttemptStart {
-        // The CTE's UPDATE makes the start; the outer SELECT reads the row as it was before
+        try await beginAttempts(hubSendIDs: [hubSendID])[hubSendID] ?? .gone
+    }
+
+    /// ``beginAttempt(hubSendID:)`` for many hub sends in one statement (one commit); see
+    /// ``NotificationAttemptStarter``. Ids with no hub send are missing from the answer.
+    public func beginAttempts(hubSendIDs ids: [Int64]) async throws -> [Int64: AttemptStart] {
+        guard !ids.isEmpty else { return [:] }
+        // The CTE's UPDATE makes the starts; the outer SELECT reads the rows as they were before
         // the statement (one snapshot), which says why when the UPDATE matched nothing.
-        let rows = try await StorageSQL.run("start a send attempt") {
-            try await client.query(
+        typealias Row = (Int64, UUID, String, String, String, String, String, Date, Bool, Int32, String, String, Double)
+        var rows: [Row] = []
+        try await StorageSQL.run("start send attempts") {
+            let result = try await client.query(
                 """
                 WITH started AS (
                     UPDATE hub_sends h
                     SET attempts = h.attempts + 1, in_flight_since = now(), state = 'Queued', updated_at = now()
                     FROM notifications n
-                    WHERE h.id = \(hubSendID) AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
+                    WHERE h.id = ANY(\(ids)::bigint[]) AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
                       AND n.state <> 'Cancelled' AND n.deadline > now()
                     RETURNING h.id, h.attempts,
                               CASE WHEN h.format = 'template' THEN (n.content -> 'template')::text
                                    ELSE n.content ->> h.format END AS body,
                               n.options::text AS options
                 )
-                SELECT h.notification_id, h.format, coalesce(h.tag_expression, ''), coalesce(h.device_handle, ''),
+                SELECT h.id, h.notification_id, h.format, coalesce(h.tag_expression, ''), coalesce(h.device_handle, ''),
                        h.state, n.state, n.deadline, n.deadline <= now(),
                        coalesce(s.attempts, -1), coalesce(s.body, ''), coalesce(s.options, ''),
                        extract(epoch FROM n.deadline - now())::float8
                 FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
                 LEFT JOIN started s ON s.id = h.id
-                WHERE h.id = \(hubSendID)
+                WHERE h.id = ANY(\(ids)::bigint[])
                 """, logger: logger)
+            for try await row in result.decode(Row.self) { rows.append(row) }
         }
-        var found: (UUID, String, String, String, String, String, Date, Bool, Int32, String, String, Double)?
-        try await StorageSQL.run("start a send attempt") {
-            for try await row in rows.decode(
-                (UUID, String, String, String, String, String, Date, Bool, Int32, String, String, Double).self)
-            {
-                found = row
+        var starts: [Int64: AttemptStart] = [:]
+        for (
+            hubSendID, notificationID, formatText, expression, handle, sendState, notificationState, deadline, past,
+            attempts, body, optionsJSON, secondsLeft
+        ) in rows {
+            if attempts >= 0 {
+                guard let format = NotificationFormat(rawValue: formatText) else {
+                    throw StorageError(.query, "hub send \(hubSendID) has an unknown format \(formatText)")
+                }
+                let options = (try? JSONDecoder().decode(NotificationOptions.self, from: Data(optionsJSON.utf8))) ?? .init()
+                starts[hubSendID] = .go(
+                    SendAttempt(
+                        hubSendID: hubSendID, notificationID: notificationID, format: format,
+                        tagExpression: expression.isEmpty ? nil : expression, deviceHandle: handle.isEmpty ? nil : handle,
+                        body: body, options: options, deadline: deadline, attempt: Int(attempts),
+                        secondsToDeadline: secondsLeft))
+                continue
+            }
+            let state = NotificationState(rawValue: sendState) ?? .unknown
+            if state == .cancelled || notificationState == NotificationState.cancelled.rawValue {
+                starts[hubSendID] = .cancelled
+            } else if (state != .scheduled && state != .queued) || !past {
+                starts[hubSendID] = .alreadyPast(state)
+            } else {
+                // Rare: a send found past its deadline before the expiry sweep got to it.
+                let expired = try await expire(hubSendID: hubSendID, notificationID: notificationID)
+                starts[hubSendID] = expired ? .expired : .alreadyPast(state)
             }
         }
-        guard
-            let (
-                notificationID, formatText, expression, handle, sendState, notificationState, deadline, past,
-                attempts, body, optionsJSON, secondsLeft
-            ) = found
-        else { return .gone }
-        if attempts >= 0 {
-            guard let format = NotificationFormat(rawValue: formatText) else {
-                throw StorageError(.query, "hub send \(hubSendID) has an unknown format \(formatText)")
-            }
-            let options = (try? JSONDecoder().decode(NotificationOptions.self, from: Data(optionsJSON.utf8))) ?? .init()
-            return .go(
-                SendAttempt(
-                    hubSendID: hubSendID, notificationID: notificationID, format: format,
-                    tagExpression: expression.isEmpty ? nil : expression, deviceHandle: handle.isEmpty ? nil : handle,
-                    body: body, options: options, deadline: deadline, attempt: Int(attempts),
-                    secondsToDeadline: secondsLeft))
-        }
-        let state = NotificationState(rawValue: sendState) ?? .unknown
-        if state == .cancelled || notificationState == NotificationState.cancelled.rawValue { return .cancelled }
-        if state != .scheduled && state != .queued { return .alreadyPast(state) }
-        guard past else { return .alreadyPast(state) }
-        let expired = try await expire(hubSendID: hubSendID, notificationID: notificationID)
-        return expired ? .expired : .alreadyPast(state)
+        return starts
     }
 
     /// Marks one waiting hub send `Expired` with an outcome row and refreshes its

@@ -9,8 +9,10 @@ import Testing
 @Suite("Notification delivery store", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct NotificationDeliveryStoreTests {
     /// A store and one tutorial-style notification to alice (one apple hub send); returns its ids.
-    static func fixture(_ db: TestDatabase, ttl: Int? = nil) async throws -> (NotificationStore, NotificationID, Int64) {
-        let user = try await UserStore(client: db.client, logger: db.logger).add(name: "bob", passwordHash: "x")
+    static func fixture(_ db: TestDatabase, ttl: Int? = nil, user name: String = "bob") async throws -> (
+        NotificationStore, NotificationID, Int64
+    ) {
+        let user = try await UserStore(client: db.client, logger: db.logger).add(name: name, passwordHash: "x")
         let store = NotificationStore(client: db.client, logger: db.logger)
         let request = try NotificationRequest(
             target: .user("alice"), content: .init(apple: #"{"aps":{"alert":"Hi"}}"#), ttl: ttl
@@ -62,6 +64,44 @@ struct NotificationDeliveryStoreTests {
             #expect(
                 try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE kind = \(NotificationJobs.telemetry)") == 1)
             #expect(try await store.beginAttempt(hubSendID: 999_999) == .gone)
+        }
+    }
+
+    @Test("concurrent starts are batched into one statement and each caller gets its own answer")
+    func batchedStarts() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, _, first) = try await Self.fixture(db)
+            let (_, cancelledID, cancelledSend) = try await Self.fixture(db, user: "carol")
+            try await db.client.query(
+                "UPDATE hub_sends SET state = 'Cancelled' WHERE notification_id = \(cancelledID)", logger: db.logger)
+            try await db.client.query(
+                "UPDATE notifications SET state = 'Cancelled' WHERE id = \(cancelledID)", logger: db.logger)
+            let starts = try await store.beginAttempts(hubSendIDs: [first, cancelledSend, 424_242])
+            guard case .go(let attempt) = starts[first] else {
+                Issue.record("expected a start, got \(String(describing: starts[first]))")
+                return
+            }
+            #expect(attempt.attempt == 1 && attempt.hubSendID == first)
+            #expect(starts[cancelledSend] == .cancelled && starts[424_242] == nil)
+
+            // Through the group committer: many concurrent callers, each answered for its own id.
+            var ids: [Int64] = []
+            for index in 0..<20 { ids.append(try await Self.fixture(db, user: "u\(index)").2) }
+            let starter = NotificationAttemptStarter(store: store)
+            let answers = try await withThrowingTaskGroup(of: (Int64, AttemptStart).self) { group in
+                for id in ids { group.addTask { (id, try await starter.begin(hubSendID: id)) } }
+                var answers: [Int64: AttemptStart] = [:]
+                for try await (id, answer) in group { answers[id] = answer }
+                return answers
+            }
+            for id in ids {
+                guard case .go(let started) = answers[id] else {
+                    Issue.record("no start for \(id)")
+                    continue
+                }
+                #expect(started.hubSendID == id && started.attempt == 1)
+            }
+            #expect(try await starter.begin(hubSendID: 424_242) == .gone)
         }
     }
 

@@ -8,9 +8,10 @@ import PostgresQueue
 /// The jobs of the `notifications` queue: `notification.send` (one hub call per attempt for
 /// one hub send) and `notification.telemetry` (poll the hub's per-message telemetry).
 ///
-/// A send attempt starts fenced (``NotificationStore/beginAttempt(hubSendID:)``), calls the
-/// hub, and records its result through the shared ``NotificationOutcomeWriter`` before the
-/// job's own outcome is written: at-least-once, with an outcome row for every hub call.
+/// A send attempt starts fenced (``NotificationAttemptStarter``, batched with the attempts
+/// other jobs start at the same moment), calls the hub, and records its result through the
+/// shared ``NotificationOutcomeWriter`` before the job's own outcome is written: at-least-once,
+/// with an outcome row for every hub call.
 struct NotificationJobRunner: Sendable {
     /// The runner's limits.
     struct Limits: Sendable {
@@ -27,6 +28,7 @@ struct NotificationJobRunner: Sendable {
     }
 
     let store: NotificationStore
+    let starter: NotificationAttemptStarter
     let writer: NotificationOutcomeWriter
     let hub: NotificationHubClient
     let throttle: HubThrottle
@@ -59,7 +61,7 @@ struct NotificationJobRunner: Sendable {
         }
         let attempt: SendAttempt
         let begun = ContinuousClock.now
-        switch try await store.beginAttempt(hubSendID: args.hubSendID) {
+        switch try await starter.begin(hubSendID: args.hubSendID) {
         case .go(let started): attempt = started
         case .cancelled:
             logger.info("herald.send.skipped", metadata: ["reason": "cancelled"])
