@@ -123,7 +123,7 @@ cmd_up() {
     cat >>"$dir/postgresql.conf" <<CONF
 # Herald local cluster
 listen_addresses = '127.0.0.1'
-max_connections = 200
+max_connections = 500
 shared_buffers = 512MB
 autovacuum_naptime = 1s
 log_min_messages = warning
@@ -133,7 +133,7 @@ CONF
   port="$(free_port)"
   log "starting PostgreSQL on 127.0.0.1:$port"
   as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -w -t 60 -l "$dir/server.log" \
-    -o "-p $port -k $dir" start >/dev/null || { tail -20 "$dir/server.log" >&2 || true; die "the server did not start"; }
+    -o "-p $port -k $dir -c max_connections=500" start >/dev/null || { tail -20 "$dir/server.log" >&2 || true; die "the server did not start"; }
   if ! PGPASSWORD="$password" "$bindir/psql" -h 127.0.0.1 -p "$port" -U "$db_user" -d postgres -tAc \
       "SELECT 1 FROM pg_database WHERE datname = '$db_name'" | grep -q 1; then
     PGPASSWORD="$password" "$bindir/psql" -h 127.0.0.1 -p "$port" -U "$db_user" -d postgres -qc "CREATE DATABASE $db_name" >/dev/null
