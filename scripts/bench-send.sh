@@ -151,13 +151,13 @@ check_outcomes
 reset
 
 # 3. Latency at 1,000/s offered: from the notification's commit to the start of its hub call
-# (the outcome row's time less the call's duration), both on the database clock.
+# (the outcome row's `started_at`, the attempt's fenced start), both on the database clock.
 read -r _ latency_posted < <(post paced "$latency_seconds")
 wait_sent
 check_outcomes
 read -r p50 p99 < <(q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 2),
                                 round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 2)
-                         FROM (SELECT extract(epoch FROM (o.at - n.created_at)) * 1000 - o.duration_ms AS ms
+                         FROM (SELECT extract(epoch FROM (o.started_at - n.created_at)) * 1000 AS ms
                                FROM notification_outcomes o JOIN notifications n ON n.id = o.notification_id
                                WHERE o.kind = 'send') t" | tr '|' ' ')
 

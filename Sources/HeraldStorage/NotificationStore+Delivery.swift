@@ -28,12 +28,14 @@ public struct SendAttempt: Sendable, Hashable {
     /// Seconds from the start to the deadline, on the database clock (so a worker whose clock
     /// is off still expires on time).
     public var secondsToDeadline: Double
+    /// When the attempt started, on the database clock (the outcome row's `started_at`).
+    public var startedAt: Date
 
     /// Creates an attempt.
     public init(
         hubSendID: Int64, notificationID: NotificationID, format: NotificationFormat, tagExpression: String?,
         deviceHandle: String?, body: String, options: NotificationOptions, deadline: Date, attempt: Int,
-        secondsToDeadline: Double
+        secondsToDeadline: Double, startedAt: Date
     ) {
         self.hubSendID = hubSendID
         self.notificationID = notificationID
@@ -45,6 +47,7 @@ public struct SendAttempt: Sendable, Hashable {
         self.deadline = deadline
         self.attempt = attempt
         self.secondsToDeadline = secondsToDeadline
+        self.startedAt = startedAt
     }
 }
 
@@ -92,6 +95,8 @@ public struct HubSendResult: Sendable, Hashable {
     public var trackingID: String?
     /// How long the call took.
     public var durationMilliseconds: Double
+    /// When the hub call's attempt started, on the database clock (nil for telemetry).
+    public var startedAt: Date?
     /// A failure, safe to store.
     public var error: String?
     /// What the worker does next: `enqueued`, `retry`, `abandoned`, `expired`, `released`,
@@ -111,7 +116,8 @@ public struct HubSendResult: Sendable, Hashable {
         hubSendID: Int64, notificationID: NotificationID, kind: Kind = .send, attempt: Int, state: NotificationState,
         httpStatus: Int? = nil, hubNotificationID: String? = nil, trackingID: String? = nil,
         durationMilliseconds: Double = 0, error: String? = nil, decision: String, retryAfterMilliseconds: Int64? = nil,
-        telemetryJSON: String? = nil, telemetryNote: String? = nil, telemetryAfter: Duration? = nil
+        telemetryJSON: String? = nil, telemetryNote: String? = nil, telemetryAfter: Duration? = nil,
+        startedAt: Date? = nil
     ) {
         self.hubSendID = hubSendID
         self.notificationID = notificationID
@@ -128,6 +134,7 @@ public struct HubSendResult: Sendable, Hashable {
         self.telemetryJSON = telemetryJSON
         self.telemetryNote = telemetryNote
         self.telemetryAfter = telemetryAfter
+        self.startedAt = startedAt
     }
 }
 
@@ -170,7 +177,9 @@ extension NotificationStore {
         guard !ids.isEmpty else { return [:] }
         // The CTE's UPDATE makes the starts; the outer SELECT reads the rows as they were before
         // the statement (one snapshot), which says why when the UPDATE matched nothing.
-        typealias Row = (Int64, UUID, String, String, String, String, String, Date, Bool, Int32, String, String, Double)
+        typealias Row = (
+            Int64, UUID, String, String, String, String, String, Date, Bool, Int32, String, String, Double, Date
+        )
         var rows: [Row] = []
         try await StorageSQL.run("start send attempts") {
             let result = try await client.query(
@@ -189,7 +198,7 @@ extension NotificationStore {
                 SELECT h.id, h.notification_id, h.format, coalesce(h.tag_expression, ''), coalesce(h.device_handle, ''),
                        h.state, n.state, n.deadline, n.deadline <= now(),
                        coalesce(s.attempts, -1), coalesce(s.body, ''), coalesce(s.options, ''),
-                       extract(epoch FROM n.deadline - now())::float8
+                       extract(epoch FROM n.deadline - now())::float8, now()
                 FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
                 LEFT JOIN started s ON s.id = h.id
                 WHERE h.id = ANY(\(ids)::bigint[])
@@ -199,7 +208,7 @@ extension NotificationStore {
         var starts: [Int64: AttemptStart] = [:]
         for (
             hubSendID, notificationID, formatText, expression, handle, sendState, notificationState, deadline, past,
-            attempts, body, optionsJSON, secondsLeft
+            attempts, body, optionsJSON, secondsLeft, startedAt
         ) in rows {
             if attempts >= 0 {
                 guard let format = NotificationFormat(rawValue: formatText) else {
@@ -211,7 +220,7 @@ extension NotificationStore {
                         hubSendID: hubSendID, notificationID: notificationID, format: format,
                         tagExpression: expression.isEmpty ? nil : expression, deviceHandle: handle.isEmpty ? nil : handle,
                         body: body, options: options, deadline: deadline, attempt: Int(attempts),
-                        secondsToDeadline: secondsLeft))
+                        secondsToDeadline: secondsLeft, startedAt: startedAt))
                 continue
             }
             let state = NotificationState(rawValue: sendState) ?? .unknown
@@ -269,7 +278,7 @@ extension NotificationStore {
         var ids: [Int64] = [], notifications: [UUID] = [], kinds: [String] = [], attempts: [Int32] = []
         var states: [String] = [], statuses: [Int32] = [], hubIDs: [String] = [], trackingIDs: [String] = []
         var durations: [Double] = [], errors: [String] = [], decisions: [String] = [], retryAfters: [Int64] = []
-        var telemetry: [String] = [], notes: [String] = []
+        var telemetry: [String] = [], notes: [String] = [], startedAts: [Double] = []
         var jobs: [NewJob] = []
         // PostgresNIO binds no NULL array elements: '' and -1 stand for NULL.
         for result in results {
@@ -287,6 +296,7 @@ extension NotificationStore {
             retryAfters.append(result.retryAfterMilliseconds ?? -1)
             telemetry.append(result.telemetryJSON ?? "")
             notes.append(result.telemetryNote ?? "")
+            startedAts.append(result.startedAt?.timeIntervalSince1970 ?? -1)
             if let delay = result.telemetryAfter {
                 jobs.append(
                     NewJob(
@@ -322,16 +332,18 @@ extension NotificationStore {
             try await connection.query(
                 """
                 INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, http_status,
-                    hub_notification_id, tracking_id, duration_ms, error, decision, retry_after_ms, state, telemetry)
+                    hub_notification_id, tracking_id, duration_ms, error, decision, retry_after_ms, state, telemetry,
+                    started_at)
                 SELECT r.id, r.notification_id, r.kind, r.attempt, NULLIF(r.status, -1), NULLIF(r.hub_id, ''),
                        NULLIF(r.tracking_id, ''), r.duration, NULLIF(r.error, ''), r.decision,
-                       NULLIF(r.retry_after, -1), r.state, NULLIF(r.telemetry, '')::jsonb
+                       NULLIF(r.retry_after, -1), r.state, NULLIF(r.telemetry, '')::jsonb,
+                       CASE WHEN r.started_at < 0 THEN NULL ELSE to_timestamp(r.started_at) END
                 FROM unnest(\(ids)::bigint[], \(notifications)::uuid[], \(kinds)::text[], \(attempts)::int[],
                             \(statuses)::int[], \(hubIDs)::text[], \(trackingIDs)::text[], \(durations)::float8[],
                             \(errors)::text[], \(decisions)::text[], \(retryAfters)::bigint[], \(states)::text[],
-                            \(telemetry)::text[])
+                            \(telemetry)::text[], \(startedAts)::float8[])
                      AS r(id, notification_id, kind, attempt, status, hub_id, tracking_id, duration, error, decision,
-                          retry_after, state, telemetry)
+                          retry_after, state, telemetry, started_at)
                 WHERE EXISTS (SELECT 1 FROM hub_sends h WHERE h.id = r.id)
                 """, logger: logger)
             try await Self.refreshStates(of: lockIDs, on: connection, logger: logger)

@@ -95,6 +95,8 @@ public struct NotificationOutcomeRecord: Sendable, Hashable {
     public var telemetryJSON: String?
     /// When it was recorded.
     public var at: Date
+    /// When the hub call started (nil for telemetry answers and expiries without a call).
+    public var startedAt: Date?
 }
 
 /// A page of notifications, newest first.
@@ -157,7 +159,7 @@ extension NotificationStore {
                 let outcomeRows = try await connection.query(
                     """
                     SELECT hub_send_id, attempt, kind, http_status, hub_notification_id, tracking_id, duration_ms, error,
-                           decision, retry_after_ms, state, telemetry::text, at
+                           decision, retry_after_ms, state, telemetry::text, at, started_at
                     FROM notification_outcomes WHERE notification_id = \(id) ORDER BY id
                     """, logger: logger)
                 for try await row in outcomeRows {
@@ -170,14 +172,16 @@ extension NotificationStore {
                     let tail = (
                         try cells[7].decode(String?.self), try cells[8].decode(String.self),
                         try cells[9].decode(Int64?.self), try cells[10].decode(String.self),
-                        try cells[11].decode(String?.self), try cells[12].decode(Date.self)
+                        try cells[11].decode(String?.self), try cells[12].decode(Date.self),
+                        try cells[13].decode(Date?.self)
                     )
                     guard let index = sends.firstIndex(where: { $0.id == head.0 }) else { continue }
                     sends[index].outcomes.append(
                         NotificationOutcomeRecord(
                             attempt: Int(head.1), kind: head.2, httpStatus: head.3.map(Int.init),
                             hubNotificationID: head.4, trackingID: head.5, durationMs: head.6, error: tail.0,
-                            decision: tail.1, retryAfterMs: tail.2, state: tail.3, telemetryJSON: tail.4, at: tail.5))
+                            decision: tail.1, retryAfterMs: tail.2, state: tail.3, telemetryJSON: tail.4, at: tail.5,
+                            startedAt: tail.6))
                 }
                 return NotificationDetail(summary: summary, formats: formats, options: options, hubSends: sends)
             }

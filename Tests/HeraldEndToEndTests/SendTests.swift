@@ -128,6 +128,11 @@ struct SendTests {
                 #expect(sends.count == 1)
                 let outcomes = try #require(sends[0]["outcomes"] as? [[String: Any]])
                 #expect(outcomes.contains { $0["httpStatus"] as? Int == 201 })
+                // Every hub call's outcome row says when the call started, before it was recorded.
+                #expect(
+                    try await db.count(
+                        "SELECT count(*) FROM notification_outcomes WHERE kind = 'send' AND http_status = 201 AND started_at <= at")
+                        == 4)
             }
         }
     }

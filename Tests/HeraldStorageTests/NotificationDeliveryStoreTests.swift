@@ -82,6 +82,7 @@ struct NotificationDeliveryStoreTests {
                 return
             }
             #expect(attempt.attempt == 1 && attempt.hubSendID == first)
+            #expect(abs(attempt.startedAt.timeIntervalSinceNow) < 60, "the start time is the database's now()")
             #expect(starts[cancelledSend] == .cancelled && starts[424_242] == nil)
 
             // Through the group committer: many concurrent callers, each answered for its own id.

@@ -348,6 +348,7 @@ struct OutcomeBody: Encodable {
     var state: String
     var telemetry: JSONValue?
     var at: Date
+    var startedAt: Date?
 
     init(_ outcome: NotificationOutcomeRecord) {
         attempt = outcome.attempt
@@ -362,6 +363,7 @@ struct OutcomeBody: Encodable {
         state = outcome.state
         telemetry = outcome.telemetryJSON.flatMap(JSONValue.parse)
         at = outcome.at
+        startedAt = outcome.startedAt
     }
 }
 

@@ -83,7 +83,7 @@ struct NotificationJobRunner: Sendable {
         let started = ContinuousClock.now
         var result = HubSendResult(
             hubSendID: attempt.hubSendID, notificationID: attempt.notificationID, attempt: attempt.attempt,
-            state: .queued, decision: "retry")
+            state: .queued, decision: "retry", startedAt: attempt.startedAt)
         let outcome: JobOutcome
         do {
             let sent: NotificationOutcome

@@ -78,6 +78,9 @@ CREATE TABLE notification_outcomes (
     http_status          integer,
     hub_notification_id  text,
     tracking_id          text,
+    -- When the hub call started (the attempt's fenced start), on the database clock; NULL for
+    -- telemetry answers and expiries without a call.
+    started_at           timestamptz,
     duration_ms          double precision NOT NULL,
     error                text,
     -- What the worker did next: completed, retry, abandoned, expired, telemetry_pending, …
