@@ -28,22 +28,8 @@ if ! command -v wrk >/dev/null; then
   $sudo_cmd apt-get update -qq >/dev/null && $sudo_cmd apt-get install -y -qq wrk >/dev/null
 fi
 
-set -a; . .data/postgres.env; set +a
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-# A database of its own, dropped and recreated on every run.
-base_url="$HERALD_DATABASE_URL"
-bench_url="$(python3 -c 'import sys,urllib.parse as u; p=u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/herald_bench_api")))' "$base_url")"
-psql -q "$base_url" -c "DROP DATABASE IF EXISTS herald_bench_api WITH (FORCE)" -c "CREATE DATABASE herald_bench_api"
-export HERALD_DATABASE_URL="$bench_url" HERALD_LOG_LEVEL=warning
-"$bin/heraldctl" migrate >/dev/null
+. scripts/bench-lib.sh
+bench_setup herald_bench_api
 
 # 20 Basic users (bcrypt cost 12, the default), 50 devices each; 200 JWT users, 10 devices each.
 for n in $(seq 1 20); do
@@ -79,24 +65,10 @@ script("jwt", [(jwt(f"bench-jwt-{u}"), str(uuid.uuid4()), handle()) for u in ran
 script("basic", [(basic(u), str(uuid.uuid4()), handle()) for u in range(1, 21) for _ in range(50)])
 PY
 
-# The emulator prints its connection string once it listens.
-"$bin/nh-emulator" --port 0 --hub herald >"$work/emulator.out" 2>"$work/emulator.err" &
-pids+=($!)
-for _ in $(seq 1 100); do grep -q '^HERALD_HUB_NAME=' "$work/emulator.out" 2>/dev/null && break; sleep 0.1; done
-# Not sourced: the connection string holds `;`, which the shell would split on.
-HERALD_HUB_CONNECTION_STRING="$(sed -n 's/^HERALD_HUB_CONNECTION_STRING=//p' "$work/emulator.out")"
-HERALD_HUB_NAME="$(sed -n 's/^HERALD_HUB_NAME=//p' "$work/emulator.out")"
-export HERALD_HUB_CONNECTION_STRING HERALD_HUB_NAME
-
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-HERALD_API_PORT="$port" HERALD_AUTH_JWT_HS256_SECRET="$secret" HERALD_MAX_DEVICES_PER_USER=1000 \
-  "$bin/herald-api" 2>"$work/api.err" &
-pids+=($!)
+bench_start_emulator
+bench_start_api HERALD_AUTH_JWT_HS256_SECRET="$secret" HERALD_MAX_DEVICES_PER_USER=1000
 "$bin/herald-worker" 2>"$work/worker.err" &
 pids+=($!)
-ready() { python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "http://127.0.0.1:$port/health/ready" 2>/dev/null; }
-for _ in $(seq 1 300); do ready && break; sleep 0.2; done
-ready || { echo "bench-api: herald-api did not start" >&2; cat "$work/api.err" >&2; exit 1; }
 
 # One wrk run; prints requests per second, fails on any non-2xx answer.
 run_wrk() {
@@ -109,7 +81,6 @@ run_wrk() {
   awk '/Requests\/sec/ {printf "%d", $2}' "$work/$name.txt"
 }
 
-url="http://127.0.0.1:$port"
 # Warm-up: creates every device and fills the Basic credential cache (one bcrypt per user).
 wrk -t1 -c20 -d3s -s "$work/basic.lua" "$url" >/dev/null
 wrk -t1 -c20 -d3s -s "$work/jwt.lua" "$url" >/dev/null

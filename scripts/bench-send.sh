@@ -22,32 +22,12 @@ accept_count="${BENCH_ACCEPT_COUNT:-50000}"
 e2e_count="${BENCH_E2E_COUNT:-20000}"
 latency_seconds="${BENCH_LATENCY_SECONDS:-10}"
 
-set -a; . .data/postgres.env; set +a
-work="$(mktemp -d)"
-pids=()
-worker_pid=""
-cleanup() {
-  for pid in "${pids[@]}" $worker_pid; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-base_url="$HERALD_DATABASE_URL"
-bench_url="$(python3 -c 'import sys,urllib.parse as u; p=u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/herald_bench_send")))' "$base_url")"
-psql -q "$base_url" -c "DROP DATABASE IF EXISTS herald_bench_send WITH (FORCE)" -c "CREATE DATABASE herald_bench_send"
-export HERALD_DATABASE_URL="$bench_url" HERALD_LOG_LEVEL=warning
+. scripts/bench-lib.sh
+bench_setup herald_bench_send
 q() { psql -qtA "$bench_url" -c "$1"; }
-"$bin/heraldctl" migrate >/dev/null
 key="$("$bin/heraldctl" keys create --name bench --scopes send,read --rate-limit 100000 2>/dev/null)"
 
-"$bin/nh-emulator" --port 0 --hub herald >"$work/emulator.out" 2>"$work/emulator.err" &
-pids+=($!)
-for _ in $(seq 1 100); do grep -q '^HERALD_HUB_NAME=' "$work/emulator.out" 2>/dev/null && break; sleep 0.1; done
-# Not sourced: the connection string holds `;`, which the shell would split on.
-HERALD_HUB_CONNECTION_STRING="$(sed -n 's/^HERALD_HUB_CONNECTION_STRING=//p' "$work/emulator.out")"
-HERALD_HUB_NAME="$(sed -n 's/^HERALD_HUB_NAME=//p' "$work/emulator.out")"
-export HERALD_HUB_CONNECTION_STRING HERALD_HUB_NAME
+bench_start_emulator
 
 # The ceiling: the hub client alone, apple sends to the tag `bench:hub` with one registration
 # (which it creates; Herald's sends below go to the same tag, so each send does the same work).
@@ -56,17 +36,11 @@ export HERALD_HUB_CONNECTION_STRING HERALD_HUB_NAME
   || { cat "$work/hub.err" >&2; exit 1; }
 client_sends="$(awk '/^bench hub.client.sends/ {print $3}' "$work/hub.txt")"
 
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-HERALD_API_PORT="$port" "$bin/herald-api" 2>"$work/api.err" &
-pids+=($!)
-url="http://127.0.0.1:$port"
-ready() { python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$url/health/ready" 2>/dev/null; }
-for _ in $(seq 1 300); do ready && break; sleep 0.2; done
-ready || { echo "bench-send: herald-api did not start" >&2; cat "$work/api.err" >&2; exit 1; }
+bench_start_api
 
 start_worker() {
   HERALD_WORKER_METRICS_PORT=0 "$bin/herald-worker" 2>>"$work/worker.err" &
-  worker_pid=$!
+  pids+=($!)
 }
 
 # Posts COUNT notifications in batches of BATCH from THREADS threads, or, with RATE, 10 at a

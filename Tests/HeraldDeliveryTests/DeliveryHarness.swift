@@ -132,14 +132,7 @@ func withDelivery<T: Sendable>(
                 let world = DeliveryWorld(
                     db: db, hub: hub, store: DeviceStore(client: db.client, logger: db.logger),
                     hubClient: try NotificationHubClient(connectionString: hub.connectionString, hubName: hub.hubName))
-                let result = try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { await executor.run() }
-                    let outcome: Result<T, any Error>
-                    do { outcome = .success(try await body(world)) } catch { outcome = .failure(error) }
-                    executor.shutdown()
-                    try await group.waitForAll()
-                    return try outcome.get()
-                }
+                let result = try await running([executor]) { try await body(world) }
                 try await httpClient.shutdown()
                 return result
             } catch {
@@ -162,5 +155,18 @@ enum Handles {
 
     static func wns() -> String {
         "https://db5.notify.windows.com/?token=AwYAAAB" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    }
+}
+
+/// Runs `executors` while `body` runs, then shuts them down gracefully and waits for them,
+/// whether `body` returned or threw.
+func running<T: Sendable>(_ executors: [JobExecutor], _ body: () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for executor in executors { group.addTask { await executor.run() } }
+        let outcome: Result<T, any Error>
+        do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
+        for executor in executors { executor.shutdown() }
+        try await group.waitForAll()
+        return try outcome.get()
     }
 }

@@ -216,14 +216,7 @@ func withSends<T: Sendable>(
                     db: db, hub: hub, devices: DeviceStore(client: db.client, logger: db.logger),
                     notifications: NotificationStore(client: db.client, logger: db.logger, maxSendAttempts: maxSendAttempts),
                     senderID: sender.id)
-                let result = try await withThrowingTaskGroup(of: Void.self) { group in
-                    for executor in executors { group.addTask { await executor.run() } }
-                    let outcome: Result<T, any Error>
-                    do { outcome = .success(try await body(world)) } catch { outcome = .failure(error) }
-                    for executor in executors { executor.shutdown() }
-                    try await group.waitForAll()
-                    return try outcome.get()
-                }
+                let result = try await running(executors) { try await body(world) }
                 try await httpClient.shutdown()
                 return result
             } catch {

@@ -1,0 +1,50 @@
+# Shared setup of the load benchmarks (sourced by scripts/bench-*.sh, which set `bin`, the folder
+# of the release executables, and run from the repository root).
+#
+#   bench_setup NAME       a work folder, a cleanup trap that stops every process in `pids`, and
+#                          a fresh database NAME (dropped and recreated), migrated; exports
+#                          HERALD_DATABASE_URL for it and sets `base_url` and `bench_url`
+#   bench_start_emulator   nh-emulator on a free port; exports HERALD_HUB_CONNECTION_STRING/NAME
+#   bench_start_api [VAR=value…]  herald-api on a free port with those settings; waits until it
+#                          is ready and sets `port` and `url`
+
+bench_setup() {
+  local name="$1"
+  set -a; . .data/postgres.env; set +a
+  work="$(mktemp -d)"
+  pids=()
+  trap bench_cleanup EXIT INT TERM
+  base_url="$HERALD_DATABASE_URL"
+  bench_url="$(python3 -c 'import sys,urllib.parse as u; p=u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' "$base_url" "$name")"
+  psql -q "$base_url" -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" -c "CREATE DATABASE $name" 2>/dev/null
+  export HERALD_DATABASE_URL="$bench_url" HERALD_LOG_LEVEL=warning PGOPTIONS="-c client_min_messages=warning"
+  "$bin/heraldctl" migrate >/dev/null
+}
+
+bench_cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+
+bench_start_emulator() {
+  "$bin/nh-emulator" --port 0 --hub herald >"$work/emulator.out" 2>"$work/emulator.err" &
+  pids+=($!)
+  for _ in $(seq 1 100); do grep -q '^HERALD_HUB_NAME=' "$work/emulator.out" 2>/dev/null && break; sleep 0.1; done
+  grep -q '^HERALD_HUB_NAME=' "$work/emulator.out" || { echo "bench: nh-emulator did not start" >&2; cat "$work/emulator.err" >&2; exit 1; }
+  # Not sourced: the connection string holds `;`, which the shell would split on.
+  HERALD_HUB_CONNECTION_STRING="$(sed -n 's/^HERALD_HUB_CONNECTION_STRING=//p' "$work/emulator.out")"
+  HERALD_HUB_NAME="$(sed -n 's/^HERALD_HUB_NAME=//p' "$work/emulator.out")"
+  export HERALD_HUB_CONNECTION_STRING HERALD_HUB_NAME
+}
+
+bench_start_api() {
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  env HERALD_API_PORT="$port" "$@" "$bin/herald-api" 2>"$work/api.err" &
+  pids+=($!)
+  url="http://127.0.0.1:$port"
+  local ready_url="$url/health/ready"
+  ready() { python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$ready_url" 2>/dev/null; }
+  for _ in $(seq 1 300); do ready && break; sleep 0.2; done
+  ready || { echo "bench: herald-api did not start" >&2; cat "$work/api.err" >&2; exit 1; }
+}
