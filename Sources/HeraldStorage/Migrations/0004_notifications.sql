@@ -37,6 +37,8 @@ CREATE INDEX notifications_created ON notifications (created_at DESC, id DESC);
 CREATE INDEX notifications_state_created ON notifications (state, created_at DESC, id DESC);
 CREATE INDEX notifications_tags ON notifications USING gin (tags);
 CREATE INDEX notifications_finished ON notifications (finished_at) WHERE finished_at IS NOT NULL;
+-- The workers' expiry sweep (every 5 s) reads only waiting notifications past their deadline.
+CREATE INDEX notifications_waiting_deadline ON notifications (deadline) WHERE state IN ('Scheduled', 'Queued');
 
 -- One row per hub call a notification needs: per format, and per ≤20-tag chunk of a user list.
 CREATE TABLE hub_sends (
