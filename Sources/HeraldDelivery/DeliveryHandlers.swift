@@ -107,7 +107,8 @@ public struct DeliveryHandlers: Sendable {
             maxSyncRounds: settings.maxSyncRounds)
         let store = NotificationStore(client: postgres, logger: logger)
         self.notifications = NotificationJobRunner(
-            store: store, starter: NotificationAttemptStarter(store: store), writer: NotificationOutcomeWriter(store: store), hub: hub, throttle: HubThrottle(),
+            store: store, starter: NotificationAttemptStarter(store: store), writer: NotificationOutcomeWriter(store: store),
+            hub: hub, throttle: HubThrottle(),
             limits: .init(
                 retryAfterCap: settings.retryAfterCap, authenticationAttempts: settings.authenticationAttempts,
                 telemetryFirstPoll: settings.telemetryFirstPoll, telemetryGiveUp: settings.telemetryGiveUp,

@@ -47,7 +47,8 @@ public enum NotificationState: String, Sendable, Hashable, Codable, CaseIterable
         guard let state = Self.allCases.first(where: { $0.rawValue.caseInsensitiveCompare(text) == .orderedSame }) else {
             throw DomainError(
                 code: "invalid_state",
-                message: "unknown state \"\(text.prefix(30))\"; use one of \(Self.allCases.map(\.rawValue).joined(separator: ", "))")
+                message:
+                    "unknown state \"\(text.prefix(30))\"; use one of \(Self.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         self = state
     }
@@ -108,7 +109,9 @@ public enum NotificationTarget: Sendable, Hashable {
             return .tags(expression.trimmingCharacters(in: .whitespaces))
         case .installation(let id):
             guard !id.isEmpty, id.count <= 200,
-                id.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0)) })
+                id.unicodeScalars.allSatisfy({
+                    $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0))
+                })
             else {
                 throw DomainError(
                     code: "invalid_target", message: "target.installationId is 1 to 200 ASCII letters, digits and - _ .")
@@ -313,7 +316,8 @@ public struct NotificationOptions: Sendable, Hashable, Codable {
         if let type = apnsPushType, !Self.apnsPushTypes.contains(type) {
             throw DomainError(
                 code: "invalid_option",
-                message: "apnsPushType \"\(type.prefix(30))\" is not one of \(Self.apnsPushTypes.sorted().joined(separator: ", "))")
+                message:
+                    "apnsPushType \"\(type.prefix(30))\" is not one of \(Self.apnsPushTypes.sorted().joined(separator: ", "))")
         }
         if let id = collapseId, id.isEmpty || id.utf8.count > 64 {
             throw DomainError(code: "invalid_option", message: "collapseId is 1 to 64 bytes (the APNs limit)")

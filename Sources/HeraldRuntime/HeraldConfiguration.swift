@@ -19,16 +19,16 @@ public struct HeraldConfiguration: Sendable {
     /// The Notification Hub, as plain values (the runtime never links the hub client).
     public var hub: HubSettings?
     /// The worker's send settings.
-public struct SendSettings: Sendable {
-    /// The longest hub `Retry-After` a send waits for (`HERALD_SEND_RETRY_AFTER_CAP_SECONDS`,
-    /// default 300); a send whose next possible attempt falls after its deadline ends `Expired`.
-    public var retryAfterCapSeconds: Int
-    /// How long finished notifications, their hub sends and outcomes are kept
-    /// (`HERALD_NOTIFICATION_RETENTION_HOURS`, default 720 = 30 days).
-    public var notificationRetentionHours: Int
-}
+    public struct SendSettings: Sendable {
+        /// The longest hub `Retry-After` a send waits for (`HERALD_SEND_RETRY_AFTER_CAP_SECONDS`,
+        /// default 300); a send whose next possible attempt falls after its deadline ends `Expired`.
+        public var retryAfterCapSeconds: Int
+        /// How long finished notifications, their hub sends and outcomes are kept
+        /// (`HERALD_NOTIFICATION_RETENTION_HOURS`, default 720 = 30 days).
+        public var notificationRetentionHours: Int
+    }
 
-/// How device users sign in.
+    /// How device users sign in.
     public var auth: AuthSettings
     /// Limits on devices.
     public var devices: DeviceSettings

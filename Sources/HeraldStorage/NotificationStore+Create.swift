@@ -58,7 +58,9 @@ extension NotificationStore {
     /// An idempotency key the sender used before returns that notification (`replayed`) when
     /// the request hash matches, and throws `DomainError` `idempotency_key_reused` (conflict)
     /// when it does not; so does a key repeated within one call with different requests.
-    public func create(_ items: [NewNotification], sender: NotificationSender, now: Date = Date()) async throws
+    public func create(
+        _ items: [NewNotification], sender: NotificationSender, now: Date = Date()
+    ) async throws
         -> [AcceptedNotification]
     {
         guard !items.isEmpty else { return [] }

@@ -28,7 +28,9 @@ public struct NotificationStore: Sendable {
     /// lock (``lockNotification(_:on:)``) in the same transaction, so two hub sends finishing at
     /// once cannot each miss the other's change.
     @discardableResult
-    static func refreshState(of id: NotificationID, on connection: PostgresConnection, logger: Logger) async throws
+    static func refreshState(
+        of id: NotificationID, on connection: PostgresConnection, logger: Logger
+    ) async throws
         -> NotificationState
     {
         var states: [NotificationState] = []
@@ -47,7 +49,9 @@ public struct NotificationStore: Sendable {
     }
 
     /// Locks a notification's row for the rest of the transaction; false when there is none.
-    static func lockNotification(_ id: NotificationID, on connection: PostgresConnection, logger: Logger) async throws
+    static func lockNotification(
+        _ id: NotificationID, on connection: PostgresConnection, logger: Logger
+    ) async throws
         -> Bool
     {
         let rows = try await connection.query("SELECT 1 FROM notifications WHERE id = \(id) FOR UPDATE", logger: logger)

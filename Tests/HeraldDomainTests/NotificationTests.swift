@@ -6,7 +6,9 @@ import Testing
 struct NotificationTests {
     let now = Date(timeIntervalSince1970: 1_800_000_000)
 
-    func request(_ target: NotificationTarget, _ content: NotificationContent = .init(apple: #"{"aps":{}}"#))
+    func request(
+        _ target: NotificationTarget, _ content: NotificationContent = .init(apple: #"{"aps":{}}"#)
+    )
         -> NotificationRequest
     {
         NotificationRequest(target: target, content: content)
@@ -119,8 +121,9 @@ struct NotificationTests {
             let again = try decoder.decode(NotificationTarget.self, from: try encoder.encode(target))
             #expect(again == target)
         }
-        #expect(try decoder.decode(NotificationTarget.self, from: Data(#"{"deviceHandle":"t","platform":"gcm"}"#.utf8))
-            == .device(handle: "t", platform: .fcmv1))
+        #expect(
+            try decoder.decode(NotificationTarget.self, from: Data(#"{"deviceHandle":"t","platform":"gcm"}"#.utf8))
+                == .device(handle: "t", platform: .fcmv1))
         for json in [#"{}"#, #"{"user":"a","tags":"b"}"#, #"{"deviceHandle":"t"}"#, #"{"deviceHandle":"t","platform":"mpns"}"#] {
             #expect(throws: DecodingError.self, "\(json)") {
                 try decoder.decode(NotificationTarget.self, from: Data(json.utf8))

@@ -152,7 +152,8 @@ struct HeraldSystem: Sendable {
     /// Sync state and tags of a device, from the database.
     func deviceState(_ id: String) async throws -> (state: String, tags: [String], hubID: String?, deleted: Bool)? {
         let rows = try await db.client.query(
-            "SELECT sync_state, tags, hub_registration_id, deleted_at IS NOT NULL FROM devices WHERE id = \(UUID(uuidString: id)!)")
+            "SELECT sync_state, tags, hub_registration_id, deleted_at IS NOT NULL FROM devices WHERE id = \(UUID(uuidString: id)!)"
+        )
         for try await row in rows.decode((String, [String], String?, Bool).self) { return row }
         return nil
     }

@@ -1,12 +1,13 @@
 import Foundation
 import HeraldDomain
 import HeraldStorage
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import HeraldTestSupport
 import PostgresNIO
 import Testing
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
 
 /// Issue 5's acceptance, end to end: notifications posted over HTTP to the real `herald-api`,
 /// delivered by the real `herald-worker` through the real `nh-emulator`, checked by what the
@@ -131,7 +132,8 @@ struct SendTests {
                 // Every hub call's outcome row says when the call started, before it was recorded.
                 #expect(
                     try await db.count(
-                        "SELECT count(*) FROM notification_outcomes WHERE kind = 'send' AND http_status = 201 AND started_at <= at")
+                        "SELECT count(*) FROM notification_outcomes WHERE kind = 'send' AND http_status = 201 AND started_at <= at"
+                    )
                         == 4)
             }
         }
@@ -190,7 +192,8 @@ struct SendTests {
                 let second = try await post(body)
                 #expect(first.status == .accepted && second.status == .accepted)
                 let ids = try [first, second].map { reply in
-                    try #require((try JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any])?["id"] as? String)
+                    try #require(
+                        (try JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any])?["id"] as? String)
                 }
                 #expect(ids[0] == ids[1])
                 let different = try await post(#"{"target":{"user":"bob"},"content":{"apple":{"aps":{"alert":"twice"}}}}"#)

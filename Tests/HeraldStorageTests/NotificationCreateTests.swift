@@ -42,7 +42,8 @@ struct NotificationCreateTests {
                     """) == 4)
             #expect(
                 try await db.count(
-                    "SELECT count(*) FROM notifications WHERE id = \(id) AND tags @> ARRAY['username:u25'] AND api_key_id = \(keyID)")
+                    "SELECT count(*) FROM notifications WHERE id = \(id) AND tags @> ARRAY['username:u25'] AND api_key_id = \(keyID)"
+                )
                     == 1)
         }
     }
@@ -61,7 +62,8 @@ struct NotificationCreateTests {
                     == 2)
             #expect(
                 try await db.count(
-                    "SELECT count(*) FROM notifications WHERE abs(extract(epoch FROM send_at) - \(sendAt.timeIntervalSince1970)) < 0.001")
+                    "SELECT count(*) FROM notifications WHERE abs(extract(epoch FROM send_at) - \(sendAt.timeIntervalSince1970)) < 0.001"
+                )
                     == 1)
         }
     }

@@ -9,7 +9,9 @@ import Testing
 @Suite("Notification delivery store", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct NotificationDeliveryStoreTests {
     /// A store and one tutorial-style notification to alice (one apple hub send); returns its ids.
-    static func fixture(_ db: TestDatabase, ttl: Int? = nil, user name: String = "bob") async throws -> (
+    static func fixture(
+        _ db: TestDatabase, ttl: Int? = nil, user name: String = "bob"
+    ) async throws -> (
         NotificationStore, NotificationID, Int64
     ) {
         let user = try await UserStore(client: db.client, logger: db.logger).add(name: name, passwordHash: "x")

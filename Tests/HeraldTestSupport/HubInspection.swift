@@ -8,43 +8,69 @@ import NIOHTTP1
 
 /// A registration as the emulator holds it (`GET /_emulator/hubs/{hub}/registrations`).
 public struct HeldRegistration: Decodable, Sendable {
+    /// The hub registration id.
     public var registrationId: String
+    /// The installation it belongs to, if any.
     public var installationId: String?
+    /// The push platform (`apns`, `fcmv1`, `wns`, …).
     public var platform: String
+    /// The device handle.
     public var pnsHandle: String
+    /// The tags it carries.
     public var tags: [String]
+    /// The template name (installation templates).
     public var templateName: String?
+    /// The template body of a template registration.
     public var templateBody: String?
+    /// When it expires, as the hub says.
     public var expirationTime: String?
+    /// Its version.
     public var etag: Int?
 }
 
 /// A hub request as the emulator logged it.
 public struct LoggedRequest: Decodable, Sendable {
+    /// The HTTP method.
     public var method: String
+    /// The request path as sent, without the query.
     public var path: String
+    /// The status the emulator answered.
     public var status: Int
 }
 
 /// What a push service received (`GET /_emulator/hubs/{hub}/deliveries`).
 public struct HubDelivery: Decodable, Sendable {
+    /// The hub notification id of the send.
     public var notificationId: String?
+    /// The send's `ServiceBusNotification-Format`, lower-cased.
     public var format: String
+    /// The tags header as sent; nil for broadcasts and direct sends.
     public var tagExpression: String?
+    /// The push platform (`apns`, `fcmv1`, `wns`, …).
     public var platform: String
+    /// The device handle.
     public var pnsHandle: String
+    /// The hub registration id.
     public var registrationId: String?
+    /// The body the push service received.
     public var payload: String
+    /// The headers the push service received.
     public var headers: [String: String]
 }
 
 /// A fault rule (`POST /_emulator/hubs/{hub}/faults`).
 public struct FaultRule: Encodable, Sendable {
+    /// The HTTP method.
     public var method: String?
+    /// A regular expression searched in the request path.
     public var pathPattern: String?
+    /// The status the emulator answered.
     public var status: Int?
+    /// The `Retry-After` to answer with.
     public var retryAfterSeconds: Int?
+    /// Wait this long before answering.
     public var delayMs: Int?
+    /// How many requests the rule applies to; nil: all.
     public var count: Int?
 
     /// Creates a rule; absent fields match anything (see docs/nh-emulator.md).
@@ -65,6 +91,7 @@ public struct FaultRule: Encodable, Sendable {
 public struct HubInspection: Sendable {
     /// `http://127.0.0.1:PORT`.
     public var baseURL: String
+    /// The hub inspected.
     public var hubName: String
 
     /// Inspects hub `hubName` of the emulator at `baseURL` (`http://127.0.0.1:PORT`).
