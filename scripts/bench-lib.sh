@@ -16,9 +16,11 @@ bench_setup() {
   trap bench_cleanup EXIT INT TERM
   base_url="$HERALD_DATABASE_URL"
   bench_url="$(python3 -c 'import sys,urllib.parse as u; p=u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' "$base_url" "$name")"
-  psql -q "$base_url" -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" -c "CREATE DATABASE $name" 2>/dev/null
-  export HERALD_DATABASE_URL="$bench_url" HERALD_LOG_LEVEL=warning PGOPTIONS="-c client_min_messages=warning"
-  "$bin/heraldctl" migrate >/dev/null
+  export PGOPTIONS="-c client_min_messages=warning"
+  psql -q "$base_url" -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" -c "CREATE DATABASE $name" \
+    || { echo "bench: could not recreate database $name" >&2; exit 1; }
+  export HERALD_DATABASE_URL="$bench_url" HERALD_LOG_LEVEL=warning
+  "$bin/heraldctl" migrate >/dev/null || { echo "bench: heraldctl migrate failed" >&2; exit 1; }
 }
 
 bench_cleanup() {

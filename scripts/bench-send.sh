@@ -25,7 +25,8 @@ latency_seconds="${BENCH_LATENCY_SECONDS:-10}"
 . scripts/bench-lib.sh
 bench_setup herald_bench_send
 q() { psql -qtA "$bench_url" -c "$1"; }
-key="$("$bin/heraldctl" keys create --name bench --scopes send,read --rate-limit 100000 2>/dev/null)"
+key="$("$bin/heraldctl" keys create --name bench --scopes send,read --rate-limit 100000 2>"$work/key.err")" \
+  || { echo "bench-send: could not make an API key:" >&2; cat "$work/key.err" >&2; exit 1; }
 
 bench_start_emulator
 
@@ -73,6 +74,8 @@ if mode == "bulk":
     start = time.monotonic()
     for w in workers: w.start()
     for w in workers: w.join()
+    for e in errors:
+        if not isinstance(e, SystemExit): sys.stderr.write(f"bench-send: a sender failed: {e!r}\n")
     if errors: sys.exit(1)
     print(f"{time.monotonic() - start:.3f} {per * 1000 * threads}")
 else:
