@@ -208,7 +208,9 @@ struct SendTests {
         try await TestDatabase.with { db async throws in
             try await HeraldSystem.with(db) { system in
                 let key = try await Self.apiKey(system)
-                let sendAt = Date().addingTimeInterval(2).formatted(.iso8601)
+                // Far enough ahead that the cancel below wins on a loaded machine; the test
+                // waits for the job at sendAt, so not further.
+                let sendAt = Date().addingTimeInterval(8).formatted(.iso8601)
                 let reply = try await system.request(
                     .POST, "/v1/notifications", authorization: "Bearer \(key)",
                     body: #"{"target":{"user":"bob"},"content":{"apple":{"aps":{"alert":"never"}}},"sendAt":"\#(sendAt)"}"#)
