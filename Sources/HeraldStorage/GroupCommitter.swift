@@ -1,8 +1,9 @@
 /// Runs one batched operation for many concurrent callers: a group commit.
 ///
-/// A caller that finds a free slot (`maxConcurrent`) runs the operation at once for its own
-/// input and whatever waits; callers arriving while every slot is busy wait, and when a run
-/// returns, the first waiter runs everything that gathered in the meantime. So batches grow
+/// A caller that finds a free slot (`maxConcurrent`) yields once, so that callers started at
+/// the same moment can join, then runs the operation for its own input and whatever waits;
+/// callers arriving while every slot is busy wait, and when a run returns, the first waiter
+/// runs everything that gathered in the meantime. So batches grow
 /// with load, an idle process pays no delay, and a second slot keeps the database busy while
 /// one batch commits. Each caller gets back its own output, once the run that carried its
 /// input has returned (committed).
@@ -21,6 +22,7 @@ actor GroupCommitter<Input: Sendable, Output: Sendable> {
     private let maxConcurrent: Int
     private let operation: @Sendable ([Input]) async throws -> [Output]
     private var active = 0
+    private var gathering = false
     private var pending: [Entry] = []
 
     /// Creates a committer that runs `operation` on at most `maxBatch` inputs at a time, at most
@@ -34,16 +36,26 @@ actor GroupCommitter<Input: Sendable, Output: Sendable> {
     /// Runs `input` with whatever else is waiting; returns its output once its run returned.
     /// Throws the run's error to every caller of that run.
     func submit(_ input: Input) async throws -> Output {
-        if active >= maxConcurrent {
+        if active >= maxConcurrent || gathering {
             let turn = try await withCheckedThrowingContinuation { pending.append(Entry(input: input, waiter: $0)) }
             if case .done(let output) = turn { return output }
-            // Promoted: this caller takes over a finished run's slot; its own entry left
-            // `pending` when it was promoted.
+            // Promoted: this caller holds a slot (a finished run's, or a free one); its own
+            // entry left `pending` when it was promoted.
         } else {
             active += 1
+            // Callers that started at the same moment (the jobs of one claim) queue up while
+            // this one yields once, and go in its run instead of each leading a run of one.
+            gathering = true
+            await Task.yield()
+            gathering = false
         }
         let taken = pending.prefix(maxBatch - 1)
         pending.removeFirst(taken.count)
+        if !pending.isEmpty && active < maxConcurrent {
+            // More gathered than one run takes, and a slot is free: the next run starts now.
+            active += 1
+            pending.removeFirst().waiter.resume(returning: .lead)
+        }
         let inputs = [input] + taken.map(\.input)
         let outcome: Result<[Output], any Error>
         do {
