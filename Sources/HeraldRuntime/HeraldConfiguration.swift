@@ -35,6 +35,17 @@ public struct HeraldConfiguration: Sendable {
     /// The send endpoints of `herald-api`.
     public var apiSends: APISendSettings
 
+    /// The worker's PostgreSQL client: ``database``'s, with `synchronous_commit = off` on every
+    /// connection unless ``WorkerSettings/synchronousCommit`` is on.
+    public var workerPostgres: PostgresClient.Configuration {
+        var postgres = database.postgres
+        if !worker.synchronousCommit {
+            // Every worker write can be redone by running its job again (WorkerSettings).
+            postgres.options.additionalStartupParameters.append(("synchronous_commit", "off"))
+        }
+        return postgres
+    }
+
     /// Reads and validates every setting. Throws a ``ConfigurationError`` naming the key.
     public static func fromEnvironment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment
@@ -69,6 +80,7 @@ public struct HeraldConfiguration: Sendable {
                 concurrency: try env.int("HERALD_WORKER_CONCURRENCY", default: 200, range: 1...10_000),
                 leaseSeconds: try env.int("HERALD_LEASE_SECONDS", default: 30, range: 1...86_400),
                 hotPollMilliseconds: try env.int("HERALD_WORKER_HOT_POLL_MS", default: 10, range: 1...1000),
+                synchronousCommit: try env.switch("HERALD_WORKER_SYNCHRONOUS_COMMIT", default: false),
                 historyRetentionHours: try env.int("HERALD_HISTORY_RETENTION_HOURS", default: 168, range: 1...87_600),
                 metricsHost: env["HERALD_WORKER_METRICS_HOST"] ?? "127.0.0.1",
                 metricsPort: try env.int("HERALD_WORKER_METRICS_PORT", default: 9091, range: 0...65535)),
@@ -181,6 +193,13 @@ public struct WorkerSettings: Sendable {
     /// `HERALD_WORKER_HOT_POLL_MS` (default 10): after finding work, an executor polls at this
     /// pace for 100 ms before it waits for a wake-up. Lower means quicker pickup and more queries.
     public var hotPollMilliseconds: Int
+    /// `HERALD_WORKER_SYNCHRONOUS_COMMIT` (`on`/`off`, default `off`): whether the worker's
+    /// commits wait for the WAL flush. Off, a commit returns before its flush (PostgreSQL's
+    /// `synchronous_commit = off`, on the worker's connections only): a database server crash
+    /// can lose the worker's last fraction of a second of writes, which then run again
+    /// (at-least-once: a possible duplicate send, never a lost one). The API's commits always
+    /// wait, so an accepted notification is never lost.
+    public var synchronousCommit: Bool
     /// How long finished jobs stay in history (`HERALD_HISTORY_RETENTION_HOURS`, default 168).
     public var historyRetentionHours: Int
     /// Metrics and health listener address (`HERALD_WORKER_METRICS_HOST`, default 127.0.0.1).
@@ -290,6 +309,15 @@ struct Environment {
                 key: key, "must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
         }
         return number
+    }
+
+    func `switch`(_ key: String, default value: Bool) throws -> Bool {
+        guard let text = self[key] else { return value }
+        switch text.lowercased() {
+        case "on", "true", "1", "yes": return true
+        case "off", "false", "0", "no": return false
+        default: throw ConfigurationError(key: key, "must be on or off, got \"\(text)\"")
+        }
     }
 
     func logLevel(_ key: String, default value: Logger.Level) throws -> Logger.Level {

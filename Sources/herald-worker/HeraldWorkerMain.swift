@@ -36,7 +36,7 @@ struct HeraldWorkerMain: AsyncParsableCommand {
             HeraldExit.fail("herald-worker", error)
         }
         let logger = Logger(label: "herald-worker")
-        let client = PostgresClient(configuration: configuration.database.postgres, backgroundLogger: logger)
+        let client = PostgresClient(configuration: configuration.workerPostgres, backgroundLogger: logger)
         // Hub calls go through one HTTP client the worker owns: shut down after the executors stop.
         let httpClient = DeliveryHandlers.makeHTTPClient(maxConnections: configuration.worker.concurrency)
         let handlersByQueue: [String: JobHandlers]
