@@ -13,7 +13,13 @@ struct WorkerCommitModeTests {
             ["HERALD_DATABASE_URL": db.url].merging(environment) { $1 })
         let client = PostgresClient(configuration: configuration.workerPostgres, backgroundLogger: Logger.quiet("pool"))
         return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
+            // Query once `run()` has started (as TestDatabase does), not racing it.
+            let (started, signal) = AsyncStream<Void>.makeStream()
+            group.addTask {
+                signal.finish()
+                await client.run()
+            }
+            for await _ in started {}
             defer { group.cancelAll() }
             for try await mode in try await client.query("SHOW synchronous_commit").decode(String.self) {
                 return mode

@@ -45,7 +45,10 @@ struct NotificationDeliveryStoreTests {
             }
             #expect(attempt.attempt == 1 && attempt.format == .apple && attempt.tagExpression == "username:alice")
             #expect(attempt.body == #"{"aps":{"alert":"Hi"}}"#)
-            #expect((1790...1800).contains(attempt.secondsToDeadline), "30 minutes ahead, on the database clock")
+            // The time left is the deadline (30 minutes after creation) less the start, both on
+            // the database clock, whenever (on a loaded machine) the start came.
+            #expect(abs(attempt.deadline.timeIntervalSince(attempt.startedAt) - attempt.secondsToDeadline) < 0.01)
+            #expect((1700...1800).contains(attempt.secondsToDeadline))
             #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE in_flight_since IS NOT NULL") == 1)
             // A rescued job starting again while the first is still in flight gets the next attempt.
             guard case .go(let second) = try await store.beginAttempt(hubSendID: sendID) else {
