@@ -36,7 +36,7 @@ public struct HeraldConfiguration: Sendable {
     public var apiSends: APISendSettings
 
     /// The worker's PostgreSQL client: ``database``'s, with `synchronous_commit = off` on every
-    /// connection unless ``WorkerSettings/synchronousCommit`` is on.
+    /// connection when ``WorkerSettings/synchronousCommit`` is off.
     public var workerPostgres: PostgresClient.Configuration {
         var postgres = database.postgres
         if !worker.synchronousCommit {
@@ -80,7 +80,7 @@ public struct HeraldConfiguration: Sendable {
                 concurrency: try env.int("HERALD_WORKER_CONCURRENCY", default: 200, range: 1...10_000),
                 leaseSeconds: try env.int("HERALD_LEASE_SECONDS", default: 30, range: 1...86_400),
                 hotPollMilliseconds: try env.int("HERALD_WORKER_HOT_POLL_MS", default: 10, range: 1...1000),
-                synchronousCommit: try env.switch("HERALD_WORKER_SYNCHRONOUS_COMMIT", default: false),
+                synchronousCommit: try env.switch("HERALD_WORKER_SYNCHRONOUS_COMMIT", default: true),
                 historyRetentionHours: try env.int("HERALD_HISTORY_RETENTION_HOURS", default: 168, range: 1...87_600),
                 metricsHost: env["HERALD_WORKER_METRICS_HOST"] ?? "127.0.0.1",
                 metricsPort: try env.int("HERALD_WORKER_METRICS_PORT", default: 9091, range: 0...65535)),
@@ -193,12 +193,12 @@ public struct WorkerSettings: Sendable {
     /// `HERALD_WORKER_HOT_POLL_MS` (default 10): after finding work, an executor polls at this
     /// pace for 100 ms before it waits for a wake-up. Lower means quicker pickup and more queries.
     public var hotPollMilliseconds: Int
-    /// `HERALD_WORKER_SYNCHRONOUS_COMMIT` (`on`/`off`, default `off`): whether the worker's
+    /// `HERALD_WORKER_SYNCHRONOUS_COMMIT` (`on`/`off`, default `on`): whether the worker's
     /// commits wait for the WAL flush. Off, a commit returns before its flush (PostgreSQL's
     /// `synchronous_commit = off`, on the worker's connections only): a database server crash
     /// can lose the worker's last fraction of a second of writes, which then run again
-    /// (at-least-once: a possible duplicate send, never a lost one). The API's commits always
-    /// wait, so an accepted notification is never lost.
+    /// (at-least-once: a possible duplicate send, never a lost one). For disks where a flush
+    /// is slow; the API's commits always wait, so an accepted notification is never lost.
     public var synchronousCommit: Bool
     /// How long finished jobs stay in history (`HERALD_HISTORY_RETENTION_HOURS`, default 168).
     public var historyRetentionHours: Int

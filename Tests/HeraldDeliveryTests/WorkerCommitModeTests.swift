@@ -28,14 +28,16 @@ struct WorkerCommitModeTests {
         }
     }
 
-    @Test("the worker's connections commit without waiting for the flush by default, and wait when told to")
+    @Test("the worker's connections wait for the flush by default, and commit without waiting when told to")
     func modes() async throws {
         try await TestDatabase.with { db async throws in
-            #expect(try await Self.commitMode(db, [:]) == "off")
-            #expect(try await Self.commitMode(db, ["HERALD_WORKER_SYNCHRONOUS_COMMIT": "on"]) == "on")
+            #expect(try await Self.commitMode(db, [:]) == "on")
             #expect(try await Self.commitMode(db, ["HERALD_WORKER_SYNCHRONOUS_COMMIT": "off"]) == "off")
+            #expect(try await Self.commitMode(db, ["HERALD_WORKER_SYNCHRONOUS_COMMIT": "on"]) == "on")
             // The API's client (and every other tool's) keeps the server's default.
-            let api = try HeraldConfiguration.fromEnvironment(["HERALD_DATABASE_URL": db.url])
+            let api = try HeraldConfiguration.fromEnvironment([
+                "HERALD_DATABASE_URL": db.url, "HERALD_WORKER_SYNCHRONOUS_COMMIT": "off",
+            ])
             #expect(api.database.postgres.options.additionalStartupParameters.isEmpty)
         }
     }
