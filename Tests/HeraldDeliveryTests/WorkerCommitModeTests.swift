@@ -12,15 +12,7 @@ struct WorkerCommitModeTests {
         let configuration = try HeraldConfiguration.fromEnvironment(
             ["HERALD_DATABASE_URL": db.url].merging(environment) { $1 })
         let client = PostgresClient(configuration: configuration.workerPostgres, backgroundLogger: Logger.quiet("pool"))
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            // Query once `run()` has started (as TestDatabase does), not racing it.
-            let (started, signal) = AsyncStream<Void>.makeStream()
-            group.addTask {
-                signal.finish()
-                await client.run()
-            }
-            for await _ in started {}
-            defer { group.cancelAll() }
+        return try await TestDatabase.withRunning(client) {
             for try await mode in try await client.query("SHOW synchronous_commit").decode(String.self) {
                 return mode
             }

@@ -66,9 +66,22 @@ public struct TestDatabase: Sendable {
         settings.poolSize = 40
         let client = PostgresClient(configuration: settings.postgres, backgroundLogger: logger)
         let db = TestDatabase(client: client, name: name, url: url, logger: logger)
-        let result: Result<T, any Error> = await withTaskGroup(of: Void.self) { group in
-            // Wait until the run task has started, so the first query does not race `run()`
-            // (PostgresNIO warns about a lease before `run()`).
+        let result: Result<T, any Error> = await withRunning(client) {
+            do { return .success(try await body(db)) } catch { return .failure(error) }
+        }
+        try? await admin(base) { client in
+            try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+        }
+        return try result.get()
+    }
+
+    /// Runs `client` while `body` runs, and stops it after. `body` starts once `run()` has
+    /// started, so its first query does not race it (PostgresNIO warns about a lease before
+    /// `run()`).
+    public static func withRunning<T: Sendable>(
+        _ client: PostgresClient, _ body: @Sendable () async throws -> T
+    ) async rethrows -> T {
+        try await withThrowingTaskGroup(of: Void.self) { group in
             let (started, signal) = AsyncStream<Void>.makeStream()
             group.addTask {
                 signal.finish()
@@ -76,12 +89,8 @@ public struct TestDatabase: Sendable {
             }
             for await _ in started {}
             defer { group.cancelAll() }
-            do { return .success(try await body(db)) } catch { return .failure(error) }
+            return try await body()
         }
-        try? await admin(base) { client in
-            try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
-        }
-        return try result.get()
     }
 
     /// Runs `body` with a short-lived client on the base database.
