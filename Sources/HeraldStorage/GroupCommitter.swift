@@ -3,9 +3,9 @@
 /// A caller that finds a free slot (`maxConcurrent`) yields once, so that callers started at
 /// the same moment can join, then runs the operation for its own input and whatever waits;
 /// callers arriving while every slot is busy wait, and when a run returns, the first waiter
-/// runs everything that gathered in the meantime. So batches grow
-/// with load, an idle process pays no delay, and a second slot keeps the database busy while
-/// one batch commits. Each caller gets back its own output, once the run that carried its
+/// runs everything that gathered in the meantime. So batches grow with load, an idle process
+/// pays one yield and no timer, and a second slot keeps the database busy while one batch
+/// commits. Each caller gets back its own output, once the run that carried its
 /// input has returned (committed).
 actor GroupCommitter<Input: Sendable, Output: Sendable> {
     private enum Turn: Sendable {
