@@ -73,10 +73,10 @@ public struct DeliveryHandlers: Sendable {
     /// The backoff of each queue's executor. Sends retry fast (1 s base, 5 min cap: a
     /// notification has a deadline of 30 minutes by default, so a 1 h cap would only ever
     /// end them `Expired`); device syncs keep the queue's default (1 s base, 1 h cap).
-    public static func retryPolicy(forQueue queue: String) -> PostgresQueue.RetryPolicy {
+    public static func retryPolicy(forQueue queue: String) -> JobRetryPolicy {
         switch queue {
-        case NotificationJobs.queue: PostgresQueue.RetryPolicy(base: .seconds(1), cap: .seconds(300))
-        default: PostgresQueue.RetryPolicy()
+        case NotificationJobs.queue: JobRetryPolicy(base: .seconds(1), cap: .seconds(300))
+        default: JobRetryPolicy()
         }
     }
 

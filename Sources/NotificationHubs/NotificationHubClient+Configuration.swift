@@ -5,7 +5,7 @@ extension NotificationHubClient {
     /// | property | default |
     /// |---|---|
     /// | ``timeout`` | 60 s (as the .NET SDK's `OperationTimeout`) |
-    /// | ``retryPolicy`` | ``RetryPolicy/none`` |
+    /// | ``retryPolicy`` | ``HubRetryPolicy/none`` |
     /// | ``tokenLifetime`` | 60 min |
     /// | ``audience`` | ``SASAudience/namespace`` |
     /// | ``payloadLimits`` | ``PayloadLimits/default`` |
@@ -18,7 +18,7 @@ extension NotificationHubClient {
         /// call throws a `timeout` error (``NotificationHubsError/isTransient``).
         public var timeout: Duration = .seconds(60)
         /// Whether and how failed calls are repeated. Default: not at all.
-        public var retryPolicy: RetryPolicy = .none
+        public var retryPolicy: HubRetryPolicy = .none
         /// Lifetime of the SAS tokens the client signs (`se` = now + lifetime). A token is
         /// cached and re-signed when a quarter of its lifetime, at most 5 minutes and at
         /// least 2, remains.

@@ -37,7 +37,7 @@ public final class JobExecutor: Service, Sendable {
         /// How long after a notification or a non-empty claim the fast pace lasts.
         public var hotWindow: Duration
         /// Backoff for retries.
-        public var retryPolicy: RetryPolicy
+        public var retryPolicy: JobRetryPolicy
         /// How long running handlers get to finish on graceful shutdown before they are cancelled.
         public var shutdownBudget: Duration
         /// Outcomes waiting to be written before handlers wait (backpressure).
@@ -52,7 +52,7 @@ public final class JobExecutor: Service, Sendable {
             queue: String = "default", concurrency: Int = 50, leaseDuration: Duration = .seconds(30),
             heartbeatInterval: Duration? = nil, pollInterval: Duration = .seconds(1),
             hotPollInterval: Duration = .milliseconds(1), hotWindow: Duration = .milliseconds(100),
-            retryPolicy: RetryPolicy = .init(), shutdownBudget: Duration = .seconds(20),
+            retryPolicy: JobRetryPolicy = .init(), shutdownBudget: Duration = .seconds(20),
             maxPendingCompletions: Int = 10_000, workerID: String = JobExecutor.defaultWorkerID(),
             afterClaim: (@Sendable ([JobID]) async -> Void)? = nil
         ) {

@@ -127,7 +127,7 @@ func withDelivery<T: Sendable>(
                     configuration: .init(
                         queue: DeviceJobs.queue, concurrency: concurrency, pollInterval: .milliseconds(20),
                         // Short backoff so retried jobs finish within a test.
-                        retryPolicy: PostgresQueue.RetryPolicy(base: .milliseconds(50), cap: .milliseconds(200)),
+                        retryPolicy: JobRetryPolicy(base: .milliseconds(50), cap: .milliseconds(200)),
                         shutdownBudget: .seconds(5)))
                 let world = DeliveryWorld(
                     db: db, hub: hub, store: DeviceStore(client: db.client, logger: db.logger),

@@ -70,7 +70,7 @@ struct SendWorld: Sendable {
     }
 
     /// Waits until every notification in `ids` is in `state` and the queue is empty.
-    func settled(_ ids: [NotificationID], _ state: HeraldDomain.NotificationState, timeout: Duration = .seconds(30)) async throws
+    func settled(_ ids: [NotificationID], _ state: NotificationState, timeout: Duration = .seconds(30)) async throws
     {
         try await Poll.until(timeout: timeout, "notifications never all reached \(state.rawValue)") {
             let done = try await db.count(
@@ -207,7 +207,7 @@ func withSends<T: Sendable>(
                             queue: name, concurrency: name == DeviceJobs.queue ? 4 : concurrency,
                             pollInterval: .milliseconds(20), hotPollInterval: .milliseconds(5),
                             // Short backoff so retries finish within a test; Retry-After still holds.
-                            retryPolicy: PostgresQueue.RetryPolicy(base: .milliseconds(50), cap: .milliseconds(200)),
+                            retryPolicy: JobRetryPolicy(base: .milliseconds(50), cap: .milliseconds(200)),
                             shutdownBudget: .seconds(5)))
                 }
                 let sender = try await UserStore(client: db.client, logger: db.logger).add(

@@ -116,12 +116,12 @@ struct ErrorClassificationTests {
     @Test("No retries by default")
     func noRetryByDefault() {
         #expect(NotificationHubClient.Configuration().retryPolicy.maxAttempts == 1)
-        #expect(RetryPolicy.none.delay(afterAttempt: 1, error: Self.hub(503), random: 0.5) == nil)
+        #expect(HubRetryPolicy.none.delay(afterAttempt: 1, error: Self.hub(503), random: 0.5) == nil)
     }
 
     @Test("Exponential backoff: full jitter, capped, transient only, honours Retry-After")
     func exponential() {
-        let policy = RetryPolicy.exponentialBackoff(maxAttempts: 4, baseDelay: .seconds(1), maxDelay: .seconds(10))
+        let policy = HubRetryPolicy.exponentialBackoff(maxAttempts: 4, baseDelay: .seconds(1), maxDelay: .seconds(10))
         // full jitter: the random draw scales the exponential ceiling
         #expect(policy.delay(afterAttempt: 1, error: Self.hub(503), random: 1) == .seconds(1))
         #expect(policy.delay(afterAttempt: 2, error: Self.hub(503), random: 1) == .seconds(2))
@@ -129,7 +129,7 @@ struct ErrorClassificationTests {
         #expect(policy.delay(afterAttempt: 3, error: Self.hub(503), random: 0) == .zero)
         #expect(policy.delay(afterAttempt: 4, error: Self.hub(503), random: 1) == nil)  // attempts used up
         // capped
-        let long = RetryPolicy.exponentialBackoff(maxAttempts: 20, baseDelay: .seconds(1), maxDelay: .seconds(10))
+        let long = HubRetryPolicy.exponentialBackoff(maxAttempts: 20, baseDelay: .seconds(1), maxDelay: .seconds(10))
         #expect(long.delay(afterAttempt: 10, error: Self.hub(500), random: 1) == .seconds(10))
         // never sooner than Retry-After
         #expect(policy.delay(afterAttempt: 1, error: Self.hub(429, ["Retry-After": "3"]), random: 0) == .seconds(3))

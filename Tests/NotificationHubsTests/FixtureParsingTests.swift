@@ -170,8 +170,8 @@ struct FixtureParsingTests {
         #expect(details.outcomeCounts[.gcm] == ["Success": 3])
         #expect(details.outcomeCounts[.fcmV1] == ["NoTargets": 1])
         #expect(details.outcomeCounts[.apns] == nil)
-        #expect(NotificationState(rawValue: "SomethingNew").rawValue == "SomethingNew")
-        #expect(NotificationState(rawValue: "NOTARGETFOUND") == .noTargetFound)
+        #expect(NotificationOutcomeState(rawValue: "SomethingNew").rawValue == "SomethingNew")
+        #expect(NotificationOutcomeState(rawValue: "NOTARGETFOUND") == .noTargetFound)
     }
 
     @Test("Test send outcome: counts and per-registration results")

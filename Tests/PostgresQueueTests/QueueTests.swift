@@ -148,7 +148,7 @@ struct QueueTests {
             }
             let later = try await db.queue.enqueue(NewJob(queue: q, kind: "later"))
             let flaky = try await db.queue.enqueue(NewJob(queue: q, kind: "flaky", maxAttempts: 4))
-            let policy = RetryPolicy(base: .milliseconds(200), cap: .seconds(10), jitter: .none)
+            let policy = JobRetryPolicy(base: .milliseconds(200), cap: .seconds(10), jitter: .none)
             let executor = JobExecutor(
                 queue: db.queue, handlers: handlers,
                 configuration: .init(queue: q, concurrency: 4, pollInterval: .milliseconds(20), retryPolicy: policy))
@@ -182,7 +182,7 @@ struct QueueTests {
 
     @Test("full jitter stays within the exponential ceiling and honours notBefore")
     func jitterBounds() {
-        let policy = RetryPolicy(base: .seconds(1), cap: .seconds(60))
+        let policy = JobRetryPolicy(base: .seconds(1), cap: .seconds(60))
         for attempt in 1...10 {
             let ceiling = policy.ceiling(afterAttempt: attempt)
             #expect(ceiling == .seconds(min(60, 1 << (attempt - 1))))

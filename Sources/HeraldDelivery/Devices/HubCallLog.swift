@@ -4,7 +4,7 @@ import NotificationHubs
 import Synchronization
 
 /// The registration-side hub operations, by the name the `device_hub_calls` audit uses.
-enum HubOperation: String, Sendable {
+enum DeviceHubOperation: String, Sendable {
     /// `GET /registrations?$filter=ChannelUri eq '…'`: what the hub holds for a handle.
     case listRegistrationsByChannel
     /// `POST /registrationIDs`.
@@ -50,7 +50,7 @@ final class HubCallLog: Sendable {
     ///   - hubID: the registration or installation id the call is about, when known before.
     ///   - resultID: the id the call produced (a new registration id).
     func call<T: Sendable>(
-        _ operation: HubOperation, hubID: String?, resultID: (T) -> String? = { _ in nil },
+        _ operation: DeviceHubOperation, hubID: String?, resultID: (T) -> String? = { _ in nil },
         _ body: () async throws -> T
     ) async throws -> T {
         let started = ContinuousClock.now
@@ -83,9 +83,9 @@ final class HubCallLog: Sendable {
             var written = Set<String>()
             for call in calls {
                 guard let id = call.hubID else { continue }
-                if call.operation == HubOperation.createOrUpdateRegistration.rawValue, call.error == nil {
+                if call.operation == DeviceHubOperation.createOrUpdateRegistration.rawValue, call.error == nil {
                     written.insert(id)
-                } else if call.operation == HubOperation.deleteRegistration.rawValue,
+                } else if call.operation == DeviceHubOperation.deleteRegistration.rawValue,
                     call.error == nil || call.httpStatus == 404 || call.httpStatus == 410
                 {
                     written.remove(id)
@@ -104,7 +104,7 @@ final class HubCallLog: Sendable {
     }
 
     private func append(
-        _ operation: HubOperation, hubID: String?, status: Int?, started: ContinuousClock.Instant, trackingID: String?,
+        _ operation: DeviceHubOperation, hubID: String?, status: Int?, started: ContinuousClock.Instant, trackingID: String?,
         error: String?
     ) {
         let elapsed = (ContinuousClock.now - started).components

@@ -291,7 +291,7 @@ struct NotificationJobRunner: Sendable {
     }
 
     /// Herald's state for the hub's telemetry state; nil for one that says nothing new.
-    static func heraldState(_ state: NotificationHubs.NotificationState) -> HeraldDomain.NotificationState? {
+    static func heraldState(_ state: NotificationOutcomeState) -> NotificationState? {
         switch state {
         case .completed: .completed
         case .noTargetFound: .noTargetFound

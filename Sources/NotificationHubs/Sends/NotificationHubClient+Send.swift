@@ -20,7 +20,7 @@ extension NotificationHubClient {
     /// ```
     ///
     /// - Returns: the notification id (from `Location`), the tracking id and
-    ///   ``NotificationState/enqueued``.
+    ///   ``NotificationOutcomeState/enqueued``.
     /// - Throws: ``NotificationHubsError``: `invalid_argument` for a bad tag expression or an
     ///   oversized payload (nothing is sent), or the hub's error.
     public func send(
@@ -106,7 +106,7 @@ extension NotificationHubClient {
     /// devices and at most 10 times a minute, answering with each device's result.
     /// Tag and broadcast targets only.
     ///
-    /// - Returns: ``NotificationState/detailedStateAvailable`` with `success`, `failure` and
+    /// - Returns: ``NotificationOutcomeState/detailedStateAvailable`` with `success`, `failure` and
     ///   `results` filled in.
     public func sendTest(
         _ notification: PushNotification,
@@ -149,7 +149,7 @@ extension NotificationHubClient {
     /// Schedules a send (`POST /schedulednotifications`, Standard tier), up to 7 days ahead.
     ///
     /// - Returns: the scheduled notification's id (for ``cancelScheduledNotification(id:logger:)``)
-    ///   and ``NotificationState/scheduled``.
+    ///   and ``NotificationOutcomeState/scheduled``.
     /// - Throws: `invalid_argument` for a direct target or a time more than 7 days ahead; a
     ///   `403` (``NotificationHubsError/isQuota``) on the Free and Basic tiers.
     public func schedule(

@@ -1,6 +1,6 @@
 /// A notification's state, as the hub reports it (`NotificationOutcomeState`,
 /// `NotificationDetails/State`). Unrecognised values are kept as they came.
-public struct NotificationState: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+public struct NotificationOutcomeState: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// The state's name, e.g. `Completed`.
     public let rawValue: String
     /// A state by name; the known names are matched case-insensitively (`Canceled` is
@@ -23,23 +23,23 @@ public struct NotificationState: RawRepresentable, Hashable, Sendable, CustomStr
     private init(known: String) { self.rawValue = known }
 
     /// Accepted and queued: what every successful send returns.
-    public static let enqueued = NotificationState(known: "Enqueued")
+    public static let enqueued = NotificationOutcomeState(known: "Enqueued")
     /// A test send's per-device results are present.
-    public static let detailedStateAvailable = NotificationState(known: "DetailedStateAvailable")
+    public static let detailedStateAvailable = NotificationOutcomeState(known: "DetailedStateAvailable")
     /// The hub is handing it to the platforms.
-    public static let processing = NotificationState(known: "Processing")
+    public static let processing = NotificationOutcomeState(known: "Processing")
     /// Done (see the outcome counts for what the platforms said).
-    public static let completed = NotificationState(known: "Completed")
+    public static let completed = NotificationOutcomeState(known: "Completed")
     /// Not processed within the hub's window (30 minutes by default).
-    public static let abandoned = NotificationState(known: "Abandoned")
+    public static let abandoned = NotificationOutcomeState(known: "Abandoned")
     /// Not set or not recognised by the hub.
-    public static let unknown = NotificationState(known: "Unknown")
+    public static let unknown = NotificationOutcomeState(known: "Unknown")
     /// No registration matched.
-    public static let noTargetFound = NotificationState(known: "NoTargetFound")
+    public static let noTargetFound = NotificationOutcomeState(known: "NoTargetFound")
     /// A scheduled send that was cancelled.
-    public static let cancelled = NotificationState(known: "Cancelled")
+    public static let cancelled = NotificationOutcomeState(known: "Cancelled")
     /// A scheduled send waiting for its time.
-    public static let scheduled = NotificationState(known: "Scheduled")
+    public static let scheduled = NotificationOutcomeState(known: "Scheduled")
 
     /// The state's name.
     public var description: String { rawValue }
@@ -47,8 +47,8 @@ public struct NotificationState: RawRepresentable, Hashable, Sendable, CustomStr
 
 /// What a send returns.
 ///
-/// A `2xx` from the hub means accepted, not delivered: ``state`` is ``NotificationState/enqueued``
-/// (or ``NotificationState/detailedStateAvailable`` for a test send). Delivery results come
+/// A `2xx` from the hub means accepted, not delivered: ``state`` is ``NotificationOutcomeState/enqueued``
+/// (or ``NotificationOutcomeState/detailedStateAvailable`` for a test send). Delivery results come
 /// later from ``NotificationHubClient/notificationDetails(id:logger:)``, or at once, per
 /// device, from a test send.
 public struct NotificationOutcome: Sendable, Hashable {
@@ -59,7 +59,7 @@ public struct NotificationOutcome: Sendable, Hashable {
     /// The `TrackingId` of the call (response header, else the id the client sent).
     public var trackingID: String?
     /// The state the call left the notification in.
-    public var state: NotificationState
+    public var state: NotificationOutcomeState
     /// Test sends: devices the platform accepted.
     public var success: Int
     /// Test sends: devices the platform refused.
@@ -71,7 +71,7 @@ public struct NotificationOutcome: Sendable, Hashable {
     public init(
         notificationID: String?,
         trackingID: String?,
-        state: NotificationState,
+        state: NotificationOutcomeState,
         success: Int = 0,
         failure: Int = 0,
         results: [RegistrationResult] = []

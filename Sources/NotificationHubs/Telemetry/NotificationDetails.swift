@@ -46,7 +46,7 @@ public struct NotificationDetails: Sendable, Hashable {
     /// The `Location` the hub reports.
     public var location: String?
     /// `Enqueued`, `Processing`, `Completed`, `NoTargetFound`, `Abandoned`, `Cancelled`, …
-    public var state: NotificationState
+    public var state: NotificationOutcomeState
     /// When the hub queued it.
     public var enqueueTime: Date?
     /// When the hub started processing it.
@@ -69,7 +69,7 @@ public struct NotificationDetails: Sendable, Hashable {
     public init(
         notificationID: String? = nil,
         location: String? = nil,
-        state: NotificationState,
+        state: NotificationOutcomeState,
         enqueueTime: Date? = nil,
         startTime: Date? = nil,
         endTime: Date? = nil,
@@ -102,7 +102,7 @@ public struct NotificationDetails: Sendable, Hashable {
     /// - Returns: `nil` when the document is not `NotificationDetails`.
     public static func parse(xml bytes: [UInt8]) -> NotificationDetails? {
         guard let root = XMLTree.parse(bytes), root.name == "NotificationDetails" else { return nil }
-        var details = NotificationDetails(state: NotificationState(rawValue: root.string("State")?.trimmed ?? "Unknown"))
+        var details = NotificationDetails(state: NotificationOutcomeState(rawValue: root.string("State")?.trimmed ?? "Unknown"))
         details.notificationID = root.string("NotificationId")
         details.location = root.string("Location")
         details.enqueueTime = root.string("EnqueueTime").flatMap { HubDate.parseISO8601($0.trimmed) }

@@ -16,7 +16,7 @@
 /// instead (its ``NotificationHubsError/retryAfter`` says how long to wait).
 ///
 /// A send repeated after a timeout or a broken connection may be delivered twice.
-public struct RetryPolicy: Sendable {
+public struct HubRetryPolicy: Sendable {
     /// Total attempts, the first included; `1` means no retry.
     public var maxAttempts: Int
     /// The backoff before the first retry, doubled for each further retry (before jitter).
@@ -32,7 +32,7 @@ public struct RetryPolicy: Sendable {
     }
 
     /// No retries: every error is thrown at once. The default.
-    public static let none = RetryPolicy(maxAttempts: 1)
+    public static let none = HubRetryPolicy(maxAttempts: 1)
 
     /// Exponential backoff with full jitter, honouring `Retry-After`.
     ///
@@ -44,8 +44,8 @@ public struct RetryPolicy: Sendable {
         maxAttempts: Int = 4,
         baseDelay: Duration = .seconds(1),
         maxDelay: Duration = .seconds(60)
-    ) -> RetryPolicy {
-        RetryPolicy(maxAttempts: maxAttempts, baseDelay: baseDelay, maxDelay: maxDelay)
+    ) -> HubRetryPolicy {
+        HubRetryPolicy(maxAttempts: maxAttempts, baseDelay: baseDelay, maxDelay: maxDelay)
     }
 
     /// How long to wait before attempt `attempt + 1`, or `nil` to throw `error`.

@@ -2,7 +2,7 @@
 ///
 /// Exponential backoff with full jitter (a uniformly random delay between zero and
 /// `base · 2^(attempt-1)`, capped), never shorter than a handler's `notBefore`.
-public struct RetryPolicy: Sendable, Hashable {
+public struct JobRetryPolicy: Sendable, Hashable {
     /// How the exponential delay is spread.
     public enum Jitter: Sendable, Hashable {
         /// Uniform in `0...delay` (AWS's "full jitter"): retries of a burst spread out.
