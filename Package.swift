@@ -10,7 +10,7 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "herald",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "NotificationHubs", targets: ["NotificationHubs"]),
         .library(name: "NotificationHubsEmulator", targets: ["NotificationHubsEmulator"]),
@@ -36,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
     ],
     targets: [
         // MARK: Reusable libraries (know nothing of Herald)
@@ -78,10 +80,20 @@ let package = Package(
 
         // MARK: Herald
         .target(name: "HeraldDomain", swiftSettings: swiftSettings),
+        // Typed, documented configuration keys on swift-configuration; every Herald module
+        // declares its own keys and defaults with it.
+        .target(
+            name: "HeraldSettings",
+            dependencies: [
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HeraldStorage",
             dependencies: [
-                "HeraldDomain", "PostgresQueue",
+                "HeraldDomain", "HeraldSettings", "PostgresQueue",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -92,7 +104,7 @@ let package = Package(
         .target(
             name: "HeraldDelivery",
             dependencies: [
-                "HeraldDomain", "HeraldStorage", "PostgresQueue", "NotificationHubs",
+                "HeraldDomain", "HeraldSettings", "HeraldStorage", "PostgresQueue", "NotificationHubs",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -105,7 +117,7 @@ let package = Package(
         .target(
             name: "HeraldAPI",
             dependencies: [
-                "HeraldDomain", "HeraldStorage",
+                "HeraldDomain", "HeraldSettings", "HeraldStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "HummingbirdBasicAuth", package: "hummingbird-auth"),
@@ -125,7 +137,7 @@ let package = Package(
         .target(
             name: "HeraldRuntime",
             dependencies: [
-                "HeraldStorage", "PostgresQueue",
+                "HeraldSettings", "HeraldStorage", "PostgresQueue",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -142,7 +154,7 @@ let package = Package(
         .executableTarget(
             name: "herald-api",
             dependencies: [
-                "HeraldAPI", "HeraldRuntime", "HeraldDomain", "HeraldStorage",
+                "HeraldAPI", "HeraldRuntime", "HeraldDomain", "HeraldSettings", "HeraldStorage",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -153,7 +165,7 @@ let package = Package(
         .executableTarget(
             name: "herald-worker",
             dependencies: [
-                "HeraldDelivery", "HeraldRuntime", "PostgresQueue",
+                "HeraldDelivery", "HeraldRuntime", "HeraldSettings", "HeraldStorage", "PostgresQueue",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -166,7 +178,7 @@ let package = Package(
         .executableTarget(
             name: "heraldctl",
             dependencies: [
-                "HeraldStorage", "HeraldRuntime",
+                "HeraldSettings", "HeraldStorage", "HeraldRuntime",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -210,7 +222,7 @@ let package = Package(
         .target(
             name: "HeraldTestSupport",
             dependencies: [
-                "HeraldStorage", "HeraldRuntime", "PostgresQueue",
+                "HeraldDomain", "HeraldStorage", "HeraldRuntime", "PostgresQueue",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -243,6 +255,14 @@ let package = Package(
         ),
         .testTarget(name: "HeraldDomainTests", dependencies: ["HeraldDomain"], swiftSettings: swiftSettings),
         .testTarget(
+            name: "HeraldSettingsTests",
+            dependencies: [
+                "HeraldSettings", "HeraldRuntime", "HeraldStorage", "HeraldAPI", "HeraldDelivery",
+                .product(name: "Configuration", package: "swift-configuration"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "HeraldStorageTests",
             dependencies: [
                 "HeraldStorage", "HeraldTestSupport", "PostgresQueue",
@@ -269,7 +289,7 @@ let package = Package(
             name: "HeraldDeliveryTests",
             dependencies: [
                 "HeraldDelivery", "HeraldStorage", "HeraldDomain", "PostgresQueue", "NotificationHubs",
-                "NotificationHubsEmulator", "HeraldTestSupport", "HeraldRuntime",
+                "NotificationHubsEmulator", "HeraldTestSupport", "HeraldRuntime", "HeraldSettings",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

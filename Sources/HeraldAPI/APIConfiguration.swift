@@ -1,6 +1,10 @@
+import Foundation
+public import HeraldSettings
 public import HeraldStorage
 
-/// Settings of the HTTP API (mapped from the runtime configuration by `herald-api`).
+/// Settings of `herald-api`: where it listens, body limits, how device users sign in, and
+/// the send endpoints' rate limits. Each key is declared once below with its default; the
+/// memberwise initializers default to the same values.
 public struct APIConfiguration: Sendable {
     /// Bind address.
     public var host: String
@@ -9,54 +13,104 @@ public struct APIConfiguration: Sendable {
     /// Largest request body accepted; larger bodies get 413 (checked on `Content-Length` and
     /// while a chunked body is read).
     public var maxBodyBytes: Int
+    /// Largest body of `POST /v1/notifications:batch` (other routes keep ``maxBodyBytes``).
+    public var maxBatchBodyBytes: Int
+    /// Tags a client may set on one device (the server's `username:` tag comes on top).
+    public var maxClientTags: Int
     /// How device users sign in.
     public var auth: AuthConfiguration
-    /// Limits on what one user may register.
-    public var deviceLimits: DeviceStore.Limits
-    /// Sends: rate limits, the batch body limit, attempts per send.
+    /// Rate limits and the API-key cache.
     public var sends: SendConfiguration
 
-    /// Creates settings. Defaults: 127.0.0.1:8080, 64 KiB bodies, Basic auth only, default
-    /// device limits and send settings.
+    /// `HERALD_API_HOST`.
+    public static let host = Setting.string("api.host", default: "127.0.0.1", "bind address")
+    /// `HERALD_API_PORT`.
+    public static let port = Setting.int("api.port", default: 8080, range: 0...65535, "port (0 picks a free one)")
+    /// `HERALD_API_MAX_BODY_BYTES`.
+    public static let maxBodyBytes = Setting.int(
+        "api.max_body_bytes", default: 64 * 1024, range: 1024...(16 << 20), "larger request bodies get `413`")
+    /// `HERALD_API_MAX_BATCH_BODY_BYTES`.
+    public static let maxBatchBodyBytes = Setting.int(
+        "api.max_batch_body_bytes", default: 8 << 20, range: (64 << 10)...(64 << 20),
+        "the body limit of `POST /v1/notifications:batch`")
+    /// `HERALD_MAX_CLIENT_TAGS`.
+    public static let maxClientTags = Setting.int(
+        "max_client_tags", default: 20, range: 0...59, "tags a client may set on one device")
+
+    /// Every key this configuration reads, its parts' included.
+    public static let settings: [SettingDescription] =
+        [host.documentation] + [port, maxBodyBytes, maxBatchBodyBytes, maxClientTags].map(\.documentation)
+        + AuthConfiguration.settings + SendConfiguration.settings
+
+    /// Creates settings; every default is the documented one.
     public init(
-        host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 64 * 1024,
-        auth: AuthConfiguration = AuthConfiguration(), deviceLimits: DeviceStore.Limits = DeviceStore.Limits(),
-        sends: SendConfiguration = SendConfiguration()
+        host: String = APIConfiguration.host.defaultValue, port: Int = APIConfiguration.port.defaultValue,
+        maxBodyBytes: Int = APIConfiguration.maxBodyBytes.defaultValue,
+        maxBatchBodyBytes: Int = APIConfiguration.maxBatchBodyBytes.defaultValue,
+        maxClientTags: Int = APIConfiguration.maxClientTags.defaultValue,
+        auth: AuthConfiguration = AuthConfiguration(), sends: SendConfiguration = SendConfiguration()
     ) {
         self.host = host
         self.port = port
         self.maxBodyBytes = maxBodyBytes
+        self.maxBatchBodyBytes = maxBatchBodyBytes
+        self.maxClientTags = maxClientTags
         self.auth = auth
-        self.deviceLimits = deviceLimits
         self.sends = sends
+    }
+
+    /// Reads every key; throws a ``ConfigurationError`` naming the first malformed one.
+    public init(_ reader: SettingsReader) throws {
+        self.init(
+            host: try reader.value(Self.host), port: try reader.value(Self.port),
+            maxBodyBytes: try reader.value(Self.maxBodyBytes), maxBatchBodyBytes: try reader.value(Self.maxBatchBodyBytes),
+            maxClientTags: try reader.value(Self.maxClientTags), auth: try AuthConfiguration(reader),
+            sends: try SendConfiguration(reader))
     }
 }
 
-/// Settings of the send endpoints. Rate limits are token buckets **per API process** (burst
-/// twice the rate).
+/// Rate limits of the API (token buckets **per API process**, bursts of twice the rate) and
+/// how long a verified API key is trusted.
 public struct SendConfiguration: Sendable {
     /// Requests per second of an API key whose row sets no `rate_limit_per_second`.
     public var defaultKeyRatePerSecond: Int
     /// Tutorial sends (`POST /api/notifications`) per second per device user.
     public var tutorialSendsPerUserPerSecond: Int
-    /// Largest body of `POST /v1/notifications:batch` (other routes keep `maxBodyBytes`).
-    public var maxBatchBodyBytes: Int
-    /// Attempts each hub send's job gets.
-    public var maxSendAttempts: Int
-    /// How long a verified API key is reused without a database check (0 to 5 s).
+    /// How long a verified API key is reused without a database check: a revoked key stops
+    /// working within this time in every API process.
     public var apiKeyCacheSeconds: Int
 
-    /// Creates settings. Defaults: 100 requests/s per key, 2 tutorial sends/s per user, 8 MiB
-    /// batches, 10 attempts, keys cached 5 s.
+    /// `HERALD_API_KEY_RATE_LIMIT`.
+    public static let keyRate = Setting.int(
+        "api.key_rate_limit", default: 100, range: 1...1_000_000,
+        "requests per second of an API key whose row sets no limit")
+    /// `HERALD_TUTORIAL_SEND_RATE_LIMIT`.
+    public static let tutorialRate = Setting.int(
+        "tutorial_send_rate_limit", default: 2, range: 1...10_000, "tutorial sends per second per device user")
+    /// `HERALD_API_KEY_CACHE_SECONDS`.
+    public static let keyCacheSeconds = Setting.int(
+        "api.key_cache_seconds", default: 5, range: 0...5, "how long a verified API key is trusted")
+
+    /// Every key this configuration reads.
+    public static let settings = [keyRate, tutorialRate, keyCacheSeconds].map(\.documentation)
+
+    /// Creates settings; every default is the documented one.
     public init(
-        defaultKeyRatePerSecond: Int = 100, tutorialSendsPerUserPerSecond: Int = 2, maxBatchBodyBytes: Int = 8 << 20,
-        maxSendAttempts: Int = 10, apiKeyCacheSeconds: Int = 5
+        defaultKeyRatePerSecond: Int = SendConfiguration.keyRate.defaultValue,
+        tutorialSendsPerUserPerSecond: Int = SendConfiguration.tutorialRate.defaultValue,
+        apiKeyCacheSeconds: Int = SendConfiguration.keyCacheSeconds.defaultValue
     ) {
         self.defaultKeyRatePerSecond = defaultKeyRatePerSecond
         self.tutorialSendsPerUserPerSecond = tutorialSendsPerUserPerSecond
-        self.maxBatchBodyBytes = maxBatchBodyBytes
-        self.maxSendAttempts = maxSendAttempts
         self.apiKeyCacheSeconds = apiKeyCacheSeconds
+    }
+
+    /// Reads every key.
+    public init(_ reader: SettingsReader) throws {
+        self.init(
+            defaultKeyRatePerSecond: try reader.value(Self.keyRate),
+            tutorialSendsPerUserPerSecond: try reader.value(Self.tutorialRate),
+            apiKeyCacheSeconds: try reader.value(Self.keyCacheSeconds))
     }
 }
 
@@ -82,15 +136,50 @@ public struct AuthConfiguration: Sendable {
     /// bcrypt checks that may wait for a thread; beyond it sign-ins get 503 with `Retry-After`.
     public var bcryptQueueLimit: Int
     /// The cost of the dummy hash checked for unknown users; set it to the cost new password
-    /// hashes get, so an unknown name costs what a known one does.
+    /// hashes get (`StorageConfiguration.bcryptCost`), so an unknown name costs what a known one does.
     public var bcryptCost: Int
 
-    /// Creates settings. Defaults: no JWT, a 30 s cache of 10,000 entries, 2 bcrypt threads
-    /// with 256 waiting, cost 12.
+    /// `HERALD_AUTH_JWT_HS256_SECRET` (a secret).
+    public static let jwtHS256Secret = Setting<String?>.optionalString(
+        "auth.jwt_hs256_secret", defaultText: "— (JWT off)", secret: true,
+        "accept HS256 JWTs signed with this secret (at least 32 bytes; never logged)")
+    /// `HERALD_AUTH_JWT_PUBLIC_KEYS_FILE`.
+    public static let jwtPublicKeysFile = Setting<String?>.optionalString(
+        "auth.jwt_public_keys_file", "a file of PEM public keys (RSA for RS256, P-256 for ES256) whose JWTs are accepted")
+    /// `HERALD_AUTH_JWT_ISSUER`.
+    public static let jwtIssuer = Setting<String?>.optionalString(
+        "auth.jwt_issuer", defaultText: "— (not checked)", "the required `iss`")
+    /// `HERALD_AUTH_JWT_AUDIENCE`.
+    public static let jwtAudience = Setting<String?>.optionalString(
+        "auth.jwt_audience", defaultText: "— (not checked)", "the required `aud`")
+    /// `HERALD_AUTH_BASIC_CACHE_SECONDS`.
+    public static let basicCacheSeconds = Setting.int(
+        "auth.basic_cache_seconds", default: 30, range: 0...60, "how long a verified Basic credential is reused")
+    /// `HERALD_AUTH_BASIC_CACHE_ENTRIES`.
+    public static let basicCacheEntries = Setting.int(
+        "auth.basic_cache_entries", default: 10_000, range: 0...1_000_000, "most cached credentials")
+    /// `HERALD_AUTH_BCRYPT_CONCURRENCY` (default: the number of cores).
+    public static let bcryptConcurrency = Setting.int(
+        "auth.bcrypt_concurrency", default: max(1, ProcessInfo.processInfo.activeProcessorCount), range: 1...256,
+        defaultText: "cores", "bcrypt checks at once, on their own threads")
+    /// `HERALD_AUTH_BCRYPT_QUEUE`.
+    public static let bcryptQueue = Setting.int(
+        "auth.bcrypt_queue", default: 256, range: 0...100_000, "bcrypt checks that may wait")
+    /// Every key this configuration reads.
+    public static let settings = [
+        jwtHS256Secret.documentation, jwtPublicKeysFile.documentation, jwtIssuer.documentation,
+        jwtAudience.documentation, basicCacheSeconds.documentation, basicCacheEntries.documentation,
+        bcryptConcurrency.documentation, bcryptQueue.documentation,
+    ]
+
+    /// Creates settings; every default is the documented one (no JWT).
     public init(
         jwtHS256Secret: String? = nil, jwtPublicKeysPEM: String? = nil, jwtIssuer: String? = nil,
-        jwtAudience: String? = nil, basicCacheSeconds: Int = 30, basicCacheEntries: Int = 10_000,
-        bcryptConcurrency: Int = 2, bcryptQueueLimit: Int = 256, bcryptCost: Int = 12
+        jwtAudience: String? = nil, basicCacheSeconds: Int = AuthConfiguration.basicCacheSeconds.defaultValue,
+        basicCacheEntries: Int = AuthConfiguration.basicCacheEntries.defaultValue,
+        bcryptConcurrency: Int = AuthConfiguration.bcryptConcurrency.defaultValue,
+        bcryptQueueLimit: Int = AuthConfiguration.bcryptQueue.defaultValue,
+        bcryptCost: Int = StorageConfiguration.bcryptCost.defaultValue
     ) {
         self.jwtHS256Secret = jwtHS256Secret
         self.jwtPublicKeysPEM = jwtPublicKeysPEM
@@ -101,6 +190,24 @@ public struct AuthConfiguration: Sendable {
         self.bcryptConcurrency = bcryptConcurrency
         self.bcryptQueueLimit = bcryptQueueLimit
         self.bcryptCost = bcryptCost
+    }
+
+    /// Reads every key (the bcrypt cost is `StorageConfiguration.bcryptCost`, shared with
+    /// `heraldctl users`), and the PEM file `HERALD_AUTH_JWT_PUBLIC_KEYS_FILE` names.
+    public init(_ reader: SettingsReader) throws {
+        let pem = try reader.value(Self.jwtPublicKeysFile).map { path in
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw ConfigurationError(key: Self.jwtPublicKeysFile.environmentName, "names a file that cannot be read")
+            }
+            return text
+        }
+        self.init(
+            jwtHS256Secret: try reader.value(Self.jwtHS256Secret), jwtPublicKeysPEM: pem,
+            jwtIssuer: try reader.value(Self.jwtIssuer), jwtAudience: try reader.value(Self.jwtAudience),
+            basicCacheSeconds: try reader.value(Self.basicCacheSeconds),
+            basicCacheEntries: try reader.value(Self.basicCacheEntries),
+            bcryptConcurrency: try reader.value(Self.bcryptConcurrency), bcryptQueueLimit: try reader.value(Self.bcryptQueue),
+            bcryptCost: try reader.value(StorageConfiguration.bcryptCost))
     }
 
     /// Whether any JWT verification key is configured.

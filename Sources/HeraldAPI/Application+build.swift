@@ -1,10 +1,9 @@
 import Foundation
-import HeraldStorage
+public import HeraldStorage
 public import Hummingbird
 public import Logging
 import Metrics
 import NIOCore
-public import PostgresNIO
 public import Prometheus
 
 /// Builds the HTTP application. Every route is in ``APIRoutes/all`` (the table the OpenAPI
@@ -26,33 +25,30 @@ public import Prometheus
 /// that is no RSA or P-256 public key). bcrypt checks run on a dedicated thread pool that
 /// lives as long as the returned application.
 public func buildApplication(
-    configuration: APIConfiguration, client: PostgresClient, logger: Logger,
-    metrics: PrometheusCollectorRegistry? = nil, onServerRunning: (@Sendable (Int) async -> Void)? = nil
+    configuration: APIConfiguration, stores: Stores, logger: Logger, metrics: PrometheusCollectorRegistry? = nil,
+    onServerRunning: (@Sendable (Int) async -> Void)? = nil
 ) async throws -> some ApplicationProtocol {
     let auth = configuration.auth
     let sends = configuration.sends
     let registry = metrics ?? PrometheusCollectorRegistry()
     let authenticator = DeviceAuthenticator(
-        users: UserStore(client: client, logger: logger),
+        users: stores.users,
         passwords: try await PasswordChecker.make(
             concurrency: auth.bcryptConcurrency, queueLimit: auth.bcryptQueueLimit, cost: auth.bcryptCost),
         cache: BasicCredentialCache(seconds: auth.basicCacheSeconds, capacity: auth.basicCacheEntries),
         tokens: try await TokenVerifier.make(auth))
     let limiter = RateLimiter()
-    let notifications = NotificationStore(client: client, logger: logger, maxSendAttempts: sends.maxSendAttempts)
     let handlers = RouteHandlers(
-        client: client, logger: logger, registry: registry, openAPI: try OpenAPIDocument.load(),
-        devices: DeviceController(
-            devices: DeviceStore(client: client, logger: logger, limits: configuration.deviceLimits),
-            maxBodyBytes: configuration.maxBodyBytes),
+        migrations: stores.migrations, registry: registry, openAPI: try OpenAPIDocument.load(),
+        devices: DeviceController(devices: stores.devices, maxBodyBytes: configuration.maxBodyBytes),
         tutorial: TutorialSendController(
-            store: notifications, limiter: limiter, perUserRate: sends.tutorialSendsPerUserPerSecond,
+            store: stores.notifications, limiter: limiter, perUserRate: sends.tutorialSendsPerUserPerSecond,
             maxBodyBytes: configuration.maxBodyBytes),
         notifications: NotificationController(
-            store: notifications, maxBodyBytes: configuration.maxBodyBytes,
-            maxBatchBodyBytes: sends.maxBatchBodyBytes))
+            store: stores.notifications, maxBodyBytes: configuration.maxBodyBytes,
+            maxBatchBodyBytes: configuration.maxBatchBodyBytes))
     let keyCache = APIKeyCache(seconds: sends.apiKeyCacheSeconds)
-    let keys = APIKeyStore(client: client, logger: logger)
+    let keys = stores.apiKeys
 
     let router = Router(context: HeraldRequestContext.self)
     // Middleware applies to routes added after it: these wrap every route and the not-found
@@ -62,7 +58,7 @@ public func buildApplication(
     router.add(middleware: ErrorMiddleware())
     router.add(
         middleware: BodyLimitMiddleware(
-            limit: configuration.maxBodyBytes, overrides: [APIRoutes.batchPath: sends.maxBatchBodyBytes]))
+            limit: configuration.maxBodyBytes, overrides: [APIRoutes.batchPath: configuration.maxBatchBodyBytes]))
 
     let devices = router.group().add(middleware: authenticator)
     let senders = router.group().add(
@@ -90,8 +86,7 @@ public func buildApplication(
 struct RouteHandlers: Sendable {
     typealias Handler = @Sendable (Request, HeraldRequestContext) async throws -> Response
 
-    let client: PostgresClient
-    let logger: Logger
+    let migrations: MigrationRunner
     let registry: PrometheusCollectorRegistry
     let openAPI: ByteBuffer
     let devices: DeviceController
@@ -103,9 +98,9 @@ struct RouteHandlers: Sendable {
         case .healthLive:
             return { request, context in try HealthReply(status: "ok", detail: nil).response(from: request, context: context) }
         case .healthReady:
-            return { [client, logger] request, context in
+            return { [migrations] request, context in
                 do {
-                    try await MigrationRunner(client: client, logger: logger).ensureCurrent()
+                    try await migrations.ensureCurrent()
                     return try HealthReply(status: "ok", detail: nil).response(from: request, context: context)
                 } catch {
                     context.logger.warning("herald.api.not_ready", metadata: ["error": "\(error)"])

@@ -1,9 +1,11 @@
 import Foundation
-import HeraldStorage
+public import HeraldDomain
+public import HeraldStorage
 public import Logging
 import Metrics
 import NIOCore
 import NIOSSL
+import PostgresQueue
 public import PostgresNIO
 public import Prometheus
 
@@ -16,6 +18,16 @@ public enum HeraldBootstrap {
             handler.logLevel = level
             return handler
         }
+    }
+
+    /// The process's one job queue (with ``RuntimeConfiguration/queue``'s enqueue settings) and
+    /// every store on it. Call once per process and hand the stores to what needs them.
+    public static func stores(
+        client: PostgresClient, runtime: RuntimeConfiguration, storage: StorageConfiguration,
+        tagPolicy: TagPolicy = TagPolicy(), logger: Logger
+    ) -> Stores {
+        let queue = JobQueue(client: client, logger: logger, configuration: runtime.queue)
+        return Stores(client: client, queue: queue, configuration: storage, tagPolicy: tagPolicy, logger: logger)
     }
 
     /// Routes swift-metrics to a Prometheus registry and returns it (for `/metrics`). Call once.

@@ -2,7 +2,7 @@ public import Foundation
 public import HeraldDomain
 public import Logging
 public import PostgresNIO
-import PostgresQueue
+public import PostgresQueue
 
 /// Who a device request acts for: a signed-in user.
 public struct DeviceOwner: Sendable, Hashable {
@@ -107,7 +107,7 @@ public struct DeviceStore: Sendable {
         public var tagPolicy: TagPolicy
 
         /// Creates limits.
-        public init(maxDevicesPerUser: Int = 100, tagPolicy: TagPolicy = TagPolicy()) {
+        public init(maxDevicesPerUser: Int, tagPolicy: TagPolicy) {
             self.maxDevicesPerUser = maxDevicesPerUser
             self.tagPolicy = tagPolicy
         }
@@ -122,12 +122,15 @@ public struct DeviceStore: Sendable {
     /// The limits in force.
     public let limits: Limits
 
-    /// Creates a store on `client`.
-    public init(client: PostgresClient, logger: Logger, limits: Limits = Limits()) {
+    /// Creates a store on `client` that enqueues through the process's `queue`.
+    public init(
+        client: PostgresClient, queue: JobQueue, configuration: StorageConfiguration = StorageConfiguration(),
+        tagPolicy: TagPolicy = TagPolicy(), logger: Logger
+    ) {
         self.client = client
         self.logger = logger
-        self.queue = JobQueue(client: client, logger: logger)
-        self.limits = limits
+        self.queue = queue
+        self.limits = Limits(maxDevicesPerUser: configuration.maxDevicesPerUser, tagPolicy: tagPolicy)
     }
 
     // MARK: Device API use-cases

@@ -2,7 +2,7 @@ import Foundation
 import HeraldDomain
 public import Logging
 public import PostgresNIO
-import PostgresQueue
+public import PostgresQueue
 
 /// Notifications: the sender-side use-cases (each writes the notification, its hub sends and
 /// their jobs in one transaction), the reads dashboards make, and the fenced writes the
@@ -15,12 +15,16 @@ public struct NotificationStore: Sendable {
     /// Attempts each `notification.send` job gets (hub calls, counting retries).
     public let maxSendAttempts: Int16
 
-    /// Creates a store on `client`; send jobs get `maxSendAttempts` attempts (default 10).
-    public init(client: PostgresClient, logger: Logger, maxSendAttempts: Int = 10) {
+    /// Creates a store on `client` that enqueues through the process's `queue`; send jobs get
+    /// ``StorageConfiguration/maxSendAttempts`` attempts.
+    public init(
+        client: PostgresClient, queue: JobQueue, configuration: StorageConfiguration = StorageConfiguration(),
+        logger: Logger
+    ) {
         self.client = client
         self.logger = logger
-        self.queue = JobQueue(client: client, logger: logger)
-        self.maxSendAttempts = Int16(clamping: max(1, maxSendAttempts))
+        self.queue = queue
+        self.maxSendAttempts = Int16(clamping: max(1, configuration.maxSendAttempts))
     }
 
     /// Sets a notification's state from its hub sends' states (``NotificationState/aggregate(_:)``)

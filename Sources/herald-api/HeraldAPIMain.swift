@@ -2,6 +2,7 @@ import ArgumentParser
 import HeraldAPI
 import HeraldDomain
 import HeraldRuntime
+import HeraldSettings
 import HeraldStorage
 import Logging
 import PostgresNIO
@@ -17,40 +18,31 @@ struct HeraldAPIMain: AsyncParsableCommand {
     )
 
     func run() async throws {
-        let configuration: HeraldConfiguration
+        let runtime: RuntimeConfiguration
+        let storage: StorageConfiguration
+        let api: APIConfiguration
         do {
-            configuration = try HeraldConfiguration.fromEnvironment()
-            HeraldBootstrap.logging(level: configuration.logLevel)
-            try await HeraldBootstrap.checkDatabase(configuration.database, logger: Logger(label: "herald-api"))
+            let settings = try await SettingsReader.environment()
+            runtime = try RuntimeConfiguration(settings)
+            storage = try StorageConfiguration(settings)
+            api = try APIConfiguration(settings)
+            HeraldBootstrap.logging(level: runtime.logLevel)
+            try await HeraldBootstrap.checkDatabase(runtime.database, logger: Logger(label: "herald-api"))
         } catch {
             HeraldExit.fail("herald-api", error)
         }
         let logger = Logger(label: "herald-api")
         let metrics = HeraldBootstrap.metrics()
-        let client = PostgresClient(configuration: configuration.database.postgres, backgroundLogger: logger)
-        let auth = configuration.auth
-        let apiConfiguration = APIConfiguration(
-            host: configuration.api.host, port: configuration.api.port, maxBodyBytes: configuration.api.maxBodyBytes,
-            auth: AuthConfiguration(
-                jwtHS256Secret: auth.jwtHS256Secret, jwtPublicKeysPEM: auth.jwtPublicKeysPEM, jwtIssuer: auth.jwtIssuer,
-                jwtAudience: auth.jwtAudience, basicCacheSeconds: auth.basicCacheSeconds,
-                basicCacheEntries: auth.basicCacheEntries, bcryptConcurrency: auth.bcryptConcurrency,
-                bcryptQueueLimit: auth.bcryptQueueLimit, bcryptCost: auth.bcryptCost),
-            deviceLimits: DeviceStore.Limits(
-                maxDevicesPerUser: configuration.devices.maxDevicesPerUser,
-                tagPolicy: TagPolicy(maxClientTags: configuration.devices.maxClientTags)),
-            sends: SendConfiguration(
-                defaultKeyRatePerSecond: configuration.apiSends.defaultKeyRatePerSecond,
-                tutorialSendsPerUserPerSecond: configuration.apiSends.tutorialSendsPerUserPerSecond,
-                maxBatchBodyBytes: configuration.apiSends.maxBatchBodyBytes,
-                maxSendAttempts: configuration.apiSends.maxSendAttempts))
+        let client = PostgresClient(configuration: runtime.database.postgres, backgroundLogger: logger)
+        let stores = HeraldBootstrap.stores(
+            client: client, runtime: runtime, storage: storage, tagPolicy: TagPolicy(maxClientTags: api.maxClientTags),
+            logger: logger)
         let app: any Service
         do {
             app = try await buildApplication(
-                configuration: apiConfiguration, client: client, logger: logger, metrics: metrics,
+                configuration: api, stores: stores, logger: logger, metrics: metrics,
                 onServerRunning: { port in
-                    logger.notice(
-                        "herald.api.listening", metadata: ["host": "\(configuration.api.host)", "port": "\(port)"])
+                    logger.notice("herald.api.listening", metadata: ["host": "\(api.host)", "port": "\(port)"])
                 })
         } catch {
             HeraldExit.fail("herald-api", ConfigurationError(key: "HERALD_AUTH_JWT_*", "\(error)"))

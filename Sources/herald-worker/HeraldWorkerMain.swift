@@ -2,6 +2,8 @@ import ArgumentParser
 import AsyncHTTPClient
 import HeraldDelivery
 import HeraldRuntime
+import HeraldSettings
+import HeraldStorage
 import Logging
 import PostgresNIO
 import PostgresQueue
@@ -18,67 +20,61 @@ struct HeraldWorkerMain: AsyncParsableCommand {
     )
 
     func run() async throws {
-        let configuration: HeraldConfiguration
-        let hub: HubSettings
+        let runtime: RuntimeConfiguration
+        let storage: StorageConfiguration
+        let delivery: DeliveryConfiguration
         let registry: PrometheusCollectorRegistry
         do {
-            configuration = try HeraldConfiguration.fromEnvironment()
-            guard let settings = configuration.hub else {
-                throw ConfigurationError(
-                    key: "HERALD_HUB_CONNECTION_STRING",
-                    "is not set: the worker delivers through a Notification Hub (`make run` starts a local nh-emulator)")
-            }
-            hub = settings
-            HeraldBootstrap.logging(level: configuration.logLevel)
+            let settings = try await SettingsReader.environment()
+            runtime = try RuntimeConfiguration(settings)
+            storage = try StorageConfiguration(settings)
+            delivery = try DeliveryConfiguration(settings)
+            HeraldBootstrap.logging(level: runtime.logLevel)
             registry = HeraldBootstrap.metrics()
-            try await HeraldBootstrap.checkDatabase(configuration.database, logger: Logger(label: "herald-worker"))
+            try await HeraldBootstrap.checkDatabase(runtime.database, logger: Logger(label: "herald-worker"))
         } catch {
             HeraldExit.fail("herald-worker", error)
         }
         let logger = Logger(label: "herald-worker")
-        let client = PostgresClient(configuration: configuration.workerPostgres, backgroundLogger: logger)
+        let client = PostgresClient(
+            configuration: runtime.database.postgres(synchronousCommit: delivery.synchronousCommit),
+            backgroundLogger: logger)
+        let stores = HeraldBootstrap.stores(client: client, runtime: runtime, storage: storage, logger: logger)
         // Hub calls go through one HTTP client the worker owns: shut down after the executors stop.
-        let httpClient = DeliveryHandlers.makeHTTPClient(maxConnections: configuration.worker.concurrency)
+        let httpClient = DeliveryHandlers.makeHTTPClient(maxConnections: delivery.concurrency)
         let handlersByQueue: [String: JobHandlers]
         do {
             handlersByQueue = try DeliveryHandlers(
-                settings: .init(
-                    hubConnectionString: hub.connectionString, hubName: hub.hubName,
-                    retryAfterCap: .seconds(configuration.sends.retryAfterCapSeconds)),
-                httpClient: httpClient, postgres: client, logger: logger
+                configuration: delivery, httpClient: httpClient, stores: stores, logger: logger
             ).byQueue()
         } catch {
             try? await httpClient.shutdown()
             HeraldExit.fail("herald-worker", error)
         }
-        let queue = JobQueue(client: client, logger: logger)
         let listener = JobQueueListener(client: client, logger: logger)
         let maintenance = JobQueueMaintenance(
-            queue: queue,
-            configuration: .init(historyRetention: .seconds(configuration.worker.historyRetentionHours * 3600)))
+            queue: stores.queue, configuration: .init(historyRetention: delivery.historyRetention))
         let notificationMaintenance = NotificationMaintenance(
-            client: client,
-            retention: .seconds(configuration.sends.notificationRetentionHours * 3600), logger: logger)
+            store: stores.notifications, retention: delivery.notificationRetention, logger: logger)
         let statusListener = WorkerStatusListener(
-            host: configuration.worker.metricsHost, port: configuration.worker.metricsPort, client: client,
-            registry: registry, logger: logger)
+            host: delivery.metricsHost, port: delivery.metricsPort, client: client, registry: registry, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: client), .init(service: listener), .init(service: maintenance),
             .init(service: notificationMaintenance), .init(service: statusListener),
         ]
         for (queueName, handlers) in handlersByQueue.sorted(by: { $0.key < $1.key }) {
             let executor = JobExecutor(
-                queue: queue, handlers: handlers,
+                queue: stores.queue, handlers: handlers,
                 configuration: .init(
-                    queue: queueName, concurrency: configuration.worker.concurrency,
-                    leaseDuration: .seconds(configuration.worker.leaseSeconds),
-                    hotPollInterval: .milliseconds(configuration.worker.hotPollMilliseconds),
+                    queue: queueName, concurrency: delivery.concurrency, leaseDuration: delivery.lease,
+                    hotPollInterval: delivery.hotPollInterval,
                     retryPolicy: DeliveryHandlers.retryPolicy(forQueue: queueName)),
                 listener: listener)
             services.append(.init(service: executor))
         }
         logger.notice(
-            "herald.worker.started", metadata: ["queues": "\(handlersByQueue.keys.sorted())", "hub.name": "\(hub.hubName)"])
+            "herald.worker.started",
+            metadata: ["queues": "\(handlersByQueue.keys.sorted())", "hub.name": "\(delivery.hubName)"])
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {

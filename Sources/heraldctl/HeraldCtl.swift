@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HeraldRuntime
+import HeraldSettings
 import HeraldStorage
 import Logging
 import PostgresNIO
@@ -15,20 +16,27 @@ struct HeraldCtl: AsyncParsableCommand {
     )
 }
 
+/// What a command works with: the process's stores (one job queue) and the storage settings.
+struct Ctl: Sendable {
+    let stores: Stores
+    let storage: StorageConfiguration
+    let logger: Logger
+}
+
 /// Reads the configuration, connects, checks the schema is current (unless migrating), runs
 /// `body`, and turns any error into one line and exit 1.
-func withDatabase(
-    requireCurrentSchema: Bool = true, _ body: @Sendable (PostgresClient, Logger) async throws -> Void
-) async {
+func withDatabase(requireCurrentSchema: Bool = true, _ body: @Sendable (Ctl) async throws -> Void) async {
     do {
-        let configuration = try HeraldConfiguration.fromEnvironment()
+        let settings = try await SettingsReader.environment()
         // A command prints its results; logs below warning only when asked for.
-        let explicit = ProcessInfo.processInfo.environment["HERALD_LOG_LEVEL"] != nil
-        HeraldBootstrap.logging(level: explicit ? configuration.logLevel : .warning)
+        let runtime = try RuntimeConfiguration(settings, defaultLogLevel: .warning)
+        let storage = try StorageConfiguration(settings)
+        HeraldBootstrap.logging(level: runtime.logLevel)
         let logger = Logger(label: "heraldctl")
-        try await HeraldBootstrap.withClient(configuration.database, logger: logger) { client in
-            if requireCurrentSchema { try await MigrationRunner(client: client, logger: logger).ensureCurrent() }
-            try await body(client, logger)
+        try await HeraldBootstrap.withClient(runtime.database, logger: logger) { client in
+            let stores = HeraldBootstrap.stores(client: client, runtime: runtime, storage: storage, logger: logger)
+            if requireCurrentSchema { try await stores.migrations.ensureCurrent() }
+            try await body(Ctl(stores: stores, storage: storage, logger: logger))
         }
     } catch let code as ExitCode {
         exit(code.rawValue)
@@ -48,8 +56,8 @@ struct Migrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Apply every pending migration (safe to run concurrently).")
 
         func run() async throws {
-            await withDatabase(requireCurrentSchema: false) { client, logger in
-                let applied = try await MigrationRunner(client: client, logger: logger).migrate()
+            await withDatabase(requireCurrentSchema: false) { ctl in
+                let applied = try await ctl.stores.migrations.migrate()
                 if applied.isEmpty {
                     print("schema is current; nothing to apply")
                 } else {
@@ -63,8 +71,8 @@ struct Migrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List applied and pending migrations; exit 3 when behind.")
 
         func run() async throws {
-            await withDatabase(requireCurrentSchema: false) { client, logger in
-                let status = try await MigrationRunner(client: client, logger: logger).status()
+            await withDatabase(requireCurrentSchema: false) { ctl in
+                let status = try await ctl.stores.migrations.status()
                 for migration in status.applied { print("applied  \(migration.id)") }
                 for migration in status.pending { print("pending  \(migration.id)") }
                 for id in status.unknown { print("unknown  \(id) (applied by a newer build)") }

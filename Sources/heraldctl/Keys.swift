@@ -25,9 +25,9 @@ struct Keys: AsyncParsableCommand {
         var rateLimit: Int?
 
         func run() async throws {
-            await withDatabase { client, logger in
+            await withDatabase { ctl in
                 let scopes = try APIKeyScope.parseList(scopes)
-                let (key, record) = try await APIKeyStore(client: client, logger: logger).create(
+                let (key, record) = try await ctl.stores.apiKeys.create(
                     name: name, scopes: scopes, rateLimitPerSecond: rateLimit)
                 FileHandle.standardError.write(
                     Data(
@@ -42,8 +42,8 @@ struct Keys: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List keys (never the keys themselves).")
 
         func run() async throws {
-            await withDatabase { client, logger in
-                let keys = try await APIKeyStore(client: client, logger: logger).list()
+            await withDatabase { ctl in
+                let keys = try await ctl.stores.apiKeys.list()
                 let formatter = ISO8601DateFormatter()
                 for key in keys {
                     let state = key.revokedAt.map { "revoked \(formatter.string(from: $0))" } ?? "live"
@@ -64,8 +64,8 @@ struct Keys: AsyncParsableCommand {
         @Argument var name: String
 
         func run() async throws {
-            await withDatabase { client, logger in
-                guard try await APIKeyStore(client: client, logger: logger).revoke(name: name) else {
+            await withDatabase { ctl in
+                guard try await ctl.stores.apiKeys.revoke(name: name) else {
                     throw CommandFailure("no live key named \(name)")
                 }
                 print("revoked \(name)")

@@ -21,8 +21,8 @@ struct Users: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List users.")
 
         func run() async throws {
-            await withDatabase { client, logger in
-                let users = try await UserStore(client: client, logger: logger).list()
+            await withDatabase { ctl in
+                let users = try await ctl.stores.users.list()
                 for user in users {
                     var notes: [String] = []
                     if user.disabled { notes.append("disabled") }
@@ -47,10 +47,10 @@ struct Users: AsyncParsableCommand {
 
         func run() async throws {
             let password = readPassword(fromStdin: passwordStdin)
-            await withDatabase { client, logger in
-                let cost = try HeraldConfiguration.fromEnvironment().auth.bcryptCost
+            await withDatabase { ctl in
+                let cost = ctl.storage.bcryptCost
                 let hash = Bcrypt.hash(password, cost: UInt8(cost))
-                try await UserStore(client: client, logger: logger).add(name: name, passwordHash: hash)
+                try await ctl.stores.users.add(name: name, passwordHash: hash)
                 print("added user \(name)")
             }
         }
@@ -88,10 +88,10 @@ struct Users: AsyncParsableCommand {
 
         func run() async throws {
             let password = readPassword(fromStdin: passwordStdin)
-            await withDatabase { client, logger in
-                let cost = try HeraldConfiguration.fromEnvironment().auth.bcryptCost
+            await withDatabase { ctl in
+                let cost = ctl.storage.bcryptCost
                 let hash = Bcrypt.hash(password, cost: UInt8(cost))
-                guard try await UserStore(client: client, logger: logger).setPassword(name: name, passwordHash: hash) else {
+                guard try await ctl.stores.users.setPassword(name: name, passwordHash: hash) else {
                     throw CommandFailure("no user named \(name)")
                 }
                 print("password of \(name) changed")
@@ -101,8 +101,8 @@ struct Users: AsyncParsableCommand {
 }
 
 private func setDisabled(_ name: String, _ disabled: Bool) async {
-    await withDatabase { client, logger in
-        guard try await UserStore(client: client, logger: logger).setDisabled(name: name, disabled) else {
+    await withDatabase { ctl in
+        guard try await ctl.stores.users.setDisabled(name: name, disabled) else {
             throw CommandFailure("no user named \(name)")
         }
         print(disabled ? "disabled \(name)" : "enabled \(name)")

@@ -342,7 +342,7 @@ struct DeviceRouteTests {
 
     @Test("a user may have at most the configured number of devices")
     func deviceLimit() async throws {
-        try await APIHarness.with(.testing(limits: DeviceStore.Limits(maxDevicesPerUser: 1))) { api async throws in
+        try await APIHarness.with(storage: StorageConfiguration(maxDevicesPerUser: 1)) { api async throws in
             try await api.addUser("alice")
             let first = try await api.send(
                 .put, "/api/register/\(UUID().uuidString)", auth: basic("alice"),

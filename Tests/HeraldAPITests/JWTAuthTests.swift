@@ -159,7 +159,7 @@ struct JWTAuthTests {
             ] {
                 await #expect(throws: (any Error).self) {
                     _ = try await buildApplication(
-                        configuration: .testing(auth: auth), client: db.client, logger: db.logger)
+                        configuration: .testing(auth: auth), stores: db.stores(), logger: db.logger)
                 }
             }
         }

@@ -119,7 +119,8 @@ struct RequestShapeTests {
                 group.addTask { await client.run() }
                 group.cancelAll()
             }
-            let app = try await buildApplication(configuration: .testing(), client: client, logger: db.logger)
+            let stores = TestDatabase.stores(client: client, logger: db.logger)
+            let app = try await buildApplication(configuration: .testing(), stores: stores, logger: db.logger)
             try await app.test(.router) { api async throws in
                 let response = try await api.execute(
                     uri: "/api/register/\(UUID().uuidString)", method: .delete,

@@ -116,21 +116,22 @@ func withDelivery<T: Sendable>(
             let logger = Logger.quiet("herald-delivery-test")
             let httpClient = DeliveryHandlers.makeHTTPClient(maxConnections: 8)
             do {
+                let stores = db.stores()
                 let delivery = try DeliveryHandlers(
-                    settings: .init(
+                    configuration: .init(
                         hubConnectionString: connectionString?(hub) ?? hub.connectionString, hubName: hub.hubName,
                         hubCallTimeout: .seconds(10)),
-                    httpClient: httpClient, postgres: db.client, logger: logger)
+                    httpClient: httpClient, stores: stores, logger: logger)
                 let handlers = try #require(delivery.byQueue()[DeviceJobs.queue])
                 let executor = JobExecutor(
-                    queue: JobQueue(client: db.client, logger: db.logger), handlers: handlers,
+                    queue: stores.queue, handlers: handlers,
                     configuration: .init(
                         queue: DeviceJobs.queue, concurrency: concurrency, pollInterval: .milliseconds(20),
                         // Short backoff so retried jobs finish within a test.
                         retryPolicy: JobRetryPolicy(base: .milliseconds(50), cap: .milliseconds(200)),
                         shutdownBudget: .seconds(5)))
                 let world = DeliveryWorld(
-                    db: db, hub: hub, store: DeviceStore(client: db.client, logger: db.logger),
+                    db: db, hub: hub, store: stores.devices,
                     hubClient: try NotificationHubClient(connectionString: hub.connectionString, hubName: hub.hubName))
                 let result = try await running([executor]) { try await body(world) }
                 try await httpClient.shutdown()

@@ -33,7 +33,7 @@ struct HubIDRaceTests {
         startingWith initial: String? = nil, _ write: @escaping @Sendable (DeviceStore, DeviceID) async throws -> String
     ) async throws -> String {
         try await TestDatabase.with { db async throws in
-            let store = DeviceStore(client: db.client, logger: db.logger)
+            let store = db.stores().devices
             let user = try await UserStore(client: db.client, logger: db.logger).add(name: "alice", passwordHash: "test")
             let id = DeviceID.random()
             try await store.register(

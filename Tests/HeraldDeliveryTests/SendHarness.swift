@@ -194,12 +194,13 @@ func withSends<T: Sendable>(
             let logger = Logger.quiet("herald-send-test")
             let httpClient = DeliveryHandlers.makeHTTPClient(maxConnections: concurrency + 4)
             do {
+                let stores = db.stores(StorageConfiguration(maxSendAttempts: maxSendAttempts))
                 let delivery = try DeliveryHandlers(
-                    settings: .init(
+                    configuration: .init(
                         hubConnectionString: hub.connectionString, hubName: hub.hubName, hubCallTimeout: hubCallTimeout,
                         telemetryFirstPoll: telemetryFirstPoll),
-                    httpClient: httpClient, postgres: db.client, logger: logger)
-                let queue = JobQueue(client: db.client, logger: db.logger)
+                    httpClient: httpClient, stores: stores, logger: logger)
+                let queue = stores.queue
                 let executors = try [DeviceJobs.queue, NotificationJobs.queue].map { name in
                     JobExecutor(
                         queue: queue, handlers: try #require(delivery.byQueue()[name]),
@@ -213,8 +214,7 @@ func withSends<T: Sendable>(
                 let sender = try await UserStore(client: db.client, logger: db.logger).add(
                     name: "sender", passwordHash: "x")
                 let world = SendWorld(
-                    db: db, hub: hub, devices: DeviceStore(client: db.client, logger: db.logger),
-                    notifications: NotificationStore(client: db.client, logger: db.logger, maxSendAttempts: maxSendAttempts),
+                    db: db, hub: hub, devices: stores.devices, notifications: stores.notifications,
                     senderID: sender.id)
                 let result = try await running(executors) { try await body(world) }
                 try await httpClient.shutdown()

@@ -12,14 +12,14 @@ struct DeviceStoreTests {
     static let tokenB = "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF"
 
     /// Two users and a store on `db`.
-    static func fixture(_ db: TestDatabase, limits: DeviceStore.Limits = .init()) async throws -> (
+    static func fixture(_ db: TestDatabase, storage: StorageConfiguration = .init()) async throws -> (
         DeviceStore, alice: DeviceOwner, bob: DeviceOwner
     ) {
         let users = UserStore(client: db.client, logger: db.logger)
         let alice = try await users.add(name: "alice", passwordHash: "x")
         let bob = try await users.add(name: "bob", passwordHash: "x")
         return (
-            DeviceStore(client: db.client, logger: db.logger, limits: limits),
+            db.stores(storage).devices,
             DeviceOwner(id: alice.id, name: alice.name), DeviceOwner(id: bob.id, name: bob.name)
         )
     }
@@ -185,7 +185,7 @@ struct DeviceStoreTests {
     @Test("the device limit per user is enforced")
     func deviceLimit() async throws {
         try await TestDatabase.with { db async throws in
-            let (store, alice, _) = try await Self.fixture(db, limits: .init(maxDevicesPerUser: 2))
+            let (store, alice, _) = try await Self.fixture(db, storage: .init(maxDevicesPerUser: 2))
             _ = try await store.deviceID(owner: alice, handle: "h1")
             _ = try await store.deviceID(owner: alice, handle: "h2")
             await #expect(throws: DomainError.self) { try await store.deviceID(owner: alice, handle: "h3") }

@@ -11,7 +11,7 @@ struct NotificationCreateTests {
     /// A store and an API key id on `db`.
     static func fixture(_ db: TestDatabase) async throws -> (NotificationStore, apiKeyID: Int64) {
         let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "sender", scopes: [.send])
-        return (NotificationStore(client: db.client, logger: db.logger, maxSendAttempts: 7), key.record.id)
+        return (db.stores(StorageConfiguration(maxSendAttempts: 7)).notifications, key.record.id)
     }
 
     static func request(_ users: [String], sendAt: Date? = nil) throws -> NotificationRequest {

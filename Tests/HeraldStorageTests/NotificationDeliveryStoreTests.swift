@@ -15,7 +15,7 @@ struct NotificationDeliveryStoreTests {
         NotificationStore, NotificationID, Int64
     ) {
         let user = try await UserStore(client: db.client, logger: db.logger).add(name: name, passwordHash: "x")
-        let store = NotificationStore(client: db.client, logger: db.logger)
+        let store = db.stores().notifications
         let request = try NotificationRequest(
             target: .user("alice"), content: .init(apple: #"{"aps":{"alert":"Hi"}}"#), ttl: ttl
         ).validated(now: Date())

@@ -15,7 +15,7 @@ struct NotificationSenderStoreTests {
         let keys = APIKeyStore(client: db.client, logger: db.logger)
         let one = try await keys.create(name: "one", scopes: [.send, .read]).record.id
         let two = try await keys.create(name: "two", scopes: [.send]).record.id
-        return (NotificationStore(client: db.client, logger: db.logger), one, two)
+        return (db.stores().notifications, one, two)
     }
 
     static func request(_ target: NotificationTarget = .user("bob"), sendAt: Date? = nil) -> NewNotification {

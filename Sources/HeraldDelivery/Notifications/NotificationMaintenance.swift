@@ -1,6 +1,5 @@
-import HeraldStorage
+public import HeraldStorage
 public import Logging
-public import PostgresNIO
 public import ServiceLifecycle
 
 /// The worker's notification housekeeping, as a service: every few seconds the expiry sweep
@@ -16,13 +15,13 @@ public struct NotificationMaintenance: Service {
     private let batch: Int
     private let logger: Logger
 
-    /// Creates the service on Herald's database: notifications finished longer than
-    /// `retention` ago are pruned.
+    /// Creates the service on the process's notification store: notifications finished longer
+    /// than `retention` ago are pruned.
     public init(
-        client: PostgresClient, retention: Duration, logger: Logger, expiryInterval: Duration = .seconds(5),
+        store: NotificationStore, retention: Duration, logger: Logger, expiryInterval: Duration = .seconds(5),
         pruneInterval: Duration = .seconds(60), batch: Int = 1000
     ) {
-        self.store = NotificationStore(client: client, logger: logger)
+        self.store = store
         self.retention = retention
         self.expiryInterval = expiryInterval
         self.pruneInterval = pruneInterval

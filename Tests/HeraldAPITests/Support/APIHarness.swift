@@ -14,22 +14,27 @@ import Testing
 struct APIHarness: Sendable {
     let db: TestDatabase
     let client: any TestClientProtocol
+    /// The stores the application was built with.
+    let stores: Stores
 
-    var users: UserStore { UserStore(client: db.client, logger: db.logger) }
-    var devices: DeviceStore { DeviceStore(client: db.client, logger: db.logger) }
-    var keys: APIKeyStore { APIKeyStore(client: db.client, logger: db.logger) }
-    var notifications: NotificationStore { NotificationStore(client: db.client, logger: db.logger) }
+    var users: UserStore { stores.users }
+    var devices: DeviceStore { stores.devices }
+    var keys: APIKeyStore { stores.apiKeys }
+    var notifications: NotificationStore { stores.notifications }
 
-    /// Runs `body` against a fresh database and an application built with `configuration`.
+    /// Runs `body` against a fresh database and an application built with `configuration`
+    /// on stores with `storage`'s limits.
     static func with(
-        _ configuration: APIConfiguration = .testing(), setup: TestingSetup = .router,
-        metrics: PrometheusCollectorRegistry? = nil, _ body: @Sendable (APIHarness) async throws -> Void
+        _ configuration: APIConfiguration = .testing(), storage: StorageConfiguration = StorageConfiguration(),
+        setup: TestingSetup = .router, metrics: PrometheusCollectorRegistry? = nil,
+        _ body: @Sendable (APIHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.with { db async throws in
+            let stores = db.stores(storage, tagPolicy: TagPolicy(maxClientTags: configuration.maxClientTags))
             let app = try await buildApplication(
-                configuration: configuration, client: db.client, logger: db.logger, metrics: metrics)
+                configuration: configuration, stores: stores, logger: db.logger, metrics: metrics)
             try await app.test(setup) { client in
-                try await body(APIHarness(db: db, client: client))
+                try await body(APIHarness(db: db, client: client, stores: stores))
             }
         }
     }
@@ -85,11 +90,10 @@ extension APIConfiguration {
     /// Test settings: a cheap dummy hash, a long cache, no JWT unless given.
     static func testing(
         auth: AuthConfiguration = AuthConfiguration(basicCacheSeconds: 60, bcryptConcurrency: 2, bcryptCost: 4),
-        limits: DeviceStore.Limits = DeviceStore.Limits(), maxBodyBytes: Int = 64 * 1024,
+        maxBodyBytes: Int = 64 * 1024,
         sends: SendConfiguration = SendConfiguration(defaultKeyRatePerSecond: 100_000, tutorialSendsPerUserPerSecond: 100_000)
     ) -> APIConfiguration {
-        APIConfiguration(
-            host: "127.0.0.1", port: 0, maxBodyBytes: maxBodyBytes, auth: auth, deviceLimits: limits, sends: sends)
+        APIConfiguration(host: "127.0.0.1", port: 0, maxBodyBytes: maxBodyBytes, auth: auth, sends: sends)
     }
 }
 

@@ -1,0 +1,147 @@
+public import HeraldSettings
+
+/// Settings of `herald-worker`: the hub, how many jobs run at once and for how long they are
+/// leased, history retention, and the limits of the job handlers. Each key is declared once
+/// below with its default; limits without a key are plain defaults of the initializer.
+public struct DeliveryConfiguration: Sendable {
+    /// The hub's connection string (a secret: never logged or stored).
+    public var hubConnectionString: String
+    /// The hub's name.
+    public var hubName: String
+    /// Jobs run at once per queue; also the largest claim.
+    public var concurrency: Int
+    /// How long a claimed job is held without a heartbeat.
+    public var lease: Duration
+    /// After finding work, an executor polls at this pace for 100 ms before waiting for a wake-up.
+    public var hotPollInterval: Duration
+    /// Whether the worker's commits wait for the WAL flush. Off, a commit returns before its
+    /// flush (`synchronous_commit = off` on the worker's connections only): a database server
+    /// crash can lose the worker's last fraction of a second of writes, which then run again
+    /// (at-least-once: a possible duplicate send, never a lost one). The API's commits always wait.
+    public var synchronousCommit: Bool
+    /// How long finished jobs stay in the queue's history.
+    public var historyRetention: Duration
+    /// How long finished notifications, their hub sends and outcomes are kept.
+    public var notificationRetention: Duration
+    /// The longest hub `Retry-After` a send honours; beyond it the notification's deadline decides.
+    public var retryAfterCap: Duration
+    /// The worker's ops listener (`/health/*`, `/metrics`) address.
+    public var metricsHost: String
+    /// The worker's ops listener port (0 picks a free one).
+    public var metricsPort: Int
+    /// The longest one hub call may take (within the job lease, which heartbeats extend anyway).
+    public var hubCallTimeout: Duration
+    /// Attempts a job gets when the hub keeps answering `401`: each signs a new token; after
+    /// that the job is discarded and the device marked failed.
+    public var authenticationAttempts: Int
+    /// Read-write rounds one sync attempt makes while the device keeps changing.
+    public var maxSyncRounds: Int
+    /// When the first telemetry poll runs after the hub accepted a send.
+    public var telemetryFirstPoll: Duration
+    /// How long telemetry is polled before giving up with a note.
+    public var telemetryGiveUp: Duration
+    /// The longest wait between telemetry polls.
+    public var telemetryMaxInterval: Duration
+
+    /// `HERALD_HUB_CONNECTION_STRING` (required by the worker; a secret).
+    public static let hubConnectionString = Setting<String?>.optionalString(
+        "hub.connection_string", defaultText: "— (required by the worker)", secret: true,
+        "the hub's connection string (`Endpoint=…;SharedAccessKeyName=…;SharedAccessKey=…`); a secret, never logged")
+    /// `HERALD_HUB_NAME`.
+    public static let hubName = Setting<String?>.optionalString(
+        "hub.name", defaultText: "— (required with the above)", "the hub's name")
+    /// `HERALD_WORKER_CONCURRENCY`.
+    public static let concurrency = Setting.int(
+        "worker.concurrency", default: 200, range: 1...10_000, "jobs run at once per queue; also the largest claim")
+    /// `HERALD_LEASE_SECONDS`.
+    public static let leaseSeconds = Setting.int(
+        "lease_seconds", default: 30, range: 1...86_400, "how long a claimed job is held without a heartbeat")
+    /// `HERALD_WORKER_HOT_POLL_MS`.
+    public static let hotPollMilliseconds = Setting.int(
+        "worker.hot_poll_ms", default: 10, range: 1...1000,
+        "after finding work an executor polls this often for 100 ms before waiting for a wake-up")
+    /// `HERALD_WORKER_SYNCHRONOUS_COMMIT`.
+    public static let synchronousCommit = Setting.toggle(
+        "worker.synchronous_commit", default: true, "whether the worker's commits wait for the WAL flush")
+    /// `HERALD_HISTORY_RETENTION_HOURS`.
+    public static let historyRetentionHours = Setting.int(
+        "history_retention_hours", default: 168, range: 1...87_600, "finished jobs are pruned from history after this")
+    /// `HERALD_NOTIFICATION_RETENTION_HOURS`.
+    public static let notificationRetentionHours = Setting.int(
+        "notification_retention_hours", default: 720, range: 1...87_600,
+        "finished notifications (with their hub sends and outcomes) are pruned after this")
+    /// `HERALD_SEND_RETRY_AFTER_CAP_SECONDS`.
+    public static let retryAfterCapSeconds = Setting.int(
+        "send.retry_after_cap_seconds", default: 300, range: 1...86_400, "the longest hub `Retry-After` a send waits for")
+    /// `HERALD_WORKER_METRICS_HOST`.
+    public static let metricsHost = Setting.string(
+        "worker.metrics_host", default: "127.0.0.1", "the worker's listener address")
+    /// `HERALD_WORKER_METRICS_PORT`.
+    public static let metricsPort = Setting.int(
+        "worker.metrics_port", default: 9091, range: 0...65535, "the worker's listener port (0 picks a free one)")
+
+    /// Every key this configuration reads.
+    public static let settings = [
+        hubConnectionString.documentation, hubName.documentation, concurrency.documentation,
+        leaseSeconds.documentation, hotPollMilliseconds.documentation, synchronousCommit.documentation,
+        historyRetentionHours.documentation, notificationRetentionHours.documentation,
+        retryAfterCapSeconds.documentation, metricsHost.documentation, metricsPort.documentation,
+    ]
+
+    /// Creates settings for `hubName` at `hubConnectionString`; every other default is the
+    /// documented one.
+    public init(
+        hubConnectionString: String, hubName: String,
+        concurrency: Int = DeliveryConfiguration.concurrency.defaultValue,
+        lease: Duration = .seconds(DeliveryConfiguration.leaseSeconds.defaultValue),
+        hotPollInterval: Duration = .milliseconds(DeliveryConfiguration.hotPollMilliseconds.defaultValue),
+        synchronousCommit: Bool = DeliveryConfiguration.synchronousCommit.defaultValue,
+        historyRetention: Duration = .seconds(DeliveryConfiguration.historyRetentionHours.defaultValue * 3600),
+        notificationRetention: Duration = .seconds(DeliveryConfiguration.notificationRetentionHours.defaultValue * 3600),
+        retryAfterCap: Duration = .seconds(DeliveryConfiguration.retryAfterCapSeconds.defaultValue),
+        metricsHost: String = DeliveryConfiguration.metricsHost.defaultValue,
+        metricsPort: Int = DeliveryConfiguration.metricsPort.defaultValue,
+        hubCallTimeout: Duration = .seconds(30), authenticationAttempts: Int = 3, maxSyncRounds: Int = 5,
+        telemetryFirstPoll: Duration = .seconds(5), telemetryGiveUp: Duration = .seconds(3600),
+        telemetryMaxInterval: Duration = .seconds(300)
+    ) {
+        self.hubConnectionString = hubConnectionString
+        self.hubName = hubName
+        self.concurrency = max(1, concurrency)
+        self.lease = lease
+        self.hotPollInterval = hotPollInterval
+        self.synchronousCommit = synchronousCommit
+        self.historyRetention = historyRetention
+        self.notificationRetention = notificationRetention
+        self.retryAfterCap = retryAfterCap
+        self.metricsHost = metricsHost
+        self.metricsPort = metricsPort
+        self.hubCallTimeout = hubCallTimeout
+        self.authenticationAttempts = max(1, authenticationAttempts)
+        self.maxSyncRounds = max(1, maxSyncRounds)
+        self.telemetryFirstPoll = telemetryFirstPoll
+        self.telemetryGiveUp = telemetryGiveUp
+        self.telemetryMaxInterval = telemetryMaxInterval
+    }
+
+    /// Reads every key. Throws a ``ConfigurationError`` naming the first malformed key, or
+    /// `HERALD_HUB_CONNECTION_STRING` when no hub is configured (the worker delivers through one).
+    public init(_ reader: SettingsReader) throws {
+        let connectionString = try reader.required(
+            Self.hubConnectionString,
+            hint: "the worker delivers through a Notification Hub; `make run` starts a local nh-emulator")
+        guard let hubName = try reader.value(Self.hubName) else {
+            throw ConfigurationError(
+                key: Self.hubName.environmentName, "is not set, but \(Self.hubConnectionString.environmentName) is")
+        }
+        self.init(
+            hubConnectionString: connectionString, hubName: hubName, concurrency: try reader.value(Self.concurrency),
+            lease: .seconds(try reader.value(Self.leaseSeconds)),
+            hotPollInterval: .milliseconds(try reader.value(Self.hotPollMilliseconds)),
+            synchronousCommit: try reader.value(Self.synchronousCommit),
+            historyRetention: .seconds(try reader.value(Self.historyRetentionHours) * 3600),
+            notificationRetention: .seconds(try reader.value(Self.notificationRetentionHours) * 3600),
+            retryAfterCap: .seconds(try reader.value(Self.retryAfterCapSeconds)),
+            metricsHost: try reader.value(Self.metricsHost), metricsPort: try reader.value(Self.metricsPort))
+    }
+}

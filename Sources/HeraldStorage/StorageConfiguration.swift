@@ -1,0 +1,45 @@
+public import HeraldSettings
+
+/// Limits on what the stores write, shared by every process that writes it (`herald-api`,
+/// `heraldctl`). Each key is declared once below with its default.
+public struct StorageConfiguration: Sendable {
+    /// Live devices one user may have (`409 too_many_devices` beyond).
+    public var maxDevicesPerUser: Int
+    /// Hub calls each hub send's job gets (retries included); fixed when a notification is accepted.
+    public var maxSendAttempts: Int
+    /// The bcrypt cost of new password hashes.
+    public var bcryptCost: Int
+
+    /// `HERALD_MAX_DEVICES_PER_USER`.
+    public static let maxDevicesPerUser = Setting.int(
+        "max_devices_per_user", default: 100, range: 1...100_000, "live devices one user may have (`409` beyond)")
+    /// `HERALD_SEND_MAX_ATTEMPTS`.
+    public static let maxSendAttempts = Setting.int(
+        "send.max_attempts", default: 10, range: 1...100,
+        "hub calls each hub send's job gets (retries included); fixed when the notification is accepted")
+    /// `HERALD_AUTH_BCRYPT_COST`.
+    public static let bcryptCost = Setting.int(
+        "auth.bcrypt_cost", default: 12, range: 4...16,
+        "cost of new password hashes (and of the API's dummy check for unknown users)")
+
+    /// Every key this configuration reads.
+    public static let settings = [maxDevicesPerUser, maxSendAttempts, bcryptCost].map(\.documentation)
+
+    /// Creates settings; every default is the documented one.
+    public init(
+        maxDevicesPerUser: Int = StorageConfiguration.maxDevicesPerUser.defaultValue,
+        maxSendAttempts: Int = StorageConfiguration.maxSendAttempts.defaultValue,
+        bcryptCost: Int = StorageConfiguration.bcryptCost.defaultValue
+    ) {
+        self.maxDevicesPerUser = maxDevicesPerUser
+        self.maxSendAttempts = maxSendAttempts
+        self.bcryptCost = bcryptCost
+    }
+
+    /// Reads every key; throws a ``ConfigurationError`` naming the first malformed one.
+    public init(_ reader: SettingsReader) throws {
+        self.init(
+            maxDevicesPerUser: try reader.value(Self.maxDevicesPerUser),
+            maxSendAttempts: try reader.value(Self.maxSendAttempts), bcryptCost: try reader.value(Self.bcryptCost))
+    }
+}

@@ -1,0 +1,43 @@
+public import HeraldDomain
+public import Logging
+public import PostgresNIO
+public import PostgresQueue
+
+/// Every store of one process, sharing one ``JobQueue`` and one `PostgresClient`.
+///
+/// Each executable builds exactly one `Stores` (and so one queue: its enqueue settings, such as
+/// `notifyOnEnqueue` behind a transaction-pooling proxy, and its notify debounce apply to every
+/// enqueue the process makes) and hands the stores to what needs them.
+///
+/// ```swift
+/// let queue = JobQueue(client: client, logger: logger, configuration: runtime.queue)
+/// let stores = Stores(client: client, queue: queue, configuration: storage, logger: logger)
+/// ```
+public struct Stores: Sendable {
+    /// The process's job queue.
+    public let queue: JobQueue
+    /// Devices and their sync jobs.
+    public let devices: DeviceStore
+    /// Notifications, their hub sends and jobs.
+    public let notifications: NotificationStore
+    /// Device users.
+    public let users: UserStore
+    /// Sender API keys.
+    public let apiKeys: APIKeyStore
+    /// The schema check and migrations.
+    public let migrations: MigrationRunner
+
+    /// Builds every store on `client`, enqueuing through `queue`; devices take tags by `tagPolicy`.
+    public init(
+        client: PostgresClient, queue: JobQueue, configuration: StorageConfiguration = StorageConfiguration(),
+        tagPolicy: TagPolicy = TagPolicy(), logger: Logger
+    ) {
+        self.queue = queue
+        self.devices = DeviceStore(
+            client: client, queue: queue, configuration: configuration, tagPolicy: tagPolicy, logger: logger)
+        self.notifications = NotificationStore(client: client, queue: queue, configuration: configuration, logger: logger)
+        self.users = UserStore(client: client, logger: logger)
+        self.apiKeys = APIKeyStore(client: client, logger: logger)
+        self.migrations = MigrationRunner(client: client, logger: logger)
+    }
+}

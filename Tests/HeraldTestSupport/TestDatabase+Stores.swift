@@ -1,0 +1,24 @@
+public import HeraldDomain
+public import HeraldStorage
+public import Logging
+public import PostgresNIO
+import PostgresQueue
+
+extension TestDatabase {
+    /// Stores on this test's database sharing one new job queue, as an executable builds them.
+    public func stores(
+        _ configuration: StorageConfiguration = StorageConfiguration(), tagPolicy: TagPolicy = TagPolicy()
+    ) -> Stores {
+        Self.stores(client: client, logger: logger, configuration, tagPolicy: tagPolicy)
+    }
+
+    /// Stores on `client` sharing one new job queue.
+    public static func stores(
+        client: PostgresClient, logger: Logger, _ configuration: StorageConfiguration = StorageConfiguration(),
+        tagPolicy: TagPolicy = TagPolicy()
+    ) -> Stores {
+        Stores(
+            client: client, queue: JobQueue(client: client, logger: logger), configuration: configuration,
+            tagPolicy: tagPolicy, logger: logger)
+    }
+}
