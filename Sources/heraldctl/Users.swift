@@ -42,14 +42,10 @@ struct Users: AsyncParsableCommand {
         @Argument(help: "User name: 1 to 64 ASCII letters, digits and . _ @ -")
         var name: String
 
-        @Flag(help: "Read the password from the first line of standard input (for scripts).")
-        var passwordStdin = false
+        @OptionGroup var password: PasswordInput
 
         func run() async throws {
-            let password = readPassword(fromStdin: passwordStdin)
-            await withDatabase { ctl in
-                let cost = ctl.storage.bcryptCost
-                let hash = Bcrypt.hash(password, cost: UInt8(cost))
+            await password.withHash { ctl, hash in
                 try await ctl.stores.users.add(name: name, passwordHash: hash)
                 print("added user \(name)")
             }
@@ -83,19 +79,30 @@ struct Users: AsyncParsableCommand {
 
         @Argument var name: String
 
-        @Flag(help: "Read the password from the first line of standard input (for scripts).")
-        var passwordStdin = false
+        @OptionGroup var password: PasswordInput
 
         func run() async throws {
-            let password = readPassword(fromStdin: passwordStdin)
-            await withDatabase { ctl in
-                let cost = ctl.storage.bcryptCost
-                let hash = Bcrypt.hash(password, cost: UInt8(cost))
+            await password.withHash { ctl, hash in
                 guard try await ctl.stores.users.setPassword(name: name, passwordHash: hash) else {
                     throw CommandFailure("no user named \(name)")
                 }
                 print("password of \(name) changed")
             }
+        }
+    }
+}
+
+/// The password of `users add` and `users set-password`: from a prompt, or the first line of
+/// standard input; hashed with the configured bcrypt cost.
+struct PasswordInput: ParsableArguments {
+    @Flag(help: "Read the password from the first line of standard input (for scripts).")
+    var passwordStdin = false
+
+    /// Reads the password, connects, and runs `body` with its hash.
+    func withHash(_ body: @escaping @Sendable (Ctl, String) async throws -> Void) async {
+        let password = readPassword(fromStdin: passwordStdin)
+        await withDatabase { ctl in
+            try await body(ctl, Bcrypt.hash(password, cost: UInt8(ctl.storage.bcryptCost)))
         }
     }
 }
