@@ -44,7 +44,7 @@ public func buildApplication(
         client: client, logger: logger, registry: registry, openAPI: try OpenAPIDocument.load(),
         devices: DeviceController(
             devices: DeviceStore(client: client, logger: logger, limits: configuration.deviceLimits),
-            maxBodyBytes: configuration.maxBodyBytes),
+            tagPolicy: configuration.deviceLimits.tagPolicy, maxBodyBytes: configuration.maxBodyBytes),
         tutorial: TutorialSendController(
             store: notifications, limiter: limiter, perUserRate: sends.tutorialSendsPerUserPerSecond,
             maxBodyBytes: configuration.maxBodyBytes),

@@ -18,24 +18,27 @@ import Logging
 /// user's device id, 409 for too many devices.
 struct DeviceController: Sendable {
     let devices: DeviceStore
+    /// Which tags clients may set.
+    let tagPolicy: TagPolicy
     let maxBodyBytes: Int
 
     /// `POST /api/register`: with `?handle=` the id of the caller's device holding that handle
     /// (a new one if none); with an installation body, registers the installation.
     func register(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let owner = try context.requireIdentity()
-        if let handle = request.uri.queryParameters.get("handle") {
+        if let text = request.uri.queryParameters.get("handle") {
+            let handle = try UnregisteredHandle(text)
             let id = try await devices.deviceID(owner: owner, handle: handle)
             context.logger.debug(
                 "herald.device.id_issued",
-                metadata: ["device.id": "\(id)", "user": "\(owner.name)", "handle": "\(DeviceHandle.redacted(handle))"])
+                metadata: [
+                    "device.id": "\(id)", "user": "\(owner.name)", "handle": "\(DeviceHandle.redacted(handle.text))",
+                ])
             return Self.jsonString(id.description)
         }
         let body = try JSONValue.object(from: try await request.collectBody(limit: maxBodyBytes))
-        let installation = try Self.installation(from: body)
-        let record = try await devices.registerInstallation(
-            owner: owner, installationID: installation.id, platform: installation.platform,
-            handle: installation.handle, clientTags: installation.tags, templates: installation.templates)
+        let installation = try Self.installation(from: body, user: owner.name, policy: tagPolicy)
+        let record = try await devices.registerInstallation(installation, owner: owner)
         context.logger.debug(
             "herald.device.installation_registered",
             metadata: [
@@ -50,10 +53,8 @@ struct DeviceController: Sendable {
         let owner = try context.requireIdentity()
         let id = try Self.deviceID(context)
         let body = try JSONValue.object(from: try await request.collectBody(limit: maxBodyBytes))
-        let registration = try Self.registration(from: body)
-        let record = try await devices.register(
-            owner: owner, id: id, platform: registration.platform, handle: registration.handle,
-            clientTags: registration.tags, template: registration.template)
+        let registration = try Self.registration(from: body, user: owner.name, policy: tagPolicy)
+        let record = try await devices.register(registration, id: id, owner: owner)
         context.logger.debug(
             "herald.device.registered",
             metadata: [
@@ -74,23 +75,6 @@ struct DeviceController: Sendable {
 
     // MARK: Request shapes
 
-    /// What `PUT /api/register/{id}` carries.
-    struct Registration {
-        var platform: Platform
-        var handle: String
-        var tags: [String]
-        var template: DeviceTemplate?
-    }
-
-    /// What `POST /api/register` with a body carries.
-    struct Installation {
-        var id: String
-        var platform: Platform
-        var handle: String
-        var tags: [String]
-        var templates: [String: InstallationTemplateSpec]
-    }
-
     /// The fields `PUT /api/register/{id}` requires (the OpenAPI `DeviceRegistration.required`).
     static let registrationRequiredFields = ["Platform", "Handle"]
     /// The fields an installation body requires (the OpenAPI `Installation.required`).
@@ -101,8 +85,9 @@ struct DeviceController: Sendable {
     }
 
     /// `{"Platform": "apns", "Handle": "…", "Tags": [...], "Template": "<body>"}`, or with
-    /// `"Template": {"Body": "…", "Headers": {"X-WNS-Type": "wns/toast"}}`; `Tags` and `Template` optional.
-    static func registration(from body: JSONObject) throws -> Registration {
+    /// `"Template": {"Body": "…", "Headers": {"X-WNS-Type": "wns/toast"}}`; `Tags` and `Template`
+    /// optional. Read, then checked for `user` by the domain.
+    static func registration(from body: JSONObject, user: String, policy: TagPolicy) throws -> DeviceRegistration {
         for field in registrationRequiredFields where body[field] == nil {
             throw APIError.invalidJSON("\(field) is required")
         }
@@ -119,12 +104,16 @@ struct DeviceController: Sendable {
         default:
             throw APIError.invalidJSON("Template must be a string (the body) or an object {\"Body\", \"Headers\"}")
         }
-        return Registration(platform: platform, handle: handle, tags: tags, template: template)
+        return try DeviceRegistration(
+            user: user, platform: platform, handle: handle, clientTags: tags, template: template, policy: policy)
     }
 
     /// `{"platform": "ios", "instId": "…", "deviceToken": "…", "tags": [...],
-    /// "templates": {"<name>": {"body": "…", "headers": {…}, "tags": [...]}}}`; `tags`, `templates` optional.
-    static func installation(from body: JSONObject) throws -> Installation {
+    /// "templates": {"<name>": {"body": "…", "headers": {…}, "tags": [...]}}}`; `tags`,
+    /// `templates` optional. Read, then checked for `user` by the domain.
+    static func installation(
+        from body: JSONObject, user: String, policy: TagPolicy
+    ) throws -> InstallationRegistration {
         for field in installationRequiredFields where body[field] == nil {
             throw APIError.invalidJSON("\(field) is required")
         }
@@ -146,7 +135,9 @@ struct DeviceController: Sendable {
                 throw APIError.invalidJSON("each template must be an object {\"body\", \"headers\", \"tags\"}")
             }
         }
-        return Installation(id: id, platform: platform, handle: handle, tags: tags, templates: templates)
+        return try InstallationRegistration(
+            user: user, installationID: try InstallationID(id), platform: platform, handle: handle, clientTags: tags,
+            templates: templates, policy: policy)
     }
 
     /// A 200 whose body is `text` as a JSON string, as the tutorial clients expect.

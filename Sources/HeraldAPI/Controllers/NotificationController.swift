@@ -28,15 +28,15 @@ struct NotificationController: Sendable {
     func create(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let key = try requireKey(context)
         let object = try NotificationJSON.object(try await request.collectBody(limit: maxBodyBytes))
-        var idempotencyKey: String?
+        var idempotencyKey: IdempotencyKey?
         let keys = request.headers[values: Self.idempotencyKeyHeader]
         if !keys.isEmpty {
-            guard keys.count == 1, !keys[0].isEmpty, keys[0].utf8.count <= NotificationStore.maxIdempotencyKeyLength else {
+            guard keys.count == 1, let value = try? IdempotencyKey(keys[0]) else {
                 throw APIError(
                     .badRequest, code: "invalid_idempotency_key",
-                    message: "Idempotency-Key is one header of 1 to 255 bytes")
+                    message: "Idempotency-Key is one header of 1 to \(IdempotencyKey.maxBytes) bytes")
             }
-            idempotencyKey = keys[0]
+            idempotencyKey = value
         }
         let parsed = try NotificationJSON.notification(object, path: "", allowKey: false, now: Date())
         let item = NewNotification(

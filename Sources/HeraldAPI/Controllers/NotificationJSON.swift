@@ -27,7 +27,7 @@ enum NotificationJSON {
         var request: NotificationRequest
         /// SHA-256 of the notification's canonical JSON (sorted keys); only when a key is given.
         var hash: Data?
-        var idempotencyKey: String?
+        var idempotencyKey: IdempotencyKey?
     }
 
     /// Parses a body that must be a JSON object.
@@ -59,11 +59,12 @@ enum NotificationJSON {
         for key in object.keys where !knownFields.contains(key) && !(allowKey && key == "idempotencyKey") {
             throw invalid(path + String(key.prefix(40)), "is not a field of a notification")
         }
-        var idempotencyKey: String?
+        var idempotencyKey: IdempotencyKey?
         var hashed = object
         if allowKey, let value = object["idempotencyKey"], !(value is NSNull) {
-            guard let key = value as? String, !key.isEmpty, key.utf8.count <= NotificationStore.maxIdempotencyKeyLength
-            else { throw invalid(path + "idempotencyKey", "is a string of 1 to 255 bytes") }
+            guard let text = value as? String, let key = try? IdempotencyKey(text) else {
+                throw invalid(path + "idempotencyKey", "is a string of 1 to \(IdempotencyKey.maxBytes) bytes")
+            }
             idempotencyKey = key
             hashed["idempotencyKey"] = nil
         }
