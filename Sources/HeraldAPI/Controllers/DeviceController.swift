@@ -34,9 +34,9 @@ struct DeviceController: Sendable {
                 metadata: [
                     "device.id": "\(id)", "user": "\(owner.name)", "handle": "\(DeviceHandle.redacted(handle.text))",
                 ])
-            return Self.jsonString(id.description)
+            return try JSONWriter.response(id.description)
         }
-        let body = try JSONValue.object(from: try await request.collectBody(limit: maxBodyBytes))
+        let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .deviceAPI)
         let installation = try Self.installation(from: body, user: owner.name, policy: tagPolicy)
         let record = try await devices.registerInstallation(installation, owner: owner)
         context.logger.debug(
@@ -45,14 +45,14 @@ struct DeviceController: Sendable {
                 "device.id": "\(record.id)", "user": "\(owner.name)", "platform": "\(installation.platform.rawValue)",
                 "handle": "\(DeviceHandle.redacted(record.handle))",
             ])
-        return Self.jsonString(record.id.description)
+        return try JSONWriter.response(record.id.description)
     }
 
     /// `PUT /api/register/{id}`: creates or updates the caller's device at `id`.
     func update(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let owner = try context.requireIdentity()
         let id = try Self.deviceID(context)
-        let body = try JSONValue.object(from: try await request.collectBody(limit: maxBodyBytes))
+        let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .deviceAPI)
         let registration = try Self.registration(from: body, user: owner.name, policy: tagPolicy)
         let record = try await devices.register(registration, id: id, owner: owner)
         context.logger.debug(
@@ -87,22 +87,23 @@ struct DeviceController: Sendable {
     /// `{"Platform": "apns", "Handle": "…", "Tags": [...], "Template": "<body>"}`, or with
     /// `"Template": {"Body": "…", "Headers": {"X-WNS-Type": "wns/toast"}}`; `Tags` and `Template`
     /// optional. Read, then checked for `user` by the domain.
-    static func registration(from body: JSONObject, user: String, policy: TagPolicy) throws -> DeviceRegistration {
-        for field in registrationRequiredFields where body[field] == nil {
-            throw APIError.invalidJSON("\(field) is required")
-        }
-        let platform = try Platform(tutorialName: try body.string("Platform"))
-        let handle = try body.string("Handle")
-        let tags = try body.strings("Tags")
-        let template: DeviceTemplate?
-        switch body["Template"] {
-        case nil: template = nil
-        case .string(let text)?: template = DeviceTemplate(body: text)
-        case .object?:
-            let object = try body.object("Template")!
-            template = DeviceTemplate(body: try object.string("Body"), headers: try object.stringMap("Headers"))
-        default:
-            throw APIError.invalidJSON("Template must be a string (the body) or an object {\"Body\", \"Headers\"}")
+    static func registration(from body: JSONObjectCursor, user: String, policy: TagPolicy) throws -> DeviceRegistration {
+        for field in registrationRequiredFields { _ = try body.required(field) }
+        let platform = try Platform(tutorialName: try body.field("Platform").string())
+        let handle = try body.field("Handle").string()
+        let tags = try body["Tags"]?.strings() ?? []
+        var template: DeviceTemplate?
+        if let field = body["Template"] {
+            switch field.value {
+            case .string(let text):
+                template = DeviceTemplate(body: text)
+            case .object:
+                let object = try field.object()
+                template = DeviceTemplate(
+                    body: try object.required("Body").string(), headers: try object["Headers"]?.stringMap() ?? [:])
+            default:
+                throw field.refusal("must be a string (the body) or an object {\"Body\", \"Headers\"}")
+            }
         }
         return try DeviceRegistration(
             user: user, platform: platform, handle: handle, clientTags: tags, template: template, policy: policy)
@@ -110,41 +111,32 @@ struct DeviceController: Sendable {
 
     /// `{"platform": "ios", "instId": "…", "deviceToken": "…", "tags": [...],
     /// "templates": {"<name>": {"body": "…", "headers": {…}, "tags": [...]}}}`; `tags`,
-    /// `templates` optional. Read, then checked for `user` by the domain.
+    /// `templates` optional, and a template may be just its body. Read, then checked for `user`
+    /// by the domain.
     static func installation(
-        from body: JSONObject, user: String, policy: TagPolicy
+        from body: JSONObjectCursor, user: String, policy: TagPolicy
     ) throws -> InstallationRegistration {
-        for field in installationRequiredFields where body[field] == nil {
-            throw APIError.invalidJSON("\(field) is required")
-        }
-        let platform = try Platform(tutorialName: try body.string("platform"))
-        let id = try body.string("instId")
-        let handle = try body.string("deviceToken")
-        let tags = try body.strings("tags")
+        for field in installationRequiredFields { _ = try body.required(field) }
+        let platform = try Platform(tutorialName: try body.field("platform").string())
+        let id = try body.field("instId").string()
+        let handle = try body.field("deviceToken").string()
+        let tags = try body["tags"]?.strings() ?? []
         var templates: [String: InstallationTemplateSpec] = [:]
-        for (name, value) in try body.entries("templates") {
-            switch value {
+        for (name, field) in try body["templates"]?.entries() ?? [] {
+            switch field.value {
             case .string(let text):
                 templates[name] = InstallationTemplateSpec(body: text)
             case .object:
-                let spec = try JSONObject(value, name: "templates.\(name.prefix(40))")
+                let spec = try field.object()
                 templates[name] = InstallationTemplateSpec(
-                    body: try spec.string("body"), headers: try spec.stringMap("headers"),
-                    tags: try spec.strings("tags"))
+                    body: try spec.required("body").string(), headers: try spec["headers"]?.stringMap() ?? [:],
+                    tags: try spec["tags"]?.strings() ?? [])
             default:
-                throw APIError.invalidJSON("each template must be an object {\"body\", \"headers\", \"tags\"}")
+                throw field.refusal("must be a string (the body) or an object {\"body\", \"headers\", \"tags\"}")
             }
         }
         return try InstallationRegistration(
             user: user, installationID: try InstallationID(id), platform: platform, handle: handle, clientTags: tags,
             templates: templates, policy: policy)
-    }
-
-    /// A 200 whose body is `text` as a JSON string, as the tutorial clients expect.
-    static func jsonString(_ text: String) -> Response {
-        let escaped = text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-        return Response(
-            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(string: "\"\(escaped)\"")))
     }
 }

@@ -2,7 +2,24 @@ import Foundation
 import HeraldDomain
 import HeraldStorage
 
-// The sender API's answer bodies.
+// The sender API's answer bodies, written by ``JSONWriter`` (dates as ISO 8601 with
+// fractional seconds, keys sorted).
+
+/// `POST /v1/notifications` (and each item of a batch answer): `{"id": "…", "state": "…"}`.
+struct AcceptedBody: Encodable {
+    var id: String
+    var state: String
+
+    init(_ answer: AcceptedNotification) {
+        id = answer.id.uuidString.lowercased()
+        state = answer.state.rawValue
+    }
+}
+
+/// `POST /v1/notifications:batch`: the answers in input order.
+struct AcceptedBatchBody: Encodable {
+    var notifications: [AcceptedBody]
+}
 
 /// `GET /v1/notifications` and `DELETE` answers: a notification's summary.
 struct SummaryBody: Encodable {
@@ -100,7 +117,7 @@ struct HubSendBody: Encodable {
         hubNotificationId = send.hubNotificationID
         lastStatus = send.lastStatus
         lastError = send.lastError
-        telemetry = send.telemetryJSON.flatMap(JSONValue.parse)
+        telemetry = send.telemetryJSON.flatMap { JSONValue.parse($0) }
         telemetryNote = send.telemetryNote
         outcomes = send.outcomes.map(OutcomeBody.init)
     }
@@ -133,7 +150,7 @@ struct OutcomeBody: Encodable {
         decision = outcome.decision
         retryAfterMs = outcome.retryAfterMs
         state = outcome.state
-        telemetry = outcome.telemetryJSON.flatMap(JSONValue.parse)
+        telemetry = outcome.telemetryJSON.flatMap { JSONValue.parse($0) }
         at = outcome.at
         startedAt = outcome.startedAt
     }

@@ -3,13 +3,15 @@ import HeraldDomain
 import HeraldStorage
 import Hummingbird
 import Logging
-import NIOCore
 
 /// The tutorial's send endpoint, `POST /api/notifications?pns=…&to_tag=<user>` with a JSON
 /// string body, behind device sign-in: sends `From <caller>: <text>` to `to_tag`'s devices in
 /// the format `pns` names. Answers 200 `{"id": …}` once the notification and its job are
 /// committed (the tutorial backend waited for the hub instead). Rate-limited per user.
 struct TutorialSendController: Sendable {
+    /// The longest message, in characters (the OpenAPI `TutorialMessage.maxLength`).
+    static let maxMessageLength = 1000
+
     let store: NotificationStore
     let limiter: RateLimiter
     let perUserRate: Int
@@ -35,19 +37,16 @@ struct TutorialSendController: Sendable {
             throw APIError(.badRequest, code: "invalid_to_tag", message: "to_tag: \(error.message)")
         }
         let body = try await request.collectBody(limit: maxBodyBytes)
-        guard body.readableBytes > 0,
-            let value = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView), options: [.fragmentsAllowed]),
-            let message = value as? String
-        else {
+        guard case .string(let message)? = JSONValue.parse(body) else {
             throw APIError.invalidJSON("the request body must be a JSON string, such as \"Hello\"")
         }
         guard !message.isEmpty else {
             throw APIError(.badRequest, code: "invalid_message", message: "the message is empty")
         }
-        guard message.count <= NotificationJSON.maxTutorialMessage else {
+        guard message.count <= Self.maxMessageLength else {
             throw APIError(
                 .badRequest, code: "message_too_long",
-                message: "the message has \(message.count) characters; at most \(NotificationJSON.maxTutorialMessage)")
+                message: "the message has \(message.count) characters; at most \(Self.maxMessageLength)")
         }
         let payload = try TutorialMessage.payload(format, from: owner.name, message)
         let content = NotificationContent(
@@ -60,8 +59,11 @@ struct TutorialSendController: Sendable {
         context.logger.debug(
             "herald.notification.tutorial_accepted",
             metadata: ["notification.id": "\(answer.id)", "user": "\(owner.name)", "format": "\(format.rawValue)"])
-        return Response(
-            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"id":"\#(answer.id.uuidString.lowercased())"}"#)))
+        return try JSONWriter.response(TutorialSendAnswer(id: answer.id.uuidString.lowercased()))
     }
+}
+
+/// The tutorial send's answer (the OpenAPI `TutorialSendAnswer`): `{"id": "…"}`.
+struct TutorialSendAnswer: Encodable {
+    var id: String
 }
