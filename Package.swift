@@ -222,7 +222,7 @@ let package = Package(
         .target(
             name: "HeraldTestSupport",
             dependencies: [
-                "HeraldDomain", "HeraldStorage", "HeraldRuntime", "PostgresQueue",
+                "HeraldStorage", "HeraldRuntime", "PostgresQueue",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

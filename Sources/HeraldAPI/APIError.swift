@@ -35,11 +35,10 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
     /// The JSON response, without a request.
     func response() -> Response {
         var headers = self.headers
-        headers[.contentType] = "application/json; charset=utf-8"
-        let body = ErrorBody(code: code, message: message)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let data = (try? encoder.encode(body)) ?? Data(#"{"code":"internal_error","message":"error"}"#.utf8)
+        headers[.contentType] = JSONWriter.contentType
+        let data =
+            (try? JSONWriter.data(ErrorBody(code: code, message: message)))
+            ?? Data(#"{"code":"internal_error","message":"error"}"#.utf8)
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldDomain
 public import HeraldStorage
 public import Hummingbird
 public import Logging
@@ -40,7 +41,9 @@ public func buildApplication(
     let limiter = RateLimiter()
     let handlers = RouteHandlers(
         migrations: stores.migrations, registry: registry, openAPI: try OpenAPIDocument.load(),
-        devices: DeviceController(devices: stores.devices, maxBodyBytes: configuration.maxBodyBytes),
+        devices: DeviceController(
+            devices: stores.devices, tagPolicy: TagPolicy(maxClientTags: configuration.maxClientTags),
+            maxBodyBytes: configuration.maxBodyBytes),
         tutorial: TutorialSendController(
             store: stores.notifications, limiter: limiter, perUserRate: sends.tutorialSendsPerUserPerSecond,
             maxBodyBytes: configuration.maxBodyBytes),

@@ -68,11 +68,11 @@ enum APIRoutes {
         RouteSpec(
             method: .post, path: "/v1/notifications", operation: .notificationCreate, access: .apiKey,
             statuses: apiKey.union([202, 400, 409, 413]),
-            body: .init(schema: "NotificationRequest", required: NotificationJSON.requiredFields)),
+            body: .init(schema: "NotificationRequest", required: NotificationRequestReader.requiredFields)),
         RouteSpec(
             method: .post, path: "/v1/notifications:batch", operation: .notificationBatch, access: .apiKey,
             statuses: apiKey.union([202, 400, 409, 413]),
-            body: .init(schema: "NotificationBatchRequest", required: NotificationJSON.batchRequiredFields)),
+            body: .init(schema: "NotificationBatchRequest", required: NotificationRequestReader.batchRequiredFields)),
         RouteSpec(
             method: .get, path: "/v1/notifications", operation: .notificationList, access: .apiKey,
             statuses: apiKey.union([200, 400])),

@@ -1,5 +1,4 @@
 import Foundation
-public import HeraldDomain
 public import HeraldStorage
 public import Logging
 import Metrics
@@ -23,11 +22,10 @@ public enum HeraldBootstrap {
     /// The process's one job queue (with ``RuntimeConfiguration/queue``'s enqueue settings) and
     /// every store on it. Call once per process and hand the stores to what needs them.
     public static func stores(
-        client: PostgresClient, runtime: RuntimeConfiguration, storage: StorageConfiguration,
-        tagPolicy: TagPolicy = TagPolicy(), logger: Logger
+        client: PostgresClient, runtime: RuntimeConfiguration, storage: StorageConfiguration, logger: Logger
     ) -> Stores {
         let queue = JobQueue(client: client, logger: logger, configuration: runtime.queue)
-        return Stores(client: client, queue: queue, configuration: storage, tagPolicy: tagPolicy, logger: logger)
+        return Stores(client: client, queue: queue, configuration: storage, logger: logger)
     }
 
     /// Routes swift-metrics to a Prometheus registry and returns it (for `/metrics`). Call once.

@@ -99,52 +99,32 @@ public struct DeviceHubCall: Sendable, Hashable {
 /// Devices: the use-cases behind the device API (each writes the device row and its sync
 /// job in one transaction) and the reads and fenced writes the sync jobs make.
 public struct DeviceStore: Sendable {
-    /// Limits on what one user may register.
-    public struct Limits: Sendable {
-        /// Live devices one user may have (`HERALD_MAX_DEVICES_PER_USER`).
-        public var maxDevicesPerUser: Int
-        /// Which tags clients may set.
-        public var tagPolicy: TagPolicy
-
-        /// Creates limits.
-        public init(maxDevicesPerUser: Int, tagPolicy: TagPolicy) {
-            self.maxDevicesPerUser = maxDevicesPerUser
-            self.tagPolicy = tagPolicy
-        }
-    }
-
-    /// Most templates one installation may carry.
-    public static let maxInstallationTemplates = 10
-
     let client: PostgresClient
     let logger: Logger
     let queue: JobQueue
-    /// The limits in force.
-    public let limits: Limits
+    /// Live devices one user may have (``StorageConfiguration/maxDevicesPerUser``).
+    public let maxDevicesPerUser: Int
 
-    /// Creates a store on `client` that enqueues through the process's `queue`.
+    /// Creates a store on `client` that enqueues through the process's `queue`. It saves
+    /// registrations the device API has checked (``DeviceRegistration``,
+    /// ``InstallationRegistration``) and enforces what needs the database: the device limit and
+    /// ownership.
     public init(
         client: PostgresClient, queue: JobQueue, configuration: StorageConfiguration = StorageConfiguration(),
-        tagPolicy: TagPolicy = TagPolicy(), logger: Logger
+        logger: Logger
     ) {
         self.client = client
         self.logger = logger
         self.queue = queue
-        self.limits = Limits(maxDevicesPerUser: configuration.maxDevicesPerUser, tagPolicy: tagPolicy)
+        self.maxDevicesPerUser = configuration.maxDevicesPerUser
     }
 
     // MARK: Device API use-cases
 
     /// `POST /api/register?handle=`: the id of the caller's device with this handle, or a new
     /// device (nothing goes to the hub until it is registered with a platform).
-    public func deviceID(owner: DeviceOwner, handle rawHandle: String) async throws -> DeviceID {
-        let handle = rawHandle.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !handle.isEmpty, handle.count <= DeviceHandle.maxLength else {
-            throw DomainError(
-                code: "invalid_handle", message: "the handle must be 1 to \(DeviceHandle.maxLength) characters")
-        }
-        // The tutorial client sends APNs tokens as upper-case hex; a later PUT stores them so.
-        let forms = [handle, (try? DeviceHandle.normalized(handle, for: .apns)) ?? handle]
+    public func deviceID(owner: DeviceOwner, handle: UnregisteredHandle) async throws -> DeviceID {
+        let forms = handle.storedForms
         return try await StorageSQL.transaction(client, logger: logger, "register a device") { connection in
             let existing = try await connection.query(
                 """
@@ -157,25 +137,26 @@ public struct DeviceStore: Sendable {
             try await connection.query(
                 """
                 INSERT INTO devices (id, user_id, kind, handle, sync_state)
-                VALUES (\(id.uuid), \(owner.id), 'registration', \(handle), 'new')
+                VALUES (\(id.uuid), \(owner.id), 'registration', \(handle.text), 'new')
                 """, logger: logger)
             return id
         }
     }
 
-    /// `PUT /api/register/{id}`: creates or updates the caller's device at `id` as a
-    /// registration (a template registration when `template` is set), moves the handle away
-    /// from any other device, and enqueues the syncs, all in one transaction.
+    /// `PUT /api/register/{id}`: saves `registration` as the caller's device at `id` (a
+    /// template registration when it has a template), creating or updating it, moves the handle
+    /// away from any other device, and enqueues the syncs, all in one transaction.
     ///
-    /// Throws `DomainError` `.gone` when the id belongs to another user.
+    /// `registration` must have been built for `owner` (its `username:` tag names them).
+    /// Throws `DomainError` `.gone` when the id belongs to another user, `.conflict` when it is
+    /// an installation or the user has too many devices.
     @discardableResult
     public func register(
-        owner: DeviceOwner, id: DeviceID, platform: Platform, handle rawHandle: String, clientTags: [String],
-        template: DeviceTemplate?
+        _ registration: DeviceRegistration, id: DeviceID, owner: DeviceOwner
     ) async throws -> DeviceRecord {
-        let handle = try DeviceHandle.normalized(rawHandle, for: platform)
-        let tags = try limits.tagPolicy.tags(for: owner.name, clientTags: clientTags)
-        let template = try template?.validated(for: platform)
+        precondition(registration.user == owner.name, "a device registration saved for another user")
+        let handle = registration.handle
+        let template = registration.template
         let headersJSON = try template.map { try Self.json($0.headers) }
         return try await StorageSQL.transaction(client, logger: logger, "register a device") { connection in
             let current = try await lockDevice(id, on: connection)
@@ -195,8 +176,8 @@ public struct DeviceStore: Sendable {
             let rows = try await connection.query(
                 """
                 INSERT INTO devices (id, user_id, kind, platform, handle, tags, template_body, template_headers)
-                VALUES (\(id.uuid), \(owner.id), 'registration', \(platform.rawValue), \(handle), \(tags),
-                        \(template?.body), \(headersJSON)::jsonb)
+                VALUES (\(id.uuid), \(owner.id), 'registration', \(registration.platform.rawValue), \(handle),
+                        \(registration.tags), \(template?.body), \(headersJSON)::jsonb)
                 ON CONFLICT (id) DO UPDATE SET
                     platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
                     template_body = EXCLUDED.template_body, template_headers = EXCLUDED.template_headers,
@@ -211,38 +192,21 @@ public struct DeviceStore: Sendable {
         }
     }
 
-    /// `POST /api/register` with an installation: creates or updates the caller's
-    /// installation-style device, moves the handle away from any other device, and enqueues
-    /// the sync, all in one transaction.
+    /// `POST /api/register` with an installation: saves `installation` as the caller's
+    /// installation-style device (creating or updating the one with its installation id),
+    /// moves the handle away from any other device, and enqueues the sync, all in one
+    /// transaction.
+    ///
+    /// `installation` must have been built for `owner`. Throws `DomainError` `.gone` when the
+    /// installation id belongs to another user, `.conflict` when the user has too many devices.
     @discardableResult
     public func registerInstallation(
-        owner: DeviceOwner, installationID: String, platform: Platform, handle rawHandle: String,
-        clientTags: [String], templates: [String: InstallationTemplateSpec]
+        _ installation: InstallationRegistration, owner: DeviceOwner
     ) async throws -> DeviceRecord {
-        guard !installationID.isEmpty, installationID.count <= 100,
-            installationID.unicodeScalars.allSatisfy({
-                $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0))
-            })
-        else {
-            throw DomainError(
-                code: "invalid_installation_id", message: "an installation id is 1 to 100 letters, digits and - _ .")
-        }
-        let handle = try DeviceHandle.normalized(rawHandle, for: platform)
-        let tags = try limits.tagPolicy.tags(for: owner.name, clientTags: clientTags)
-        guard templates.count <= Self.maxInstallationTemplates else {
-            throw DomainError(
-                code: "too_many_templates", message: "an installation may carry at most \(Self.maxInstallationTemplates) templates")
-        }
-        var checked: [String: InstallationTemplateSpec] = [:]
-        for (name, spec) in templates {
-            guard !name.isEmpty, name.count <= 64, TagPolicy.isWellFormed(name) else {
-                throw DomainError(code: "invalid_template", message: "a template name is 1 to 64 letters, digits and _ @ # . : -")
-            }
-            _ = try DeviceTemplate(body: spec.body, headers: spec.headers).validated(for: platform)
-            let templateTags = try limits.tagPolicy.tags(for: owner.name, clientTags: spec.tags).dropLast()
-            checked[name] = InstallationTemplateSpec(body: spec.body, headers: spec.headers, tags: Array(templateTags))
-        }
-        let templatesJSON = try Self.json(checked)
+        precondition(installation.user == owner.name, "an installation registration saved for another user")
+        let installationID = installation.installationID.rawValue
+        let handle = installation.handle
+        let templatesJSON = try Self.json(installation.templates)
         return try await StorageSQL.transaction(client, logger: logger, "register an installation") { connection in
             let existing = try await connection.query(
                 "SELECT id, user_id FROM devices WHERE installation_id = \(installationID) FOR UPDATE", logger: logger)
@@ -258,8 +222,8 @@ public struct DeviceStore: Sendable {
             let rows = try await connection.query(
                 """
                 INSERT INTO devices (id, user_id, kind, platform, handle, tags, installation_id, templates)
-                VALUES (\(id.uuid), \(owner.id), 'installation', \(platform.rawValue), \(handle), \(tags),
-                        \(installationID), \(templatesJSON)::jsonb)
+                VALUES (\(id.uuid), \(owner.id), 'installation', \(installation.platform.rawValue), \(handle),
+                        \(installation.tags), \(installationID), \(templatesJSON)::jsonb)
                 ON CONFLICT (id) DO UPDATE SET
                     platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
                     templates = EXCLUDED.templates, deleted_at = NULL, sync_state = 'pending', last_error = NULL,
@@ -476,10 +440,10 @@ public struct DeviceStore: Sendable {
     private func checkDeviceLimit(owner: DeviceOwner, on connection: PostgresConnection) async throws {
         let rows = try await connection.query(
             "SELECT count(*) FROM devices WHERE user_id = \(owner.id) AND deleted_at IS NULL", logger: logger)
-        for try await count in rows.decode(Int64.self) where count >= limits.maxDevicesPerUser {
+        for try await count in rows.decode(Int64.self) where count >= maxDevicesPerUser {
             throw DomainError(
                 code: "too_many_devices",
-                message: "a user may have at most \(limits.maxDevicesPerUser) devices; delete unused ones first",
+                message: "a user may have at most \(maxDevicesPerUser) devices; delete unused ones first",
                 kind: .conflict)
         }
     }
@@ -502,7 +466,9 @@ public struct DeviceStore: Sendable {
         for try await (moved, kind) in rows.decode((UUID, String).self) {
             logger.info(
                 "herald.device.handle_moved",
-                metadata: ["from_device": "\(DeviceID(moved))", "to_device": "\(id)", "handle": "\(DeviceHandle.redacted(handle))"])
+                metadata: [
+                    "from_device": "\(DeviceID(moved))", "to_device": "\(id)", "handle": "\(DeviceHandle.redacted(handle))",
+                ])
             jobs.append(try Self.syncJob(id: DeviceID(moved), kind: DeviceKind(rawValue: kind) ?? .registration))
         }
         return jobs

@@ -16,12 +16,12 @@ public struct NewNotification: Sendable, Hashable {
     /// The request, already checked with ``NotificationRequest/validated(now:)``.
     public var request: NotificationRequest
     /// The sender's `Idempotency-Key` (API-key senders only).
-    public var idempotencyKey: String?
+    public var idempotencyKey: IdempotencyKey?
     /// A hash of the request as sent: the same key with another hash is a conflict.
     public var requestHash: Data?
 
     /// Creates a notification to create.
-    public init(request: NotificationRequest, idempotencyKey: String? = nil, requestHash: Data? = nil) {
+    public init(request: NotificationRequest, idempotencyKey: IdempotencyKey? = nil, requestHash: Data? = nil) {
         self.request = request
         self.idempotencyKey = idempotencyKey
         self.requestHash = requestHash
@@ -48,8 +48,6 @@ public struct AcceptedNotification: Sendable, Hashable {
 extension NotificationStore {
     /// The most notifications one ``create(_:sender:now:)`` call takes.
     public static let maxBatch = 1000
-    /// The longest idempotency key.
-    public static let maxIdempotencyKeyLength = 255
 
     /// Creates notifications, their hub sends and one `notification.send` job per hub send, all
     /// in one transaction with one statement per table and one bulk enqueue. Answers in input
@@ -74,24 +72,15 @@ extension NotificationStore {
         case .apiKey(let id): (apiKeyID, userID) = (id, nil)
         case .user(let id): (apiKeyID, userID) = (nil, id)
         }
-        for item in items {
-            if let key = item.idempotencyKey {
-                guard apiKeyID != nil else {
-                    throw DomainError(code: "invalid_idempotency_key", message: "idempotency keys need an API key")
-                }
-                guard !key.isEmpty, key.utf8.count <= Self.maxIdempotencyKeyLength else {
-                    throw DomainError(
-                        code: "invalid_idempotency_key",
-                        message: "an idempotency key is 1 to \(Self.maxIdempotencyKeyLength) bytes")
-                }
-            }
+        if apiKeyID == nil, items.contains(where: { $0.idempotencyKey != nil }) {
+            throw DomainError(code: "invalid_idempotency_key", message: "idempotency keys need an API key")
         }
         // Within the call: a key's first item makes the notification, later ones repeat it.
-        var firstIndexForKey: [String: Int] = [:]
+        var firstIndexForKey: [IdempotencyKey: Int] = [:]
         for (index, item) in items.enumerated() {
             guard let key = item.idempotencyKey else { continue }
             if let first = firstIndexForKey[key] {
-                guard items[first].requestHash == item.requestHash else { throw Self.keyReused(key) }
+                guard items[first].requestHash == item.requestHash else { throw Self.keyReused(key.rawValue) }
             } else {
                 firstIndexForKey[key] = index
             }
@@ -104,10 +93,10 @@ extension NotificationStore {
                 let rows = try await connection.query(
                     """
                     SELECT idempotency_key, id, state, request_hash FROM notifications
-                    WHERE api_key_id = \(apiKeyID) AND idempotency_key = ANY(\(Array(firstIndexForKey.keys)))
+                    WHERE api_key_id = \(apiKeyID) AND idempotency_key = ANY(\(firstIndexForKey.keys.map(\.rawValue)))
                     """, logger: logger)
                 for try await (key, id, state, hash) in rows.decode((String, UUID, String, Data?).self) {
-                    for (index, item) in items.enumerated() where item.idempotencyKey == key {
+                    for (index, item) in items.enumerated() where item.idempotencyKey?.rawValue == key {
                         guard item.requestHash == hash else { throw Self.keyReused(key) }
                         results[index] = AcceptedNotification(
                             id: id, state: NotificationState(rawValue: state) ?? .queued, replayed: true)
@@ -148,7 +137,7 @@ extension NotificationStore {
                 contents.append(try Self.json(request.content, encoder))
                 options.append(try Self.json(request.options, encoder))
                 tags.append(try Self.json(request.target.referencedTags, encoder))
-                keys.append(item.idempotencyKey ?? "")
+                keys.append(item.idempotencyKey?.rawValue ?? "")
                 hashes.append(item.requestHash.map(Self.hex) ?? "")
                 states.append(state.rawValue)
                 sendAts.append(request.sendAt?.timeIntervalSince1970 ?? -1)

@@ -1,4 +1,3 @@
-public import HeraldDomain
 public import Logging
 public import PostgresNIO
 public import PostgresQueue
@@ -27,14 +26,13 @@ public struct Stores: Sendable {
     /// The schema check and migrations.
     public let migrations: MigrationRunner
 
-    /// Builds every store on `client`, enqueuing through `queue`; devices take tags by `tagPolicy`.
+    /// Builds every store on `client`, enqueuing through `queue`.
     public init(
         client: PostgresClient, queue: JobQueue, configuration: StorageConfiguration = StorageConfiguration(),
-        tagPolicy: TagPolicy = TagPolicy(), logger: Logger
+        logger: Logger
     ) {
         self.queue = queue
-        self.devices = DeviceStore(
-            client: client, queue: queue, configuration: configuration, tagPolicy: tagPolicy, logger: logger)
+        self.devices = DeviceStore(client: client, queue: queue, configuration: configuration, logger: logger)
         self.notifications = NotificationStore(client: client, queue: queue, configuration: configuration, logger: logger)
         self.users = UserStore(client: client, logger: logger)
         self.apiKeys = APIKeyStore(client: client, logger: logger)

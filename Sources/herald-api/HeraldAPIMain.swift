@@ -1,6 +1,5 @@
 import ArgumentParser
 import HeraldAPI
-import HeraldDomain
 import HeraldRuntime
 import HeraldSettings
 import HeraldStorage
@@ -34,9 +33,7 @@ struct HeraldAPIMain: AsyncParsableCommand {
         let logger = Logger(label: "herald-api")
         let metrics = HeraldBootstrap.metrics()
         let client = PostgresClient(configuration: runtime.database.postgres, backgroundLogger: logger)
-        let stores = HeraldBootstrap.stores(
-            client: client, runtime: runtime, storage: storage, tagPolicy: TagPolicy(maxClientTags: api.maxClientTags),
-            logger: logger)
+        let stores = HeraldBootstrap.stores(client: client, runtime: runtime, storage: storage, logger: logger)
         let app: any Service
         do {
             app = try await buildApplication(

@@ -80,6 +80,44 @@ struct RequestShapeTests {
         }
     }
 
+    @Test("device API 400s name the field by its path, with keys as the client wrote them")
+    func devicePaths() async throws {
+        try await APIHarness.with { api async throws in
+            try await api.addUser("alice")
+            let before = try await api.writtenRows()
+            let token = apnsToken()
+            let cases: [(HTTPRequest.Method, String, String, String)] = [
+                (
+                    .put, "/api/register/\(UUID().uuidString)",
+                    #"{"platform": "apns", "handle": "\#(token)", "tags": ["World", 5]}"#, "tags[1] must be a string"
+                ),
+                (
+                    .put, "/api/register/\(UUID().uuidString)",
+                    #"{"Platform": "wns", "Handle": "https://x", "Template": {"Body": "<toast/>", "Headers": {"X-WNS-Type": 1}}}"#,
+                    "Template.Headers.X-WNS-Type must be a string"
+                ),
+                (.put, "/api/register/\(UUID().uuidString)", #"{"Platform": "apns"}"#, "Handle is required"),
+                (
+                    .post, "/api/register",
+                    #"{"platform": "ios", "instId": "i-1", "deviceToken": "\#(token)", "templates": {"news": {"body": "{}", "TAGS": [true]}}}"#,
+                    "templates.news.TAGS[0] must be a string"
+                ),
+                (
+                    .post, "/api/register",
+                    #"{"platform": "ios", "instId": "i-1", "deviceToken": "\#(token)", "templates": {"news": 3}}"#,
+                    #"templates.news must be a string (the body) or an object {"body", "headers", "tags"}"#
+                ),
+            ]
+            for (method, uri, body, message) in cases {
+                let response = try await api.send(method, uri, auth: basic("alice"), json: body)
+                #expect(response.status == .badRequest, "\(body)")
+                #expect(response.errorCode == "invalid_json", "\(body)")
+                #expect(response.errorMessage == message)
+            }
+            #expect(try await api.writtenRows() == before)
+        }
+    }
+
     @Test("POST /api/register with neither a handle nor a body is 400; an empty handle is 400")
     func postWithoutHandle() async throws {
         try await APIHarness.with { api async throws in

@@ -307,6 +307,65 @@ struct SenderAPITests {
         }
     }
 
+    @Test("batch: a type error deep in an item names its full path")
+    func batchNestedPaths() async throws {
+        try await APIHarness.with { api async throws in
+            let key = try await api.makeKey("sender")
+            func batch(_ items: [String]) async throws -> TestResponse {
+                try await api.send(
+                    .post, "/v1/notifications:batch", auth: keyAuth(key.key),
+                    json: #"{"notifications":[\#(items.joined(separator: ","))]}"#)
+            }
+            let cases: [(String, String)] = [
+                (
+                    #"{"target":{"users":["bob","carol",7]},"content":{"windows":"<toast/>"}}"#,
+                    "notifications[1].target.users[2] must be a string"
+                ),
+                (
+                    #"{"target":{"user":"bob"},"content":{"template":{"a":"x","b":[1]}}}"#,
+                    "notifications[1].content.template.b must be a string, number or boolean"
+                ),
+                (
+                    notificationJSON(extra: #","idempotencyKey":5"#),
+                    "notifications[1].idempotencyKey is a string of 1 to 255 bytes"
+                ),
+                (#"[1]"#, "notifications[1] must be a JSON object"),
+                (notificationJSON(extra: #","ttl":"soon""#), "notifications[1].ttl must be a whole number"),
+            ]
+            for (item, message) in cases {
+                let response = try await batch([notificationJSON(), item])
+                #expect(response.status == .badRequest, "\(item)")
+                #expect(response.errorCode == "invalid_request", "\(item)")
+                #expect(response.errorMessage == message)
+            }
+            #expect(try await api.count("SELECT count(*) FROM notifications") == 0)
+        }
+    }
+
+    @Test("batch: an item replays under its idempotency key whatever the order of its keys")
+    func batchReplayReordered() async throws {
+        try await APIHarness.with { api async throws in
+            let key = try await api.makeKey("sender")
+            let first =
+                #"{"idempotencyKey":"k1","target":{"users":["bob"]},"content":{"apple":{"aps":{"alert":"hi","badge":2}}},"ttl":60}"#
+            let reordered =
+                #"{"ttl":60,"content":{"apple":{"aps":{"badge":2,"alert":"hi"}}},"target":{"users":["bob"]},"idempotencyKey":"k1"}"#
+            let made = try await api.send(
+                .post, "/v1/notifications:batch", auth: keyAuth(key.key), json: #"{"notifications":[\#(first)]}"#)
+            #expect(made.status == .accepted)
+            let again = try await api.send(
+                .post, "/v1/notifications:batch", auth: keyAuth(key.key), json: #"{"notifications":[\#(reordered)]}"#)
+            #expect(again.status == .accepted)
+            let ids = [made, again].map { ($0.object?["notifications"] as? [[String: Any]])?.first?["id"] as? String }
+            #expect(ids[0] != nil && ids[0] == ids[1])
+            let changed = first.replacingOccurrences(of: #""badge":2"#, with: #""badge":3"#)
+            let conflict = try await api.send(
+                .post, "/v1/notifications:batch", auth: keyAuth(key.key), json: #"{"notifications":[\#(changed)]}"#)
+            #expect(conflict.status == .conflict && conflict.errorCode == "idempotency_key_reused")
+            #expect(try await api.count("SELECT count(*) FROM notifications") == 1)
+        }
+    }
+
     // MARK: Reads
 
     @Test("list pages without duplicates or gaps; detail shows hub sends; bad queries are 400")

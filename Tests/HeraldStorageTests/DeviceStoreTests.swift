@@ -24,6 +24,14 @@ struct DeviceStoreTests {
         )
     }
 
+    /// A registration for `owner`, checked as the device API checks it.
+    static func registration(
+        _ owner: DeviceOwner, _ platform: Platform, _ handle: String, tags: [String] = []
+    ) throws -> DeviceRegistration {
+        try DeviceRegistration(
+            user: owner.name, platform: platform, handle: handle, clientTags: tags, template: nil, policy: TagPolicy())
+    }
+
     /// Waiting sync jobs for `id`.
     static func waitingJobs(_ db: TestDatabase, _ id: DeviceID) async throws -> Int {
         try await db.count(
@@ -34,10 +42,13 @@ struct DeviceStoreTests {
     func handleReuse() async throws {
         try await TestDatabase.with { db async throws in
             let (store, alice, bob) = try await Self.fixture(db)
-            let first = try await store.deviceID(owner: alice, handle: Self.tokenA)
-            #expect(try await store.deviceID(owner: alice, handle: Self.tokenA) == first)
-            #expect(try await store.deviceID(owner: alice, handle: " " + Self.tokenA.lowercased()) == first)
-            #expect(try await store.deviceID(owner: bob, handle: Self.tokenA) != first, "another user gets its own id")
+            let first = try await store.deviceID(owner: alice, handle: try UnregisteredHandle(Self.tokenA))
+            #expect(try await store.deviceID(owner: alice, handle: try UnregisteredHandle(Self.tokenA)) == first)
+            #expect(
+                try await store.deviceID(owner: alice, handle: try UnregisteredHandle(" " + Self.tokenA.lowercased())) == first)
+            #expect(
+                try await store.deviceID(owner: bob, handle: try UnregisteredHandle(Self.tokenA)) != first,
+                "another user gets its own id")
             let device = try #require(try await store.device(id: first))
             #expect(device.syncState == .new && device.platform == nil)
             #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs") == 0, "nothing goes to the hub yet")
@@ -48,14 +59,14 @@ struct DeviceStoreTests {
     func registerAndCoalesce() async throws {
         try await TestDatabase.with { db async throws in
             let (store, alice, _) = try await Self.fixture(db)
-            let id = try await store.deviceID(owner: alice, handle: Self.tokenA)
+            let id = try await store.deviceID(owner: alice, handle: try UnregisteredHandle(Self.tokenA))
             let first = try await store.register(
-                owner: alice, id: id, platform: .apns, handle: Self.tokenA.lowercased(), clientTags: ["World"], template: nil)
+                try Self.registration(alice, .apns, Self.tokenA.lowercased(), tags: ["World"]), id: id, owner: alice)
             #expect(first.tags == ["World", "username:alice"])
             #expect(first.handle == Self.tokenA, "APNs tokens are stored upper-case")
             #expect(first.syncState == .pending)
             let second = try await store.register(
-                owner: alice, id: id, platform: .apns, handle: Self.tokenA, clientTags: ["Politics"], template: nil)
+                try Self.registration(alice, .apns, Self.tokenA, tags: ["Politics"]), id: id, owner: alice)
             #expect(second.version == first.version + 1)
             #expect(try await Self.waitingJobs(db, id) == 1, "the second change joins the waiting job")
             let job = try #require(
@@ -70,14 +81,13 @@ struct DeviceStoreTests {
     func ownership() async throws {
         try await TestDatabase.with { db async throws in
             let (store, alice, bob) = try await Self.fixture(db)
-            let id = try await store.deviceID(owner: alice, handle: Self.tokenA)
-            try await store.register(owner: alice, id: id, platform: .apns, handle: Self.tokenA, clientTags: [], template: nil)
+            let id = try await store.deviceID(owner: alice, handle: try UnregisteredHandle(Self.tokenA))
+            try await store.register(try Self.registration(alice, .apns, Self.tokenA), id: id, owner: alice)
             let before = try #require(try await store.device(id: id))
             for attempt in 0..<2 {
                 do {
                     if attempt == 0 {
-                        try await store.register(
-                            owner: bob, id: id, platform: .apns, handle: Self.tokenB, clientTags: [], template: nil)
+                        try await store.register(try Self.registration(bob, .apns, Self.tokenB), id: id, owner: bob)
                     } else {
                         try await store.delete(owner: bob, id: id)
                     }
@@ -94,10 +104,13 @@ struct DeviceStoreTests {
     func tagPolicy() async throws {
         try await TestDatabase.with { db async throws in
             let (store, alice, _) = try await Self.fixture(db)
-            for tags in [["username:bob"], ["USERNAME:bob"], ["from:x"], ["$InstallationId:{x}"], ["a b"], [String(repeating: "a", count: 121)]] {
+            for tags in [
+                ["username:bob"], ["USERNAME:bob"], ["from:x"], ["$InstallationId:{x}"], ["a b"],
+                [String(repeating: "a", count: 121)],
+            ] {
                 await #expect(throws: DomainError.self) {
                     try await store.register(
-                        owner: alice, id: .random(), platform: .apns, handle: Self.tokenA, clientTags: tags, template: nil)
+                        try Self.registration(alice, .apns, Self.tokenA, tags: tags), id: .random(), owner: alice)
                 }
             }
             #expect(try await db.count("SELECT count(*) FROM devices") == 0)
@@ -111,10 +124,8 @@ struct DeviceStoreTests {
             let (store, alice, bob) = try await Self.fixture(db)
             let aliceDevice = DeviceID.random()
             let bobDevice = DeviceID.random()
-            try await store.register(
-                owner: alice, id: aliceDevice, platform: .apns, handle: Self.tokenA, clientTags: [], template: nil)
-            try await store.register(
-                owner: bob, id: bobDevice, platform: .apns, handle: Self.tokenA, clientTags: [], template: nil)
+            try await store.register(try Self.registration(alice, .apns, Self.tokenA), id: aliceDevice, owner: alice)
+            try await store.register(try Self.registration(bob, .apns, Self.tokenA), id: bobDevice, owner: bob)
             let old = try #require(try await store.device(id: aliceDevice))
             #expect(old.isDeleted && old.syncState == .pending)
             #expect(try await Self.waitingJobs(db, aliceDevice) == 1)
@@ -130,8 +141,7 @@ struct DeviceStoreTests {
                 for round in 0..<10 {
                     let owner = round.isMultiple(of: 2) ? alice : bob
                     group.addTask {
-                        try await store.register(
-                            owner: owner, id: .random(), platform: .apns, handle: Self.tokenB, clientTags: [], template: nil)
+                        try await store.register(try Self.registration(owner, .apns, Self.tokenB), id: .random(), owner: owner)
                     }
                 }
                 try await group.waitForAll()
@@ -145,13 +155,13 @@ struct DeviceStoreTests {
     func deleteIdempotent() async throws {
         try await TestDatabase.with { db async throws in
             let (store, alice, _) = try await Self.fixture(db)
-            let fresh = try await store.deviceID(owner: alice, handle: Self.tokenA)
+            let fresh = try await store.deviceID(owner: alice, handle: try UnregisteredHandle(Self.tokenA))
             try await store.delete(owner: alice, id: fresh)
             #expect(try await store.device(id: fresh)?.syncState == .deleted)
             #expect(try await Self.waitingJobs(db, fresh) == 0)
 
             let id = DeviceID.random()
-            try await store.register(owner: alice, id: id, platform: .fcmv1, handle: "token-1", clientTags: [], template: nil)
+            try await store.register(try Self.registration(alice, .fcmv1, "token-1"), id: id, owner: alice)
             try await store.delete(owner: alice, id: id)
             let version = try #require(try await store.device(id: id)).version
             try await store.delete(owner: alice, id: id)
@@ -166,11 +176,10 @@ struct DeviceStoreTests {
         try await TestDatabase.with { db async throws in
             let (store, alice, _) = try await Self.fixture(db)
             let id = DeviceID.random()
-            let read = try await store.register(
-                owner: alice, id: id, platform: .apns, handle: Self.tokenA, clientTags: [], template: nil)
+            let read = try await store.register(try Self.registration(alice, .apns, Self.tokenA), id: id, owner: alice)
             #expect(try await store.adoptHubRegistrationID("hub-1", for: id) == "hub-1")
             #expect(try await store.adoptHubRegistrationID("hub-2", for: id) == "hub-1", "the first id wins")
-            try await store.register(owner: alice, id: id, platform: .apns, handle: Self.tokenA, clientTags: ["x"], template: nil)
+            try await store.register(try Self.registration(alice, .apns, Self.tokenA, tags: ["x"]), id: id, owner: alice)
             #expect(try await store.markSynced(id: id, version: read.version, hubID: "hub-1", expiresAt: nil) == false)
             let latest = try #require(try await store.device(id: id))
             #expect(latest.syncState == .pending)
@@ -186,11 +195,13 @@ struct DeviceStoreTests {
     func deviceLimit() async throws {
         try await TestDatabase.with { db async throws in
             let (store, alice, _) = try await Self.fixture(db, storage: .init(maxDevicesPerUser: 2))
-            _ = try await store.deviceID(owner: alice, handle: "h1")
-            _ = try await store.deviceID(owner: alice, handle: "h2")
-            await #expect(throws: DomainError.self) { try await store.deviceID(owner: alice, handle: "h3") }
+            _ = try await store.deviceID(owner: alice, handle: try UnregisteredHandle("h1"))
+            _ = try await store.deviceID(owner: alice, handle: try UnregisteredHandle("h2"))
             await #expect(throws: DomainError.self) {
-                try await store.register(owner: alice, id: .random(), platform: .fcmv1, handle: "h4", clientTags: [], template: nil)
+                try await store.deviceID(owner: alice, handle: try UnregisteredHandle("h3"))
+            }
+            await #expect(throws: DomainError.self) {
+                try await store.register(try Self.registration(alice, .fcmv1, "h4"), id: .random(), owner: alice)
             }
             #expect(try await db.count("SELECT count(*) FROM devices") == 2)
         }
@@ -200,7 +211,7 @@ struct DeviceStoreTests {
     func hubCalls() async throws {
         try await TestDatabase.with { db async throws in
             let (store, alice, _) = try await Self.fixture(db)
-            let id = try await store.deviceID(owner: alice, handle: Self.tokenA)
+            let id = try await store.deviceID(owner: alice, handle: try UnregisteredHandle(Self.tokenA))
             try await store.recordHubCalls([
                 DeviceHubCall(
                     deviceID: id, operation: "createRegistrationId", hubID: "r1", httpStatus: 201,
@@ -227,7 +238,8 @@ struct APIKeyStoreTests {
             #expect(record.scopes == [.send, .read] && record.rateLimitPerSecond == 50)
             #expect(record.displayPrefix == String(key.prefix(APIKeyFormat.displayLength)) + "…")
             let stored = try await db.count(
-                "SELECT count(*) FROM api_keys WHERE position(\(key) IN encode(key_hash, 'escape')) > 0 OR display_prefix = \(key)")
+                "SELECT count(*) FROM api_keys WHERE position(\(key) IN encode(key_hash, 'escape')) > 0 OR display_prefix = \(key)"
+            )
             #expect(stored == 0, "the key itself is stored nowhere")
 
             let found = try #require(try await store.authenticate(key))

@@ -72,7 +72,8 @@ struct NotificationCreateTests {
     func idempotency() async throws {
         try await TestDatabase.with { db async throws in
             let (store, keyID) = try await Self.fixture(db)
-            let item = NewNotification(request: try Self.request(["bob"]), idempotencyKey: "k1", requestHash: Self.hash("a"))
+            let item = NewNotification(
+                request: try Self.request(["bob"]), idempotencyKey: try IdempotencyKey("k1"), requestHash: Self.hash("a"))
             let first = try await store.create([item], sender: .apiKey(keyID))[0]
             let again = try await store.create([item], sender: .apiKey(keyID))[0]
             #expect(again.id == first.id && again.replayed)
@@ -81,7 +82,8 @@ struct NotificationCreateTests {
             let error = await #expect(throws: DomainError.self) { try await store.create([other], sender: .apiKey(keyID)) }
             #expect(error?.kind == .conflict && error?.code == "idempotency_key_reused")
             // Within one batch: a repeated key answers as its first item; a changed body fails the batch.
-            let fresh = NewNotification(request: try Self.request(["al"]), idempotencyKey: "k2", requestHash: Self.hash("c"))
+            let fresh = NewNotification(
+                request: try Self.request(["al"]), idempotencyKey: try IdempotencyKey("k2"), requestHash: Self.hash("c"))
             let batch = try await store.create([fresh, item, fresh], sender: .apiKey(keyID))
             #expect(batch[0].id == batch[2].id && !batch[0].replayed && batch[2].replayed && batch[1].id == first.id)
             var clash = fresh
@@ -96,7 +98,8 @@ struct NotificationCreateTests {
     func idempotencyRace() async throws {
         try await TestDatabase.with { db async throws in
             let (store, keyID) = try await Self.fixture(db)
-            let item = NewNotification(request: try Self.request(["bob"]), idempotencyKey: "race", requestHash: Self.hash("x"))
+            let item = NewNotification(
+                request: try Self.request(["bob"]), idempotencyKey: try IdempotencyKey("race"), requestHash: Self.hash("x"))
             let ids = try await withThrowingTaskGroup(of: NotificationID.self) { group in
                 for _ in 0..<8 { group.addTask { try await store.create([item], sender: .apiKey(keyID))[0].id } }
                 var ids = Set<NotificationID>()

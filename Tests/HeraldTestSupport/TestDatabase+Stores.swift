@@ -1,4 +1,3 @@
-public import HeraldDomain
 public import HeraldStorage
 public import Logging
 public import PostgresNIO
@@ -6,19 +5,14 @@ import PostgresQueue
 
 extension TestDatabase {
     /// Stores on this test's database sharing one new job queue, as an executable builds them.
-    public func stores(
-        _ configuration: StorageConfiguration = StorageConfiguration(), tagPolicy: TagPolicy = TagPolicy()
-    ) -> Stores {
-        Self.stores(client: client, logger: logger, configuration, tagPolicy: tagPolicy)
+    public func stores(_ configuration: StorageConfiguration = StorageConfiguration()) -> Stores {
+        Self.stores(client: client, logger: logger, configuration)
     }
 
     /// Stores on `client` sharing one new job queue.
     public static func stores(
-        client: PostgresClient, logger: Logger, _ configuration: StorageConfiguration = StorageConfiguration(),
-        tagPolicy: TagPolicy = TagPolicy()
+        client: PostgresClient, logger: Logger, _ configuration: StorageConfiguration = StorageConfiguration()
     ) -> Stores {
-        Stores(
-            client: client, queue: JobQueue(client: client, logger: logger), configuration: configuration,
-            tagPolicy: tagPolicy, logger: logger)
+        Stores(client: client, queue: JobQueue(client: client, logger: logger), configuration: configuration, logger: logger)
     }
 }

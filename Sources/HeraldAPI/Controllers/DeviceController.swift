@@ -18,42 +18,43 @@ import Logging
 /// user's device id, 409 for too many devices.
 struct DeviceController: Sendable {
     let devices: DeviceStore
+    /// Which tags clients may set.
+    let tagPolicy: TagPolicy
     let maxBodyBytes: Int
 
     /// `POST /api/register`: with `?handle=` the id of the caller's device holding that handle
     /// (a new one if none); with an installation body, registers the installation.
     func register(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let owner = try context.requireIdentity()
-        if let handle = request.uri.queryParameters.get("handle") {
+        if let text = request.uri.queryParameters.get("handle") {
+            let handle = try UnregisteredHandle(text)
             let id = try await devices.deviceID(owner: owner, handle: handle)
             context.logger.debug(
                 "herald.device.id_issued",
-                metadata: ["device.id": "\(id)", "user": "\(owner.name)", "handle": "\(DeviceHandle.redacted(handle))"])
-            return Self.jsonString(id.description)
+                metadata: [
+                    "device.id": "\(id)", "user": "\(owner.name)", "handle": "\(DeviceHandle.redacted(handle.text))",
+                ])
+            return try JSONWriter.response(id.description)
         }
-        let body = try JSONValue.object(from: try await request.collectBody(limit: maxBodyBytes))
-        let installation = try Self.installation(from: body)
-        let record = try await devices.registerInstallation(
-            owner: owner, installationID: installation.id, platform: installation.platform,
-            handle: installation.handle, clientTags: installation.tags, templates: installation.templates)
+        let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .deviceAPI)
+        let installation = try Self.installation(from: body, user: owner.name, policy: tagPolicy)
+        let record = try await devices.registerInstallation(installation, owner: owner)
         context.logger.debug(
             "herald.device.installation_registered",
             metadata: [
                 "device.id": "\(record.id)", "user": "\(owner.name)", "platform": "\(installation.platform.rawValue)",
                 "handle": "\(DeviceHandle.redacted(record.handle))",
             ])
-        return Self.jsonString(record.id.description)
+        return try JSONWriter.response(record.id.description)
     }
 
     /// `PUT /api/register/{id}`: creates or updates the caller's device at `id`.
     func update(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let owner = try context.requireIdentity()
         let id = try Self.deviceID(context)
-        let body = try JSONValue.object(from: try await request.collectBody(limit: maxBodyBytes))
-        let registration = try Self.registration(from: body)
-        let record = try await devices.register(
-            owner: owner, id: id, platform: registration.platform, handle: registration.handle,
-            clientTags: registration.tags, template: registration.template)
+        let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .deviceAPI)
+        let registration = try Self.registration(from: body, user: owner.name, policy: tagPolicy)
+        let record = try await devices.register(registration, id: id, owner: owner)
         context.logger.debug(
             "herald.device.registered",
             metadata: [
@@ -74,23 +75,6 @@ struct DeviceController: Sendable {
 
     // MARK: Request shapes
 
-    /// What `PUT /api/register/{id}` carries.
-    struct Registration {
-        var platform: Platform
-        var handle: String
-        var tags: [String]
-        var template: DeviceTemplate?
-    }
-
-    /// What `POST /api/register` with a body carries.
-    struct Installation {
-        var id: String
-        var platform: Platform
-        var handle: String
-        var tags: [String]
-        var templates: [String: InstallationTemplateSpec]
-    }
-
     /// The fields `PUT /api/register/{id}` requires (the OpenAPI `DeviceRegistration.required`).
     static let registrationRequiredFields = ["Platform", "Handle"]
     /// The fields an installation body requires (the OpenAPI `Installation.required`).
@@ -101,59 +85,58 @@ struct DeviceController: Sendable {
     }
 
     /// `{"Platform": "apns", "Handle": "…", "Tags": [...], "Template": "<body>"}`, or with
-    /// `"Template": {"Body": "…", "Headers": {"X-WNS-Type": "wns/toast"}}`; `Tags` and `Template` optional.
-    static func registration(from body: JSONObject) throws -> Registration {
-        for field in registrationRequiredFields where body[field] == nil {
-            throw APIError.invalidJSON("\(field) is required")
+    /// `"Template": {"Body": "…", "Headers": {"X-WNS-Type": "wns/toast"}}`; `Tags` and `Template`
+    /// optional. Read, then checked for `user` by the domain.
+    static func registration(from body: JSONObjectCursor, user: String, policy: TagPolicy) throws -> DeviceRegistration {
+        for field in registrationRequiredFields { _ = try body.required(field) }
+        let platform = try Platform(tutorialName: try body.field("Platform").string())
+        let handle = try body.field("Handle").string()
+        let tags = try body["Tags"]?.strings() ?? []
+        var template: DeviceTemplate?
+        if let field = body["Template"] {
+            switch field.value {
+            case .string(let text):
+                template = DeviceTemplate(body: text)
+            case .object:
+                let object = try field.object()
+                template = DeviceTemplate(
+                    body: try object.required("Body").string(), headers: try object["Headers"]?.stringMap() ?? [:])
+            default:
+                throw field.refusal("must be a string (the body) or an object {\"Body\", \"Headers\"}")
+            }
         }
-        let platform = try Platform(tutorialName: try body.string("Platform"))
-        let handle = try body.string("Handle")
-        let tags = try body.strings("Tags")
-        let template: DeviceTemplate?
-        switch body["Template"] {
-        case nil: template = nil
-        case .string(let text)?: template = DeviceTemplate(body: text)
-        case .object?:
-            let object = try body.object("Template")!
-            template = DeviceTemplate(body: try object.string("Body"), headers: try object.stringMap("Headers"))
-        default:
-            throw APIError.invalidJSON("Template must be a string (the body) or an object {\"Body\", \"Headers\"}")
-        }
-        return Registration(platform: platform, handle: handle, tags: tags, template: template)
+        return try DeviceRegistration(
+            user: user, platform: platform, handle: handle, clientTags: tags, template: template, policy: policy)
     }
 
     /// `{"platform": "ios", "instId": "…", "deviceToken": "…", "tags": [...],
-    /// "templates": {"<name>": {"body": "…", "headers": {…}, "tags": [...]}}}`; `tags`, `templates` optional.
-    static func installation(from body: JSONObject) throws -> Installation {
-        for field in installationRequiredFields where body[field] == nil {
-            throw APIError.invalidJSON("\(field) is required")
-        }
-        let platform = try Platform(tutorialName: try body.string("platform"))
-        let id = try body.string("instId")
-        let handle = try body.string("deviceToken")
-        let tags = try body.strings("tags")
+    /// "templates": {"<name>": {"body": "…", "headers": {…}, "tags": [...]}}}`; `tags`,
+    /// `templates` optional, and a template may be just its body. Read, then checked for `user`
+    /// by the domain.
+    static func installation(
+        from body: JSONObjectCursor, user: String, policy: TagPolicy
+    ) throws -> InstallationRegistration {
+        for field in installationRequiredFields { _ = try body.required(field) }
+        let platform = try Platform(tutorialName: try body.field("platform").string())
+        let id = try body.field("instId").string()
+        let handle = try body.field("deviceToken").string()
+        let tags = try body["tags"]?.strings() ?? []
         var templates: [String: InstallationTemplateSpec] = [:]
-        for (name, value) in try body.entries("templates") {
-            switch value {
+        for (name, field) in try body["templates"]?.entries() ?? [] {
+            switch field.value {
             case .string(let text):
                 templates[name] = InstallationTemplateSpec(body: text)
             case .object:
-                let spec = try JSONObject(value, name: "templates.\(name.prefix(40))")
+                let spec = try field.object()
                 templates[name] = InstallationTemplateSpec(
-                    body: try spec.string("body"), headers: try spec.stringMap("headers"),
-                    tags: try spec.strings("tags"))
+                    body: try spec.required("body").string(), headers: try spec["headers"]?.stringMap() ?? [:],
+                    tags: try spec["tags"]?.strings() ?? [])
             default:
-                throw APIError.invalidJSON("each template must be an object {\"body\", \"headers\", \"tags\"}")
+                throw field.refusal("must be a string (the body) or an object {\"body\", \"headers\", \"tags\"}")
             }
         }
-        return Installation(id: id, platform: platform, handle: handle, tags: tags, templates: templates)
-    }
-
-    /// A 200 whose body is `text` as a JSON string, as the tutorial clients expect.
-    static func jsonString(_ text: String) -> Response {
-        let escaped = text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-        return Response(
-            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(string: "\"\(escaped)\"")))
+        return try InstallationRegistration(
+            user: user, installationID: try InstallationID(id), platform: platform, handle: handle, clientTags: tags,
+            templates: templates, policy: policy)
     }
 }

@@ -3,7 +3,6 @@ import HeraldDomain
 import HeraldStorage
 import Hummingbird
 import Logging
-import NIOCore
 
 /// The sender API v1 (every route needs an API key; see ``APIKeyAuthenticator``).
 ///
@@ -27,79 +26,39 @@ struct NotificationController: Sendable {
     /// `POST /v1/notifications`.
     func create(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let key = try requireKey(context)
-        let object = try NotificationJSON.object(try await request.collectBody(limit: maxBodyBytes))
-        var idempotencyKey: String?
+        let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .senderAPI)
+        var idempotencyKey: IdempotencyKey?
         let keys = request.headers[values: Self.idempotencyKeyHeader]
         if !keys.isEmpty {
-            guard keys.count == 1, !keys[0].isEmpty, keys[0].utf8.count <= NotificationStore.maxIdempotencyKeyLength else {
+            guard keys.count == 1, let value = try? IdempotencyKey(keys[0]) else {
                 throw APIError(
                     .badRequest, code: "invalid_idempotency_key",
-                    message: "Idempotency-Key is one header of 1 to 255 bytes")
+                    message: "Idempotency-Key is one header of 1 to \(IdempotencyKey.maxBytes) bytes")
             }
-            idempotencyKey = keys[0]
+            idempotencyKey = value
         }
-        let parsed = try NotificationJSON.notification(object, path: "", allowKey: false, now: Date())
-        let item = NewNotification(
-            request: parsed.request, idempotencyKey: idempotencyKey,
-            requestHash: idempotencyKey == nil ? nil : NotificationJSON.hash(object))
+        let item = try NotificationRequestReader.notification(body, idempotencyKey: idempotencyKey, now: Date())
         guard let answer = try await store.create([item], sender: .apiKey(key.id)).first else {
             throw APIError.internalError
         }
         context.logger.debug(
             "herald.notification.accepted",
             metadata: ["notification.id": "\(answer.id)", "api_key.id": "\(key.id)", "replayed": "\(answer.replayed)"])
-        var headers: HTTPFields = [
-            .contentType: "application/json; charset=utf-8",
-            .location: "/v1/notifications/\(answer.id.uuidString.lowercased())",
-        ]
+        var headers: HTTPFields = [.location: "/v1/notifications/\(answer.id.uuidString.lowercased())"]
         if answer.replayed { headers[Self.replayedHeader] = "true" }
-        return Response(
-            status: .accepted, headers: headers,
-            body: ResponseBody(byteBuffer: ByteBuffer(string: NotificationJSON.accepted(answer))))
+        return try JSONWriter.response(AcceptedBody(answer), status: .accepted, headers: headers)
     }
 
     /// `POST /v1/notifications:batch`: one `create` call, so one transaction and one bulk
     /// enqueue; a bad item refuses the whole batch, naming its index.
     func createBatch(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let key = try requireKey(context)
-        let object = try NotificationJSON.object(try await request.collectBody(limit: maxBatchBodyBytes))
-        for field in NotificationJSON.batchRequiredFields where object[field] == nil {
-            throw NotificationJSON.invalid(field, "is required")
-        }
-        for field in object.keys where !NotificationJSON.batchRequiredFields.contains(field) {
-            throw NotificationJSON.invalid(String(field.prefix(40)), "is not a field of a batch")
-        }
-        guard let list = object["notifications"] as? [Any] else {
-            throw NotificationJSON.invalid("notifications", "must be a list")
-        }
-        guard (1...NotificationStore.maxBatch).contains(list.count) else {
-            throw APIError(
-                .badRequest, code: "invalid_batch",
-                message: "notifications holds 1 to \(NotificationStore.maxBatch) items; got \(list.count)")
-        }
-        let now = Date()
-        var items: [NewNotification] = []
-        items.reserveCapacity(list.count)
-        for (index, element) in list.enumerated() {
-            let path = "notifications[\(index)]"
-            guard let item = element as? [String: Any] else { throw NotificationJSON.invalid(path, "must be a JSON object") }
-            let parsed = try NotificationJSON.notification(item, path: path + ".", allowKey: true, now: now)
-            items.append(
-                NewNotification(request: parsed.request, idempotencyKey: parsed.idempotencyKey, requestHash: parsed.hash))
-        }
+        let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBatchBodyBytes), rules: .senderAPI)
+        let items = try NotificationRequestReader.batch(body, now: Date())
         let answers = try await store.create(items, sender: .apiKey(key.id))
         context.logger.debug(
             "herald.notification.batch_accepted", metadata: ["count": "\(answers.count)", "api_key.id": "\(key.id)"])
-        var text = #"{"notifications":["#
-        text.reserveCapacity(answers.count * 70 + 20)
-        for (index, answer) in answers.enumerated() {
-            if index > 0 { text += "," }
-            text += NotificationJSON.accepted(answer)
-        }
-        text += "]}"
-        return Response(
-            status: .accepted, headers: [.contentType: "application/json; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+        return try JSONWriter.response(AcceptedBatchBody(notifications: answers.map(AcceptedBody.init)), status: .accepted)
     }
 
     /// `GET /v1/notifications/{id}`.
@@ -107,7 +66,7 @@ struct NotificationController: Sendable {
         _ = try requireKey(context)
         let id = try Self.notificationID(context)
         guard let detail = try await store.notification(id: id) else { throw Self.notFound }
-        return try Self.json(DetailBody(detail))
+        return try JSONWriter.response(DetailBody(detail))
     }
 
     /// `GET /v1/notifications`.
@@ -117,7 +76,7 @@ struct NotificationController: Sendable {
         let state = try query.get("state").map { text throws(DomainError) in try NotificationState(query: text) }
         func date(_ name: String) throws(APIError) -> Date? {
             guard let text = query.get(name) else { return nil }
-            guard let date = NotificationJSON.parseDate(text) else {
+            guard let date = JSONDate.parse(text) else {
                 throw APIError(.badRequest, code: "invalid_query", message: "\(name) is an ISO 8601 date-time")
             }
             return date
@@ -132,7 +91,8 @@ struct NotificationController: Sendable {
         let page = try await store.list(
             state: state, since: try date("since"), until: try date("until"), tag: query.get("tag"),
             cursor: query.get("cursor"), limit: limit)
-        return try Self.json(PageBody(notifications: page.notifications.map(SummaryBody.init), nextCursor: page.nextCursor))
+        return try JSONWriter.response(
+            PageBody(notifications: page.notifications.map(SummaryBody.init), nextCursor: page.nextCursor))
     }
 
     /// `DELETE /v1/notifications/{id}`.
@@ -142,7 +102,7 @@ struct NotificationController: Sendable {
         try await store.cancel(id: id, by: key.id, isAdmin: key.scopes.contains(.admin))
         context.logger.info("herald.notification.cancelled", metadata: ["notification.id": "\(id)", "api_key.id": "\(key.id)"])
         guard let detail = try await store.notification(id: id) else { throw Self.notFound }
-        return try Self.json(DetailBody(detail))
+        return try JSONWriter.response(DetailBody(detail))
     }
 
     // MARK: Helpers
@@ -158,73 +118,5 @@ struct NotificationController: Sendable {
     static func notificationID(_ context: HeraldRequestContext) throws -> NotificationID {
         guard let text = context.parameters.get("id"), let id = UUID(uuidString: text) else { throw notFound }
         return id
-    }
-
-    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
-        let data = try NotificationJSON.encoder().encode(value)
-        return Response(
-            status: status, headers: [.contentType: "application/json; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
-    }
-}
-
-/// The tutorial's send endpoint, `POST /api/notifications?pns=…&to_tag=<user>` with a JSON
-/// string body, behind device sign-in: sends `From <caller>: <text>` to `to_tag`'s devices in
-/// the format `pns` names. Answers 200 `{"id": …}` once the notification and its job are
-/// committed (the tutorial backend waited for the hub instead). Rate-limited per user.
-struct TutorialSendController: Sendable {
-    let store: NotificationStore
-    let limiter: RateLimiter
-    let perUserRate: Int
-    let maxBodyBytes: Int
-
-    func send(_ request: Request, context: HeraldRequestContext) async throws -> Response {
-        let owner = try context.requireIdentity()
-        if let wait = limiter.acquire("user:\(owner.id)", rate: perUserRate) {
-            throw APIError.rateLimited(retryAfter: wait, "this user's sending")
-        }
-        let query = request.uri.queryParameters
-        guard let pns = query.get("pns") else {
-            throw APIError(.badRequest, code: "unknown_pns", message: "pns is required: apns, fcm (or fcmv1, gcm) or wns")
-        }
-        let format = try NotificationFormat(tutorialPNS: pns)
-        guard let recipient = query.get("to_tag"), !recipient.isEmpty else {
-            throw APIError(.badRequest, code: "invalid_to_tag", message: "to_tag (the recipient's user name) is required")
-        }
-        let target: NotificationTarget
-        do {
-            target = try NotificationTarget.user(recipient).validated()
-        } catch {
-            throw APIError(.badRequest, code: "invalid_to_tag", message: "to_tag: \(error.message)")
-        }
-        let body = try await request.collectBody(limit: maxBodyBytes)
-        guard body.readableBytes > 0,
-            let value = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView), options: [.fragmentsAllowed]),
-            let message = value as? String
-        else {
-            throw APIError.invalidJSON("the request body must be a JSON string, such as \"Hello\"")
-        }
-        guard !message.isEmpty else {
-            throw APIError(.badRequest, code: "invalid_message", message: "the message is empty")
-        }
-        guard message.count <= NotificationJSON.maxTutorialMessage else {
-            throw APIError(
-                .badRequest, code: "message_too_long",
-                message: "the message has \(message.count) characters; at most \(NotificationJSON.maxTutorialMessage)")
-        }
-        let payload = try TutorialMessage.payload(format, from: owner.name, message)
-        let content = NotificationContent(
-            apple: format == .apple ? payload : nil, fcmv1: format == .fcmv1 ? payload : nil,
-            windows: format == .windows ? payload : nil)
-        let checked = try NotificationRequest(target: target, content: content).validated(now: Date())
-        guard let answer = try await store.create([NewNotification(request: checked)], sender: .user(owner.id)).first else {
-            throw APIError.internalError
-        }
-        context.logger.debug(
-            "herald.notification.tutorial_accepted",
-            metadata: ["notification.id": "\(answer.id)", "user": "\(owner.name)", "format": "\(format.rawValue)"])
-        return Response(
-            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"id":"\#(answer.id.uuidString.lowercased())"}"#)))
     }
 }

@@ -30,7 +30,7 @@ struct APIHarness: Sendable {
         _ body: @Sendable (APIHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.with { db async throws in
-            let stores = db.stores(storage, tagPolicy: TagPolicy(maxClientTags: configuration.maxClientTags))
+            let stores = db.stores(storage)
             let app = try await buildApplication(
                 configuration: configuration, stores: stores, logger: db.logger, metrics: metrics)
             try await app.test(setup) { client in

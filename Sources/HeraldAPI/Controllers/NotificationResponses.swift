@@ -1,0 +1,171 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+
+// The sender API's answer bodies, written by ``JSONWriter`` (dates as ISO 8601 with
+// fractional seconds, keys sorted).
+
+/// `POST /v1/notifications` (and each item of a batch answer): `{"id": "…", "state": "…"}`.
+struct AcceptedBody: Encodable {
+    var id: String
+    var state: String
+
+    init(_ answer: AcceptedNotification) {
+        id = answer.id.uuidString.lowercased()
+        state = answer.state.rawValue
+    }
+}
+
+/// `POST /v1/notifications:batch`: the answers in input order.
+struct AcceptedBatchBody: Encodable {
+    var notifications: [AcceptedBody]
+}
+
+/// `GET /v1/notifications` and `DELETE` answers: a notification's summary.
+struct SummaryBody: Encodable {
+    var id: String
+    var state: String
+    var sender: SenderBody
+    var target: NotificationTarget
+    var tags: [String]
+    var sendAt: Date?
+    var deadline: Date
+    var createdAt: Date
+    var updatedAt: Date
+    var finishedAt: Date?
+
+    init(_ summary: NotificationSummary) {
+        id = summary.id.uuidString.lowercased()
+        state = summary.state.rawValue
+        sender = SenderBody(apiKeyId: summary.apiKeyID, userId: summary.senderUserID)
+        target = summary.target
+        tags = summary.tags
+        sendAt = summary.sendAt
+        deadline = summary.deadline
+        createdAt = summary.createdAt
+        updatedAt = summary.updatedAt
+        finishedAt = summary.finishedAt
+    }
+}
+
+/// Who sent a notification.
+struct SenderBody: Encodable {
+    var apiKeyId: Int64?
+    var userId: Int64?
+}
+
+/// `GET /v1/notifications/{id}`: the summary plus formats, options and every attempt.
+struct DetailBody: Encodable {
+    var id: String
+    var state: String
+    var sender: SenderBody
+    var target: NotificationTarget
+    var tags: [String]
+    var formats: [String]
+    var apnsPushType: String?
+    var priority: String?
+    var collapseId: String?
+    var sendAt: Date?
+    var deadline: Date
+    var createdAt: Date
+    var updatedAt: Date
+    var finishedAt: Date?
+    var hubSends: [HubSendBody]
+
+    init(_ detail: NotificationDetail) {
+        let summary = detail.summary
+        id = summary.id.uuidString.lowercased()
+        state = summary.state.rawValue
+        sender = SenderBody(apiKeyId: summary.apiKeyID, userId: summary.senderUserID)
+        target = summary.target
+        tags = summary.tags
+        formats = detail.formats.map(\.rawValue)
+        apnsPushType = detail.options.apnsPushType
+        priority = detail.options.priority?.rawValue
+        collapseId = detail.options.collapseId
+        sendAt = summary.sendAt
+        deadline = summary.deadline
+        createdAt = summary.createdAt
+        updatedAt = summary.updatedAt
+        finishedAt = summary.finishedAt
+        hubSends = detail.hubSends.map(HubSendBody.init)
+    }
+}
+
+/// One hub send in a detail answer.
+struct HubSendBody: Encodable {
+    var id: Int64
+    var format: String
+    var tagExpression: String?
+    var deviceHandle: String?
+    var state: String
+    var attempts: Int
+    var hubNotificationId: String?
+    var lastStatus: Int?
+    var lastError: String?
+    var telemetry: JSONValue?
+    var telemetryNote: String?
+    var outcomes: [OutcomeBody]
+
+    init(_ send: HubSendDetail) {
+        id = send.id
+        format = send.format.rawValue
+        tagExpression = send.tagExpression
+        deviceHandle = send.deviceHandle
+        state = send.state.rawValue
+        attempts = send.attempts
+        hubNotificationId = send.hubNotificationID
+        lastStatus = send.lastStatus
+        lastError = send.lastError
+        telemetry = send.telemetryJSON.flatMap { JSONValue.parse($0) }
+        telemetryNote = send.telemetryNote
+        outcomes = send.outcomes.map(OutcomeBody.init)
+    }
+}
+
+/// One outcome row in a detail answer.
+struct OutcomeBody: Encodable {
+    var attempt: Int
+    var kind: String
+    var httpStatus: Int?
+    var hubNotificationId: String?
+    var trackingId: String?
+    var durationMs: Double
+    var error: String?
+    var decision: String
+    var retryAfterMs: Int64?
+    var state: String
+    var telemetry: JSONValue?
+    var at: Date
+    var startedAt: Date?
+
+    init(_ outcome: NotificationOutcomeRecord) {
+        attempt = outcome.attempt
+        kind = outcome.kind
+        httpStatus = outcome.httpStatus
+        hubNotificationId = outcome.hubNotificationID
+        trackingId = outcome.trackingID
+        durationMs = outcome.durationMs
+        error = outcome.error
+        decision = outcome.decision
+        retryAfterMs = outcome.retryAfterMs
+        state = outcome.state
+        telemetry = outcome.telemetryJSON.flatMap { JSONValue.parse($0) }
+        at = outcome.at
+        startedAt = outcome.startedAt
+    }
+}
+
+/// `GET /v1/notifications`.
+struct PageBody: Encodable {
+    var notifications: [SummaryBody]
+    var nextCursor: String?
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(notifications, forKey: .notifications)
+        try container.encode(nextCursor, forKey: .nextCursor)  // null on the last page
+    }
+
+    enum CodingKeys: String, CodingKey { case notifications, nextCursor }
+}
