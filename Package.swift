@@ -280,6 +280,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "HeraldRuntimeTests",
+            dependencies: [
+                "HeraldRuntime", "HeraldTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "NotificationHubsTests",
             dependencies: [
                 "NotificationHubs", "NotificationHubsEmulator",
