@@ -87,8 +87,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            resources: [.copy("Migrations")],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedMigrations"]
         ),
         .target(
             name: "HeraldDelivery",
@@ -138,6 +138,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+
+        // MARK: Build plugins
+        // Embeds `migrations/*.sql` (the one copy, at the top of the repository) into HeraldStorage.
+        .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["embed-migrations"]),
+        .executableTarget(name: "embed-migrations", path: "Plugins/EmbedMigrationsTool", swiftSettings: swiftSettings),
 
         // MARK: Executables (parsing and wiring only)
         .executableTarget(
@@ -310,4 +315,3 @@ let package = Package(
         ),
     ]
 )
-
