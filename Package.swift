@@ -106,7 +106,7 @@ let package = Package(
         .target(
             name: "HeraldAPI",
             dependencies: [
-                "HeraldDomain", "HeraldStorage",
+                "HeraldDomain", "HeraldStorage", "HeraldOps",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "HummingbirdBasicAuth", package: "hummingbird-auth"),
@@ -124,6 +124,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "HeraldOps",
+            dependencies: [
+                "HeraldStorage", "PostgresQueue",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "HeraldRuntime",
             dependencies: [
                 "HeraldStorage", "PostgresQueue",
@@ -134,7 +148,6 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -159,7 +172,7 @@ let package = Package(
         .executableTarget(
             name: "herald-worker",
             dependencies: [
-                "HeraldDelivery", "HeraldRuntime", "PostgresQueue",
+                "HeraldDelivery", "HeraldOps", "HeraldRuntime", "PostgresQueue",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -259,7 +272,7 @@ let package = Package(
         .testTarget(
             name: "HeraldAPITests",
             dependencies: [
-                "HeraldAPI", "HeraldStorage", "HeraldDomain", "HeraldTestSupport",
+                "HeraldAPI", "HeraldOps", "HeraldStorage", "HeraldDomain", "HeraldTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -276,13 +289,27 @@ let package = Package(
             name: "HeraldDeliveryTests",
             dependencies: [
                 "HeraldDelivery", "HeraldStorage", "HeraldDomain", "PostgresQueue", "NotificationHubs",
-                "NotificationHubsEmulator", "HeraldTestSupport", "HeraldRuntime",
+                "NotificationHubsEmulator", "HeraldTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HeraldOpsTests",
+            dependencies: [
+                "HeraldOps", "HeraldStorage", "HeraldDomain", "PostgresQueue", "HeraldTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldOps
 import HeraldStorage
 public import Hummingbird
 public import Logging
@@ -10,12 +11,13 @@ public import Prometheus
 /// Builds the HTTP application. Every route is in ``APIRoutes/all`` (the table the OpenAPI
 /// document, `openapi.yaml`, is checked against):
 ///
-/// - `GET /health/live`, `GET /health/ready`, `GET /openapi.yaml`: no authentication.
+/// - `GET /health/live`, `GET /health/ready` (HeraldOps' ``OpsRoutes``), `GET /openapi.yaml`: no
+///   authentication.
 /// - The tutorial-compatible device API under `/api` (`DeviceController`, the tutorial send
 ///   of `TutorialSendController`): `Authorization: Basic` or, when a JWT key is configured,
 ///   `Authorization: Bearer <JWT>`.
-/// - The sender API under `/v1` (`NotificationController`) and `GET /metrics`: an API key
-///   (`APIKeyAuthenticator`), rate-limited per key.
+/// - The sender API under `/v1` (`NotificationController`) and `GET /metrics` (``OpsRoutes``):
+///   an API key (`APIKeyAuthenticator` over HeraldOps' `APIKeyVerifier`), rate-limited per key.
 ///
 /// Every error is answered as JSON `{"code": "...", "message": "..."}` (unknown routes 404,
 /// other methods on known routes 405, bodies over `maxBodyBytes` 413). Each request is logged
@@ -41,7 +43,7 @@ public func buildApplication(
     let limiter = RateLimiter()
     let notifications = NotificationStore(client: client, logger: logger, maxSendAttempts: sends.maxSendAttempts)
     let handlers = RouteHandlers(
-        client: client, logger: logger, registry: registry, openAPI: try OpenAPIDocument.load(),
+        ops: OpsRoutes(client: client, registry: registry, logger: logger), openAPI: try OpenAPIDocument.load(),
         devices: DeviceController(
             devices: DeviceStore(client: client, logger: logger, limits: configuration.deviceLimits),
             maxBodyBytes: configuration.maxBodyBytes),
@@ -51,8 +53,7 @@ public func buildApplication(
         notifications: NotificationController(
             store: notifications, maxBodyBytes: configuration.maxBodyBytes,
             maxBatchBodyBytes: sends.maxBatchBodyBytes))
-    let keyCache = APIKeyCache(seconds: sends.apiKeyCacheSeconds)
-    let keys = APIKeyStore(client: client, logger: logger)
+    let keys = APIKeyVerifier(keys: APIKeyStore(client: client, logger: logger), cacheSeconds: sends.apiKeyCacheSeconds)
 
     let router = Router(context: HeraldRequestContext.self)
     // Middleware applies to routes added after it: these wrap every route and the not-found
@@ -67,7 +68,7 @@ public func buildApplication(
     let devices = router.group().add(middleware: authenticator)
     let senders = router.group().add(
         middleware: APIKeyAuthenticator(
-            keys: keys, cache: keyCache, limiter: limiter, defaultRate: sends.defaultKeyRatePerSecond,
+            keys: keys, limiter: limiter, defaultRate: sends.defaultKeyRatePerSecond,
             requiredScope: APIKeyAuthenticator.byMethod))
     for route in APIRoutes.all {
         let handler = handlers.handler(for: route.operation)
@@ -90,9 +91,7 @@ public func buildApplication(
 struct RouteHandlers: Sendable {
     typealias Handler = @Sendable (Request, HeraldRequestContext) async throws -> Response
 
-    let client: PostgresClient
-    let logger: Logger
-    let registry: PrometheusCollectorRegistry
+    let ops: OpsRoutes
     let openAPI: ByteBuffer
     let devices: DeviceController
     let tutorial: TutorialSendController
@@ -100,32 +99,14 @@ struct RouteHandlers: Sendable {
 
     func handler(for operation: RouteSpec.Operation) -> Handler {
         switch operation {
-        case .healthLive:
-            return { request, context in try HealthReply(status: "ok", detail: nil).response(from: request, context: context) }
-        case .healthReady:
-            return { [client, logger] request, context in
-                do {
-                    try await MigrationRunner(client: client, logger: logger).ensureCurrent()
-                    return try HealthReply(status: "ok", detail: nil).response(from: request, context: context)
-                } catch {
-                    context.logger.warning("herald.api.not_ready", metadata: ["error": "\(error)"])
-                    var response = try HealthReply(status: "unavailable", detail: "\(error)")
-                        .response(from: request, context: context)
-                    response.status = .serviceUnavailable
-                    return response
-                }
-            }
+        case .healthLive: return { [ops] request, context in try await ops.live(request, context: context) }
+        case .healthReady: return { [ops] request, context in try await ops.ready(request, context: context) }
         case .openAPI:
             return { [openAPI] _, _ in
                 Response(
                     status: .ok, headers: [.contentType: "application/yaml"], body: ResponseBody(byteBuffer: openAPI))
             }
-        case .metrics:
-            return { [registry] _, _ in
-                Response(
-                    status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
-            }
+        case .metrics: return { [ops] request, context in try await ops.metrics(request, context: context) }
         case .deviceRegister: return devices.register
         case .deviceUpdate: return devices.update
         case .deviceDelete: return devices.delete
@@ -167,10 +148,4 @@ private func addMethodNotAllowed(to router: Router<HeraldRequestContext>, routes
             }
         }
     }
-}
-
-/// The body of the health routes.
-struct HealthReply: ResponseCodable {
-    var status: String
-    var detail: String?
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AsyncHTTPClient
 import HeraldDelivery
+import HeraldOps
 import HeraldRuntime
 import Logging
 import PostgresNIO
@@ -59,9 +60,9 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         let notificationMaintenance = NotificationMaintenance(
             client: client,
             retention: .seconds(configuration.sends.notificationRetentionHours * 3600), logger: logger)
-        let statusListener = WorkerStatusListener(
+        let statusListener = OpsListener(
             host: configuration.worker.metricsHost, port: configuration.worker.metricsPort, client: client,
-            registry: registry, logger: logger)
+            queue: queue, registry: registry, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: client), .init(service: listener), .init(service: maintenance),
             .init(service: notificationMaintenance), .init(service: statusListener),
