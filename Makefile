@@ -65,10 +65,10 @@ bench-send: db-up release-products
 	@scripts/bench-send.sh "$(RELEASE_PATH)/release"
 
 lint:
-	$(SWIFT) format lint --recursive --parallel Package.swift Sources Tests Benchmarks
+	$(SWIFT) format lint --recursive --parallel Package.swift Sources Tests Benchmarks Plugins
 
 format:
-	$(SWIFT) format format --in-place --recursive --parallel Package.swift Sources Tests Benchmarks
+	$(SWIFT) format format --in-place --recursive --parallel Package.swift Sources Tests Benchmarks Plugins
 
 clean:
 	rm -rf .build $(RELEASE_PATH)

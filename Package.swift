@@ -38,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         // MARK: Reusable libraries (know nothing of Herald)
@@ -98,8 +99,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            resources: [.copy("Migrations")],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedMigrations"]
         ),
         .target(
             name: "HeraldDelivery",
@@ -117,7 +118,7 @@ let package = Package(
         .target(
             name: "HeraldAPI",
             dependencies: [
-                "HeraldDomain", "HeraldSettings", "HeraldStorage",
+                "HeraldDomain", "HeraldOps", "HeraldSettings", "HeraldStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "HummingbirdBasicAuth", package: "hummingbird-auth"),
@@ -135,6 +136,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "HeraldOps",
+            dependencies: [
+                "HeraldStorage", "PostgresQueue",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "HeraldRuntime",
             dependencies: [
                 "HeraldSettings", "HeraldStorage", "PostgresQueue",
@@ -145,10 +160,14 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
         ),
+
+        // MARK: Build plugins
+        // Embeds `migrations/*.sql` (the one copy, at the top of the repository) into HeraldStorage.
+        .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["embed-migrations"]),
+        .executableTarget(name: "embed-migrations", path: "Plugins/EmbedMigrationsTool", swiftSettings: swiftSettings),
 
         // MARK: Executables (parsing and wiring only)
         .executableTarget(
@@ -165,7 +184,7 @@ let package = Package(
         .executableTarget(
             name: "herald-worker",
             dependencies: [
-                "HeraldDelivery", "HeraldRuntime", "HeraldSettings", "HeraldStorage", "PostgresQueue",
+                "HeraldDelivery", "HeraldOps", "HeraldRuntime", "HeraldSettings", "HeraldStorage", "PostgresQueue",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -273,7 +292,7 @@ let package = Package(
         .testTarget(
             name: "HeraldAPITests",
             dependencies: [
-                "HeraldAPI", "HeraldStorage", "HeraldDomain", "HeraldTestSupport",
+                "HeraldAPI", "HeraldOps", "HeraldStorage", "HeraldDomain", "HeraldTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -282,6 +301,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -291,11 +311,33 @@ let package = Package(
                 "HeraldDelivery", "HeraldStorage", "HeraldDomain", "PostgresQueue", "NotificationHubs",
                 "NotificationHubsEmulator", "HeraldTestSupport", "HeraldRuntime", "HeraldSettings",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HeraldOpsTests",
+            dependencies: [
+                "HeraldOps", "HeraldStorage", "HeraldDomain", "PostgresQueue", "HeraldTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HeraldRuntimeTests",
+            dependencies: [
+                "HeraldRuntime", "HeraldTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -320,4 +362,3 @@ let package = Package(
         ),
     ]
 )
-

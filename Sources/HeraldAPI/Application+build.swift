@@ -1,5 +1,6 @@
 import Foundation
 import HeraldDomain
+import HeraldOps
 public import HeraldStorage
 public import Hummingbird
 public import Logging
@@ -10,12 +11,13 @@ public import Prometheus
 /// Builds the HTTP application. Every route is in ``APIRoutes/all`` (the table the OpenAPI
 /// document, `openapi.yaml`, is checked against):
 ///
-/// - `GET /health/live`, `GET /health/ready`, `GET /openapi.yaml`: no authentication.
+/// - `GET /health/live`, `GET /health/ready` (HeraldOps' ``OpsRoutes``), `GET /openapi.yaml`: no
+///   authentication.
 /// - The tutorial-compatible device API under `/api` (`DeviceController`, the tutorial send
 ///   of `TutorialSendController`): `Authorization: Basic` or, when a JWT key is configured,
 ///   `Authorization: Bearer <JWT>`.
-/// - The sender API under `/v1` (`NotificationController`) and `GET /metrics`: an API key
-///   (`APIKeyAuthenticator`), rate-limited per key.
+/// - The sender API under `/v1` (`NotificationController`) and `GET /metrics` (``OpsRoutes``):
+///   an API key (`APIKeyAuthenticator` over HeraldOps' `APIKeyVerifier`), rate-limited per key.
 ///
 /// Every error is answered as JSON `{"code": "...", "message": "..."}` (unknown routes 404,
 /// other methods on known routes 405, bodies over `maxBodyBytes` 413). Each request is logged
@@ -40,7 +42,7 @@ public func buildApplication(
         tokens: try await TokenVerifier.make(auth))
     let limiter = RateLimiter()
     let handlers = RouteHandlers(
-        migrations: stores.migrations, registry: registry, openAPI: try OpenAPIDocument.load(),
+        ops: OpsRoutes(migrations: stores.migrations, registry: registry), openAPI: try OpenAPIDocument.load(),
         devices: DeviceController(
             devices: stores.devices, tagPolicy: TagPolicy(maxClientTags: configuration.maxClientTags),
             maxBodyBytes: configuration.maxBodyBytes),
@@ -50,8 +52,7 @@ public func buildApplication(
         notifications: NotificationController(
             store: stores.notifications, maxBodyBytes: configuration.maxBodyBytes,
             maxBatchBodyBytes: configuration.maxBatchBodyBytes))
-    let keyCache = APIKeyCache(seconds: sends.apiKeyCacheSeconds)
-    let keys = stores.apiKeys
+    let keys = APIKeyVerifier(keys: stores.apiKeys, cacheSeconds: sends.apiKeyCacheSeconds)
 
     let router = Router(context: HeraldRequestContext.self)
     // Middleware applies to routes added after it: these wrap every route and the not-found
@@ -66,7 +67,7 @@ public func buildApplication(
     let devices = router.group().add(middleware: authenticator)
     let senders = router.group().add(
         middleware: APIKeyAuthenticator(
-            keys: keys, cache: keyCache, limiter: limiter, defaultRate: sends.defaultKeyRatePerSecond,
+            keys: keys, limiter: limiter, defaultRate: sends.defaultKeyRatePerSecond,
             requiredScope: APIKeyAuthenticator.byMethod))
     for route in APIRoutes.all {
         let handler = handlers.handler(for: route.operation)
@@ -89,8 +90,7 @@ public func buildApplication(
 struct RouteHandlers: Sendable {
     typealias Handler = @Sendable (Request, HeraldRequestContext) async throws -> Response
 
-    let migrations: MigrationRunner
-    let registry: PrometheusCollectorRegistry
+    let ops: OpsRoutes
     let openAPI: ByteBuffer
     let devices: DeviceController
     let tutorial: TutorialSendController
@@ -98,32 +98,14 @@ struct RouteHandlers: Sendable {
 
     func handler(for operation: RouteSpec.Operation) -> Handler {
         switch operation {
-        case .healthLive:
-            return { request, context in try HealthReply(status: "ok", detail: nil).response(from: request, context: context) }
-        case .healthReady:
-            return { [migrations] request, context in
-                do {
-                    try await migrations.ensureCurrent()
-                    return try HealthReply(status: "ok", detail: nil).response(from: request, context: context)
-                } catch {
-                    context.logger.warning("herald.api.not_ready", metadata: ["error": "\(error)"])
-                    var response = try HealthReply(status: "unavailable", detail: "\(error)")
-                        .response(from: request, context: context)
-                    response.status = .serviceUnavailable
-                    return response
-                }
-            }
+        case .healthLive: return { [ops] request, context in try await ops.live(request, context: context) }
+        case .healthReady: return { [ops] request, context in try await ops.ready(request, context: context) }
         case .openAPI:
             return { [openAPI] _, _ in
                 Response(
                     status: .ok, headers: [.contentType: "application/yaml"], body: ResponseBody(byteBuffer: openAPI))
             }
-        case .metrics:
-            return { [registry] _, _ in
-                Response(
-                    status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
-            }
+        case .metrics: return { [ops] request, context in try await ops.metrics(request, context: context) }
         case .deviceRegister: return devices.register
         case .deviceUpdate: return devices.update
         case .deviceDelete: return devices.delete
@@ -165,10 +147,4 @@ private func addMethodNotAllowed(to router: Router<HeraldRequestContext>, routes
             }
         }
     }
-}
-
-/// The body of the health routes.
-struct HealthReply: ResponseCodable {
-    var status: String
-    var detail: String?
 }

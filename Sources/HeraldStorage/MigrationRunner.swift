@@ -44,7 +44,7 @@ public struct MigrationStatus: Sendable {
     public var isCurrent: Bool { pending.isEmpty && unknown.isEmpty }
 }
 
-/// Applies the queue library's schema and then Herald's `Migrations/NNNN_name.sql`, in order,
+/// Applies the queue library's schema and then Herald's `migrations/NNNN_name.sql`, in order,
 /// each in its own transaction, recorded in `schema_migrations`, under an advisory lock so
 /// that processes starting together do not race (the second waits, then finds nothing to do).
 ///
@@ -62,22 +62,15 @@ public struct MigrationRunner: Sendable {
         return queue + heraldMigrations
     }()
 
-    /// Herald's own migrations, read from the module's bundled `Migrations` folder.
-    static let heraldMigrations: [Migration] = {
-        guard
-            let dir = Bundle.module.url(forResource: "Migrations", withExtension: nil),
-            let files = try? FileManager.default.contentsOfDirectory(at: dir, includingPropertiesForKeys: nil)
-        else { return [] }
-        return files.compactMap { url -> Migration? in
-            let file = url.lastPathComponent
-            guard file.hasSuffix(".sql"), let underscore = file.firstIndex(of: "_"),
-                let version = Int(file[..<underscore]), let sql = try? String(contentsOf: url, encoding: .utf8)
-            else { return nil }
-            return Migration(
-                component: "herald", version: version, name: String(file[file.index(after: underscore)...].dropLast(4)),
-                sql: sql)
-        }.sorted { $0.version < $1.version }
-    }()
+    /// Herald's own migrations: the files of `migrations/` at the top of the repository, which
+    /// the `EmbedMigrations` build plugin embeds into this module byte for byte (named
+    /// `NNNN_name.sql`, checked when they are embedded), so no resource bundle ships with the
+    /// binaries and they migrate the same from any working directory.
+    static let heraldMigrations: [Migration] = embeddedMigrationFiles.map { file, sql in
+        let stem = file.dropLast(".sql".count)
+        return Migration(
+            component: "herald", version: Int(stem.prefix(4)) ?? 0, name: String(stem.dropFirst("NNNN_".count)), sql: sql)
+    }
 
     private let client: PostgresClient
     private let logger: Logger

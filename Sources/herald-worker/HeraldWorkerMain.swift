@@ -1,6 +1,7 @@
 import ArgumentParser
 import AsyncHTTPClient
 import HeraldDelivery
+import HeraldOps
 import HeraldRuntime
 import HeraldSettings
 import HeraldStorage
@@ -56,8 +57,8 @@ struct HeraldWorkerMain: AsyncParsableCommand {
             queue: stores.queue, configuration: .init(historyRetention: delivery.historyRetention))
         let notificationMaintenance = NotificationMaintenance(
             store: stores.notifications, retention: delivery.notificationRetention, logger: logger)
-        let statusListener = WorkerStatusListener(
-            host: delivery.metricsHost, port: delivery.metricsPort, client: client, registry: registry, logger: logger)
+        let statusListener = OpsListener(
+            host: delivery.metricsHost, port: delivery.metricsPort, stores: stores, registry: registry, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: client), .init(service: listener), .init(service: maintenance),
             .init(service: notificationMaintenance), .init(service: statusListener),

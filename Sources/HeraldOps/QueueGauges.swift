@@ -1,0 +1,70 @@
+import PostgresQueue
+import Prometheus
+import Synchronization
+
+/// The queue's depth as gauges of a Prometheus registry, set from ``JobQueue/counts()`` on
+/// each scrape:
+///
+/// - `herald_queue_jobs{queue, state}`: jobs waiting or running, by queue and state;
+/// - `herald_queue_oldest_waiting_seconds{queue}`: how long the oldest runnable job that
+///   waits (`available` or `retryable`) has waited.
+///
+/// A queue or state that has no jobs any more reads 0 instead of keeping its last value.
+final class QueueGauges: Sendable {
+    // Computed: `MetricNameDescriptor` is not `Sendable`, so it cannot be a stored static.
+    static var jobs: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "herald", metricName: "queue_jobs", unitName: "", helpText: "Jobs waiting or running, by queue and state.")
+    }
+    static var oldestWaiting: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "herald", metricName: "queue_oldest_waiting", unitName: "seconds",
+            helpText: "Age of the oldest runnable job that waits, by queue.")
+    }
+
+    private struct Series: Hashable {
+        var queue: String
+        var state: String
+    }
+
+    private let queue: JobQueue
+    private let registry: PrometheusCollectorRegistry
+    /// Every series set so far, so one that is gone can be set to 0.
+    private let seen = Mutex((jobs: [Series: Gauge](), oldest: [String: Gauge]()))
+
+    init(queue: JobQueue, registry: PrometheusCollectorRegistry) {
+        self.queue = queue
+        self.registry = registry
+    }
+
+    /// Reads the counts and sets the gauges.
+    func update() async throws {
+        set(try await queue.counts())
+    }
+
+    /// Sets the gauges to `counts`, and every series `counts` lacks to 0.
+    func set(_ counts: [QueueCount]) {
+        var jobs: [Series: Double] = [:]
+        var oldest: [String: Double] = [:]
+        for count in counts {
+            jobs[Series(queue: count.queue, state: count.state.rawValue), default: 0] += Double(count.count)
+            let waited = count.state == .running ? 0 : Self.seconds(count.oldestRunnableAge)
+            oldest[count.queue] = max(oldest[count.queue] ?? 0, waited)
+        }
+        seen.withLock { seen in
+            for series in jobs.keys where seen.jobs[series] == nil {
+                seen.jobs[series] = registry.makeGauge(
+                    descriptor: Self.jobs, labels: [("queue", series.queue), ("state", series.state)])
+            }
+            for name in oldest.keys where seen.oldest[name] == nil {
+                seen.oldest[name] = registry.makeGauge(descriptor: Self.oldestWaiting, labels: [("queue", name)])
+            }
+            for (series, gauge) in seen.jobs { gauge.set(to: jobs[series] ?? 0) }
+            for (name, gauge) in seen.oldest { gauge.set(to: oldest[name] ?? 0) }
+        }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
