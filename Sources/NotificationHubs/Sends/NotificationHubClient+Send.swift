@@ -209,7 +209,9 @@ extension NotificationHubClient {
         return headers
     }
 
-    func checkPayload(_ notification: PushNotification, operation: NotificationHubsError.Operation)
+    func checkPayload(
+        _ notification: PushNotification, operation: NotificationHubsError.Operation
+    )
         throws(NotificationHubsError)
     {
         do {
