@@ -395,9 +395,7 @@ final class EmulatorCore: Sendable {
         }
         let notFound = HubError.notFound("The notification was not found or is not processed yet.")
         guard let record = hub.notification(id: id) else { throw notFound }
-        let (seconds, attoseconds) = configuration.telemetryDelay.components
-        let delay = Double(seconds) + Double(attoseconds) / 1e18
-        if request.now.timeIntervalSince(record.enqueuedAt) < delay { throw notFound }
+        if request.now.timeIntervalSince(record.enqueuedAt) < configuration.telemetryDelay.seconds { throw notFound }
         var answer = HubResponse.xml(
             200,
             SendExecution.detailsXML(

@@ -115,8 +115,7 @@ final class HubState: Sendable {
 
     private func expiration(from now: Date) -> Date? {
         guard let ttl = registrationTimeToLive else { return nil }
-        let (seconds, attoseconds) = ttl.components
-        return now.addingTimeInterval(Double(seconds) + Double(attoseconds) / 1e18)
+        return now.addingTimeInterval(ttl.seconds)
     }
 
     private func makeRegistration(
