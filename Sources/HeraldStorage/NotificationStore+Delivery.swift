@@ -444,7 +444,7 @@ extension NotificationStore {
     /// old: nothing moves them any more. Call until it returns less than `batch`.
     @discardableResult
     public func pruneFinished(olderThan retention: Duration, batch: Int = 1000) async throws -> Int {
-        let seconds = Double(retention.components.seconds) + Double(retention.components.attoseconds) / 1e18
+        let seconds = retention.seconds
         return try await StorageSQL.run("prune notifications") {
             let rows = try await client.query(
                 """

@@ -95,7 +95,7 @@ struct NotificationJobRunner: Sendable {
             }
             let elapsed = ContinuousClock.now - started
             DeliveryMetrics.hubCallTime(operation: "send", statusClass: "2xx", elapsed)
-            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.durationMilliseconds = elapsed.milliseconds
             result.state = .enqueued
             result.httpStatus = 201
             result.hubNotificationID = sent.notificationID
@@ -105,7 +105,7 @@ struct NotificationJobRunner: Sendable {
             outcome = .completed
         } catch {
             let elapsed = ContinuousClock.now - started
-            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.durationMilliseconds = elapsed.milliseconds
             result.httpStatus = error.status
             result.trackingID = error.trackingID
             result.error = HubErrorPolicy.auditSummary(error)
@@ -225,7 +225,7 @@ struct NotificationJobRunner: Sendable {
             let details = try await hub.notificationDetails(id: hubID, logger: logger)
             let elapsed = ContinuousClock.now - started
             DeliveryMetrics.hubCallTime(operation: "notification_details", statusClass: "2xx", elapsed)
-            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.durationMilliseconds = elapsed.milliseconds
             result.httpStatus = 200
             result.hubNotificationID = hubID
             let state = Self.heraldState(details.state)
@@ -246,7 +246,7 @@ struct NotificationJobRunner: Sendable {
             let elapsed = ContinuousClock.now - started
             DeliveryMetrics.hubCallTime(
                 operation: "notification_details", statusClass: Self.statusClass(error), elapsed)
-            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.durationMilliseconds = elapsed.milliseconds
             result.httpStatus = error.status
             result.trackingID = error.trackingID
             result.error = HubErrorPolicy.auditSummary(error)
@@ -357,11 +357,4 @@ struct NotificationJobRunner: Sendable {
             return logger
         }
     }
-}
-
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-    /// The duration in milliseconds, as a `Double`.
-    var fractionalMilliseconds: Double { seconds * 1000 }
 }
