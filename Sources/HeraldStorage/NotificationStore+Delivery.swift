@@ -298,12 +298,7 @@ extension NotificationStore {
             notes.append(result.telemetryNote ?? "")
             startedAts.append(result.startedAt?.timeIntervalSince1970 ?? -1)
             if let delay = result.telemetryAfter {
-                jobs.append(
-                    NewJob(
-                        queue: NotificationJobs.queue, kind: NotificationJobs.telemetry,
-                        argsJSON: #"{"hubSendID":\#(result.hubSendID)}"#, priority: 1,
-                        schedule: delay > .zero ? .after(delay) : .now,
-                        uniqueKey: "telemetry:\(result.hubSendID)"))
+                jobs.append(.notificationTelemetry(HubSendArgs(hubSendID: result.hubSendID), after: delay))
             }
         }
         let lockIDs = Array(Set(notifications)).sorted { $0.uuidString < $1.uuidString }
