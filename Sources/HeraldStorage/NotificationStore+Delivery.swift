@@ -77,6 +77,30 @@ public struct HubSendResult: Sendable, Hashable {
         case telemetry
     }
 
+    /// What the worker does after a result: the `notification_outcomes.decision` column, stored
+    /// as the raw text (which the notification detail API shows as it is).
+    public enum Decision: String, Sendable, Hashable, CaseIterable {
+        /// The hub accepted the send; telemetry polls follow when it gave a notification id.
+        case enqueued
+        /// The call failed in a way that may heal: the job runs again after its backoff.
+        case retry
+        /// A permanent failure, or the attempts ran out: never sent.
+        case abandoned
+        /// The deadline passed before the hub took it (at the start, in the expiry sweep, or
+        /// because the next attempt would come too late): never sent late.
+        case expired
+        /// Graceful shutdown cancelled the call: the job goes back to the queue.
+        case released
+        /// A telemetry answer moved the state on.
+        case telemetry
+        /// The hub's tier has no per-message telemetry (`403`): polling stopped.
+        case telemetryUnavailable = "telemetry_unavailable"
+        /// Telemetry polls failed for good.
+        case telemetryFailed = "telemetry_failed"
+        /// No telemetry came within the polling period.
+        case telemetryGivenUp = "telemetry_given_up"
+    }
+
     /// The hub send.
     public var hubSendID: Int64
     /// Its notification.
@@ -99,9 +123,8 @@ public struct HubSendResult: Sendable, Hashable {
     public var startedAt: Date?
     /// A failure, safe to store.
     public var error: String?
-    /// What the worker does next: `enqueued`, `retry`, `abandoned`, `expired`, `released`,
-    /// `telemetry`, `telemetry_unavailable`, …
-    public var decision: String
+    /// What the worker does next.
+    public var decision: Decision
     /// The hub's `Retry-After`, when it gave one.
     public var retryAfterMilliseconds: Int64?
     /// Per-PNS counts from telemetry as JSON text (`{"apns": {"Success": 3}}`).
@@ -115,7 +138,7 @@ public struct HubSendResult: Sendable, Hashable {
     public init(
         hubSendID: Int64, notificationID: NotificationID, kind: Kind = .send, attempt: Int, state: NotificationState,
         httpStatus: Int? = nil, hubNotificationID: String? = nil, trackingID: String? = nil,
-        durationMilliseconds: Double = 0, error: String? = nil, decision: String, retryAfterMilliseconds: Int64? = nil,
+        durationMilliseconds: Double = 0, error: String? = nil, decision: Decision, retryAfterMilliseconds: Int64? = nil,
         telemetryJSON: String? = nil, telemetryNote: String? = nil, telemetryAfter: Duration? = nil,
         startedAt: Date? = nil
     ) {
@@ -292,7 +315,7 @@ extension NotificationStore {
             trackingIDs.append(result.trackingID ?? "")
             durations.append(result.durationMilliseconds)
             errors.append(result.error ?? "")
-            decisions.append(result.decision)
+            decisions.append(result.decision.rawValue)
             retryAfters.append(result.retryAfterMilliseconds ?? -1)
             telemetry.append(result.telemetryJSON ?? "")
             notes.append(result.telemetryNote ?? "")

@@ -69,4 +69,13 @@ struct HeraldJobsTests {
         #expect(installation.uniqueKey == "hub-installation-delete:7-123")
         #expect(try Self.decoded(registration, as: HubDeleteArgs.self) == args)
     }
+
+    @Test("decisions are stored as the same text as before they were typed")
+    func decisionText() {
+        #expect(
+            HubSendResult.Decision.allCases.map(\.rawValue) == [
+                "enqueued", "retry", "abandoned", "expired", "released", "telemetry", "telemetry_unavailable",
+                "telemetry_failed", "telemetry_given_up",
+            ])
+    }
 }

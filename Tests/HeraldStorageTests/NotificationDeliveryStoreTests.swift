@@ -59,7 +59,7 @@ struct NotificationDeliveryStoreTests {
             try await store.record([
                 HubSendResult(
                     hubSendID: sendID, notificationID: id, attempt: 2, state: .enqueued, httpStatus: 201,
-                    hubNotificationID: "n1", decision: "enqueued", telemetryAfter: .seconds(60))
+                    hubNotificationID: "n1", decision: .enqueued, telemetryAfter: .seconds(60))
             ])
             #expect(try await store.beginAttempt(hubSendID: sendID) == .alreadyPast(.enqueued))
             let (notification, send, attempts) = try await Self.state(db, id)
@@ -177,7 +177,7 @@ struct NotificationDeliveryStoreTests {
             try await store.record([
                 HubSendResult(
                     hubSendID: sendID, notificationID: id, attempt: 1, state: .abandoned, httpStatus: 400,
-                    error: "bad", decision: "abandoned")
+                    error: "bad", decision: .abandoned)
             ])
             #expect(try await store.pruneFinished(olderThan: .seconds(3600)) == 0, "finished just now")
             try await db.client.query(
@@ -220,7 +220,7 @@ struct NotificationDeliveryStoreTests {
                         try await writer.record(
                             HubSendResult(
                                 hubSendID: sendID, notificationID: id, attempt: 1, state: .enqueued,
-                                httpStatus: 201, hubNotificationID: "h\(sendID)", decision: "enqueued"))
+                                httpStatus: 201, hubNotificationID: "h\(sendID)", decision: .enqueued))
                         // Committed when record returns.
                         let n = try await db.count("SELECT count(*) FROM notification_outcomes WHERE hub_send_id = \(sendID)")
                         if n != 1 { throw TestSupportError("outcome of \(sendID) not visible after record") }
