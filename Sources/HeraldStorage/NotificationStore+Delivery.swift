@@ -198,66 +198,113 @@ extension NotificationStore {
     /// ``NotificationAttemptStarter``. Ids with no hub send are missing from the answer.
     public func beginAttempts(hubSendIDs ids: [Int64]) async throws -> [Int64: AttemptStart] {
         guard !ids.isEmpty else { return [:] }
-        // The CTE's UPDATE makes the starts; the outer SELECT reads the rows as they were before
-        // the statement (one snapshot), which says why when the UPDATE matched nothing.
-        typealias Row = (
-            Int64, UUID, String, String, String, String, String, Date, Bool, Int32, String, String, Double, Date
-        )
-        var rows: [Row] = []
-        try await StorageSQL.run("start send attempts") {
-            let result = try await client.query(
-                """
-                WITH started AS (
-                    UPDATE hub_sends h
-                    SET attempts = h.attempts + 1, in_flight_since = now(), state = 'Queued', updated_at = now()
-                    FROM notifications n
-                    WHERE h.id = ANY(\(ids)::bigint[]) AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
-                      AND n.state <> 'Cancelled' AND n.deadline > now()
-                    RETURNING h.id, h.attempts,
-                              CASE WHEN h.format = 'template' THEN (n.content -> 'template')::text
-                                   ELSE n.content ->> h.format END AS body,
-                              n.options::text AS options
-                )
-                SELECT h.id, h.notification_id, h.format, coalesce(h.tag_expression, ''), coalesce(h.device_handle, ''),
-                       h.state, n.state, n.deadline, n.deadline <= now(),
-                       coalesce(s.attempts, -1), coalesce(s.body, ''), coalesce(s.options, ''),
-                       extract(epoch FROM n.deadline - now())::float8, now()
-                FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
-                LEFT JOIN started s ON s.id = h.id
-                WHERE h.id = ANY(\(ids)::bigint[])
-                """, logger: logger)
-            for try await row in result.decode(Row.self) { rows.append(row) }
+        let rows = try await StorageSQL.run("start send attempts") {
+            let result = try await client.query(StartRow.query(ids), logger: logger)
+            var rows: [StartRow] = []
+            for try await row in result { rows.append(try StartRow(row)) }
+            return rows
         }
         var starts: [Int64: AttemptStart] = [:]
-        for (
-            hubSendID, notificationID, formatText, expression, handle, sendState, notificationState, deadline, past,
-            attempts, body, optionsJSON, secondsLeft, startedAt
-        ) in rows {
-            if attempts >= 0 {
-                guard let format = NotificationFormat(rawValue: formatText) else {
-                    throw StorageError(.query, "hub send \(hubSendID) has an unknown format \(formatText)")
-                }
-                let options = (try? JSONDecoder().decode(NotificationOptions.self, from: Data(optionsJSON.utf8))) ?? .init()
-                starts[hubSendID] = .go(
-                    SendAttempt(
-                        hubSendID: hubSendID, notificationID: notificationID, format: format,
-                        tagExpression: expression.isEmpty ? nil : expression, deviceHandle: handle.isEmpty ? nil : handle,
-                        body: body, options: options, deadline: deadline, attempt: Int(attempts),
-                        secondsToDeadline: secondsLeft, startedAt: startedAt))
+        for row in rows {
+            if let attempt = try row.startedAttempt() {
+                starts[row.hubSendID] = .go(attempt)
                 continue
             }
-            let state = NotificationState(rawValue: sendState) ?? .unknown
-            if state == .cancelled || notificationState == NotificationState.cancelled.rawValue {
-                starts[hubSendID] = .cancelled
-            } else if (state != .scheduled && state != .queued) || !past {
-                starts[hubSendID] = .alreadyPast(state)
+            let state = NotificationState(rawValue: row.sendState) ?? .unknown
+            if state == .cancelled || row.notificationState == NotificationState.cancelled.rawValue {
+                starts[row.hubSendID] = .cancelled
+            } else if (state != .scheduled && state != .queued) || !row.deadlinePassed {
+                starts[row.hubSendID] = .alreadyPast(state)
             } else {
                 // Rare: a send found past its deadline before the expiry sweep got to it.
-                let expired = try await expire(hubSendID: hubSendID, notificationID: notificationID)
-                starts[hubSendID] = expired ? .expired : .alreadyPast(state)
+                let expired = try await expire(hubSendID: row.hubSendID, notificationID: row.notificationID)
+                starts[row.hubSendID] = expired ? .expired : .alreadyPast(state)
             }
         }
         return starts
+    }
+
+    /// One row of ``beginAttempts(hubSendIDs:)``: a hub send and its notification as they were
+    /// before the statement and, when the fenced start took, what it started.
+    private struct StartRow {
+        var hubSendID: Int64
+        var notificationID: NotificationID
+        var format: String
+        var tagExpression: String?
+        var deviceHandle: String?
+        /// The hub send's state before the statement.
+        var sendState: String
+        var notificationState: String
+        var deadline: Date
+        var deadlinePassed: Bool
+        /// The started attempt's number (`hub_sends.attempts` after the start); nil when the
+        /// fenced start did not take.
+        var attempt: Int32?
+        /// The body the hub gets (when started).
+        var body: String?
+        /// The notification's options as JSON text (when started).
+        var optionsJSON: String?
+        /// Seconds from now to the deadline, on the database clock.
+        var secondsToDeadline: Double
+        /// The database's `now()`: when the attempt started.
+        var now: Date
+
+        /// The CTE's UPDATE makes the starts; the outer SELECT reads the rows as they were
+        /// before the statement (one snapshot), which says why when the UPDATE matched nothing.
+        static func query(_ ids: [Int64]) -> PostgresQuery {
+            """
+            WITH started AS (
+                UPDATE hub_sends h
+                SET attempts = h.attempts + 1, in_flight_since = now(), state = 'Queued', updated_at = now()
+                FROM notifications n
+                WHERE h.id = ANY(\(ids)::bigint[]) AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
+                  AND n.state <> 'Cancelled' AND n.deadline > now()
+                RETURNING h.id, h.attempts,
+                          CASE WHEN h.format = 'template' THEN (n.content -> 'template')::text
+                               ELSE n.content ->> h.format END AS body,
+                          n.options::text AS options
+            )
+            SELECT h.id AS hub_send_id, h.notification_id, h.format, h.tag_expression, h.device_handle,
+                   h.state AS send_state, n.state AS notification_state, n.deadline,
+                   n.deadline <= now() AS deadline_passed, s.attempts AS started_attempt, s.body, s.options,
+                   extract(epoch FROM n.deadline - now())::float8 AS seconds_to_deadline, now() AS now
+            FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
+            LEFT JOIN started s ON s.id = h.id
+            WHERE h.id = ANY(\(ids)::bigint[])
+            """
+        }
+
+        init(_ row: PostgresRow) throws {
+            let cells = row.makeRandomAccess()
+            hubSendID = try cells["hub_send_id"].decode(Int64.self)
+            notificationID = try cells["notification_id"].decode(UUID.self)
+            format = try cells["format"].decode(String.self)
+            tagExpression = try cells["tag_expression"].decode(String?.self)
+            deviceHandle = try cells["device_handle"].decode(String?.self)
+            sendState = try cells["send_state"].decode(String.self)
+            notificationState = try cells["notification_state"].decode(String.self)
+            deadline = try cells["deadline"].decode(Date.self)
+            deadlinePassed = try cells["deadline_passed"].decode(Bool.self)
+            attempt = try cells["started_attempt"].decode(Int32?.self)
+            body = try cells["body"].decode(String?.self)
+            optionsJSON = try cells["options"].decode(String?.self)
+            secondsToDeadline = try cells["seconds_to_deadline"].decode(Double.self)
+            now = try cells["now"].decode(Date.self)
+        }
+
+        /// The attempt the row started; nil when the fenced start did not take.
+        func startedAttempt() throws -> SendAttempt? {
+            guard let attempt else { return nil }
+            guard let format = NotificationFormat(rawValue: format) else {
+                throw StorageError(.query, "hub send \(hubSendID) has an unknown format \(format)")
+            }
+            let options =
+                optionsJSON.flatMap { try? JSONDecoder().decode(NotificationOptions.self, from: Data($0.utf8)) } ?? .init()
+            return SendAttempt(
+                hubSendID: hubSendID, notificationID: notificationID, format: format, tagExpression: tagExpression,
+                deviceHandle: deviceHandle, body: body ?? "", options: options, deadline: deadline, attempt: Int(attempt),
+                secondsToDeadline: secondsToDeadline, startedAt: now)
+        }
     }
 
     /// Marks one waiting hub send `Expired` with an outcome row and refreshes its
@@ -298,33 +345,11 @@ extension NotificationStore {
     /// Prefer ``NotificationOutcomeWriter``, which batches concurrent callers into one call.
     public func record(_ results: [HubSendResult]) async throws {
         guard !results.isEmpty else { return }
-        var ids: [Int64] = [], notifications: [UUID] = [], kinds: [String] = [], attempts: [Int32] = []
-        var states: [String] = [], statuses: [Int32] = [], hubIDs: [String] = [], trackingIDs: [String] = []
-        var durations: [Double] = [], errors: [String] = [], decisions: [String] = [], retryAfters: [Int64] = []
-        var telemetry: [String] = [], notes: [String] = [], startedAts: [Double] = []
-        var jobs: [NewJob] = []
-        // PostgresNIO binds no NULL array elements: '' and -1 stand for NULL.
-        for result in results {
-            ids.append(result.hubSendID)
-            notifications.append(result.notificationID)
-            kinds.append(result.kind.rawValue)
-            attempts.append(Int32(clamping: result.attempt))
-            states.append(result.state.rawValue)
-            statuses.append(Int32(clamping: result.httpStatus ?? -1))
-            hubIDs.append(result.hubNotificationID ?? "")
-            trackingIDs.append(result.trackingID ?? "")
-            durations.append(result.durationMilliseconds)
-            errors.append(result.error ?? "")
-            decisions.append(result.decision.rawValue)
-            retryAfters.append(result.retryAfterMilliseconds ?? -1)
-            telemetry.append(result.telemetryJSON ?? "")
-            notes.append(result.telemetryNote ?? "")
-            startedAts.append(result.startedAt?.timeIntervalSince1970 ?? -1)
-            if let delay = result.telemetryAfter {
-                jobs.append(.notificationTelemetry(HubSendArgs(hubSendID: result.hubSendID), after: delay))
-            }
+        let columns = ResultColumns(results)
+        let jobs = results.compactMap { result in
+            result.telemetryAfter.map { NewJob.notificationTelemetry(HubSendArgs(hubSendID: result.hubSendID), after: $0) }
         }
-        let lockIDs = Array(Set(notifications)).sorted { $0.uuidString < $1.uuidString }
+        let lockIDs = Array(Set(columns.notificationIDs)).sorted { $0.uuidString < $1.uuidString }
         try await StorageSQL.transaction(client, logger: logger, "record hub send results") { connection in
             try await connection.query(
                 """
@@ -340,8 +365,9 @@ extension NotificationStore {
                     last_error = CASE WHEN r.kind = 'send' THEN NULLIF(r.error, '') ELSE h.last_error END,
                     telemetry = coalesce(NULLIF(r.telemetry, '')::jsonb, h.telemetry),
                     telemetry_note = coalesce(NULLIF(r.note, ''), h.telemetry_note)
-                FROM unnest(\(ids)::bigint[], \(kinds)::text[], \(states)::text[], \(statuses)::int[],
-                            \(hubIDs)::text[], \(errors)::text[], \(telemetry)::text[], \(notes)::text[])
+                FROM unnest(\(columns.hubSendIDs)::bigint[], \(columns.kinds)::text[], \(columns.states)::text[],
+                            \(columns.statuses)::int[], \(columns.hubNotificationIDs)::text[], \(columns.errors)::text[],
+                            \(columns.telemetry)::text[], \(columns.telemetryNotes)::text[])
                      AS r(id, kind, state, status, hub_id, error, telemetry, note)
                 WHERE h.id = r.id
                   AND ((r.kind = 'send' AND h.state IN ('Scheduled', 'Queued'))
@@ -356,16 +382,60 @@ extension NotificationStore {
                        NULLIF(r.tracking_id, ''), r.duration, NULLIF(r.error, ''), r.decision,
                        NULLIF(r.retry_after, -1), r.state, NULLIF(r.telemetry, '')::jsonb,
                        CASE WHEN r.started_at < 0 THEN NULL ELSE to_timestamp(r.started_at) END
-                FROM unnest(\(ids)::bigint[], \(notifications)::uuid[], \(kinds)::text[], \(attempts)::int[],
-                            \(statuses)::int[], \(hubIDs)::text[], \(trackingIDs)::text[], \(durations)::float8[],
-                            \(errors)::text[], \(decisions)::text[], \(retryAfters)::bigint[], \(states)::text[],
-                            \(telemetry)::text[], \(startedAts)::float8[])
+                FROM unnest(\(columns.hubSendIDs)::bigint[], \(columns.notificationIDs)::uuid[],
+                            \(columns.kinds)::text[], \(columns.attempts)::int[], \(columns.statuses)::int[],
+                            \(columns.hubNotificationIDs)::text[], \(columns.trackingIDs)::text[],
+                            \(columns.durations)::float8[], \(columns.errors)::text[], \(columns.decisions)::text[],
+                            \(columns.retryAfters)::bigint[], \(columns.states)::text[], \(columns.telemetry)::text[],
+                            \(columns.startedAts)::float8[])
                      AS r(id, notification_id, kind, attempt, status, hub_id, tracking_id, duration, error, decision,
                           retry_after, state, telemetry, started_at)
                 WHERE EXISTS (SELECT 1 FROM hub_sends h WHERE h.id = r.id)
                 """, logger: logger)
             try await Self.refreshStates(of: lockIDs, on: connection, logger: logger)
             if !jobs.isEmpty { try await queue.enqueue(jobs, on: connection) }
+        }
+    }
+
+    /// The results of ``record(_:)`` as the columns of its `unnest`s: one array per column, in
+    /// the results' order. PostgresNIO binds no NULL array elements: '' and -1 stand for NULL
+    /// (the statements read them back with `NULLIF`).
+    private struct ResultColumns {
+        var hubSendIDs: [Int64] = []
+        var notificationIDs: [UUID] = []
+        var kinds: [String] = []
+        var attempts: [Int32] = []
+        var states: [String] = []
+        var statuses: [Int32] = []
+        var hubNotificationIDs: [String] = []
+        var trackingIDs: [String] = []
+        var durations: [Double] = []
+        var errors: [String] = []
+        var decisions: [String] = []
+        var retryAfters: [Int64] = []
+        var telemetry: [String] = []
+        var telemetryNotes: [String] = []
+        /// Seconds since 1970; -1 for none.
+        var startedAts: [Double] = []
+
+        init(_ results: [HubSendResult]) {
+            for result in results {
+                hubSendIDs.append(result.hubSendID)
+                notificationIDs.append(result.notificationID)
+                kinds.append(result.kind.rawValue)
+                attempts.append(Int32(clamping: result.attempt))
+                states.append(result.state.rawValue)
+                statuses.append(Int32(clamping: result.httpStatus ?? -1))
+                hubNotificationIDs.append(result.hubNotificationID ?? "")
+                trackingIDs.append(result.trackingID ?? "")
+                durations.append(result.durationMilliseconds)
+                errors.append(result.error ?? "")
+                decisions.append(result.decision.rawValue)
+                retryAfters.append(result.retryAfterMilliseconds ?? -1)
+                telemetry.append(result.telemetryJSON ?? "")
+                telemetryNotes.append(result.telemetryNote ?? "")
+                startedAts.append(result.startedAt?.timeIntervalSince1970 ?? -1)
+            }
         }
     }
 
