@@ -439,33 +439,6 @@ extension NotificationStore {
         }
     }
 
-    /// ``refreshState(of:on:logger:)`` for many notifications at once (two statements); the
-    /// caller holds their row locks.
-    static func refreshStates(of ids: [NotificationID], on connection: PostgresConnection, logger: Logger) async throws {
-        guard !ids.isEmpty else { return }
-        var states: [UUID: [NotificationState]] = [:]
-        let rows = try await connection.query(
-            "SELECT notification_id, state FROM hub_sends WHERE notification_id = ANY(\(ids)::uuid[])", logger: logger)
-        for try await (id, text) in rows.decode((UUID, String).self) {
-            if let state = NotificationState(rawValue: text) { states[id, default: []].append(state) }
-        }
-        var updateIDs: [UUID] = [], updateStates: [String] = [], finals: [Bool] = []
-        for (id, list) in states {
-            let state = NotificationState.aggregate(list)
-            updateIDs.append(id)
-            updateStates.append(state.rawValue)
-            finals.append(state.isFinal)
-        }
-        guard !updateIDs.isEmpty else { return }
-        try await connection.query(
-            """
-            UPDATE notifications n SET state = u.state, updated_at = now(),
-                finished_at = CASE WHEN u.final THEN coalesce(n.finished_at, now()) END
-            FROM unnest(\(updateIDs)::uuid[], \(updateStates)::text[], \(finals)::bool[]) AS u(id, state, final)
-            WHERE n.id = u.id AND n.state IS DISTINCT FROM u.state
-            """, logger: logger)
-    }
-
     /// The hub send a telemetry job polls; nil when it is gone.
     public func telemetryTarget(hubSendID: Int64) async throws -> TelemetryTarget? {
         try await StorageSQL.run("read a hub send") {
