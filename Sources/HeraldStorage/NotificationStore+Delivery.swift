@@ -312,25 +312,7 @@ extension NotificationStore {
     private func expire(hubSendID: Int64, notificationID: NotificationID) async throws -> Bool {
         try await StorageSQL.transaction(client, logger: logger, "expire a hub send") { connection in
             guard try await Self.lockNotification(notificationID, on: connection, logger: logger) else { return false }
-            let rows = try await connection.query(
-                """
-                WITH expired AS (
-                    UPDATE hub_sends SET state = 'Expired', in_flight_since = NULL, updated_at = now(),
-                        last_error = 'the deadline passed before the hub took it'
-                    WHERE id = \(hubSendID) AND state IN ('Scheduled', 'Queued')
-                    RETURNING id, notification_id, attempts
-                )
-                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
-                                                   decision, state)
-                SELECT id, notification_id, 'send', attempts, 0, 'the deadline passed before the hub took it',
-                       'expired', 'Expired'
-                FROM expired
-                RETURNING id
-                """, logger: logger)
-            var any = false
-            for try await _ in rows { any = true }
-            if any { try await Self.refreshState(of: notificationID, on: connection, logger: logger) }
-            return any
+            return try await expireWaitingSends(.hubSend(hubSendID, of: notificationID), on: connection) > 0
         }
     }
 
@@ -476,27 +458,53 @@ extension NotificationStore {
                 """, logger: logger)
             for try await id in rows.decode(UUID.self) { ids.append(id) }
             guard !ids.isEmpty else { return 0 }
-            let expired = try await connection.query(
-                """
-                WITH expired AS (
-                    UPDATE hub_sends SET state = 'Expired', updated_at = now(),
-                        last_error = 'the deadline passed before the hub took it'
-                    WHERE notification_id = ANY(\(ids)::uuid[]) AND state IN ('Scheduled', 'Queued')
-                      AND in_flight_since IS NULL
-                    RETURNING id, notification_id, attempts
-                )
-                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
-                                                   decision, state)
-                SELECT id, notification_id, 'send', attempts, 0, 'the deadline passed before the hub took it',
-                       'expired', 'Expired'
-                FROM expired
-                RETURNING id
-                """, logger: logger)
-            var count = 0
-            for try await _ in expired { count += 1 }
-            try await Self.refreshStates(of: ids, on: connection, logger: logger)
-            return count
+            return try await expireWaitingSends(.notifications(ids), on: connection)
         }
+    }
+
+    /// Why an expired hub send was never sent: its `last_error` and its outcome row's `error`.
+    private static let expiryReason = "the deadline passed before the hub took it"
+
+    /// Which waiting hub sends ``expireWaitingSends(_:on:)`` expires.
+    private enum ExpiryScope {
+        /// One hub send whose attempt start found its deadline passed; also when it is marked
+        /// in flight, since its own (rescued) job is the one asking.
+        case hubSend(Int64, of: NotificationID)
+        /// The waiting hub sends of these notifications that are not in flight (the sweep
+        /// leaves those to their jobs).
+        case notifications([NotificationID])
+    }
+
+    /// Marks the waiting (`Scheduled`/`Queued`) hub sends of `scope` `Expired`, with an
+    /// outcome row each, in one statement, and refreshes their notifications' states when any
+    /// expired. The caller holds the notifications' row locks. Returns the hub sends expired.
+    private func expireWaitingSends(_ scope: ExpiryScope, on connection: PostgresConnection) async throws -> Int {
+        let (notificationIDs, hubSendID): ([NotificationID], Int64?) =
+            switch scope {
+            case .hubSend(let id, let notificationID): ([notificationID], id)
+            case .notifications(let ids): (ids, nil)
+            }
+        let expiredState = NotificationState.expired.rawValue
+        let rows = try await connection.query(
+            """
+            WITH expired AS (
+                UPDATE hub_sends SET state = \(expiredState), in_flight_since = NULL, updated_at = now(),
+                    last_error = \(Self.expiryReason)
+                WHERE notification_id = ANY(\(notificationIDs)::uuid[]) AND state IN ('Scheduled', 'Queued')
+                  AND (id = \(hubSendID)::int8 OR (\(hubSendID)::int8 IS NULL AND in_flight_since IS NULL))
+                RETURNING id, notification_id, attempts
+            )
+            INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
+                                               decision, state)
+            SELECT id, notification_id, \(HubSendResult.Kind.send.rawValue), attempts, 0, \(Self.expiryReason),
+                   \(HubSendResult.Decision.expired.rawValue), \(expiredState)
+            FROM expired
+            RETURNING id
+            """, logger: logger)
+        var count = 0
+        for try await _ in rows { count += 1 }
+        if count > 0 { try await Self.refreshStates(of: notificationIDs, on: connection, logger: logger) }
+        return count
     }
 
     /// Deletes at most `batch` notifications (their hub sends and outcomes cascade) that
