@@ -82,11 +82,7 @@ public final class JobQueueMaintenance: Service, Sendable {
             return (0, 0)
         }
         do {
-            do {
-                return try await run(clearKeys: false)
-            } catch  where QueueSQL.isUniqueViolation(error) {
-                return try await run(clearKeys: true)
-            }
+            return try await QueueSQL.clearingKeysOnConflict { clearKeys in try await run(clearKeys: clearKeys) }
         } catch let error as PSQLError {
             throw QueueSQL.map(error, doing: "rescue")
         }
