@@ -138,7 +138,7 @@ let package = Package(
         .target(
             name: "HeraldOps",
             dependencies: [
-                "HeraldStorage", "PostgresQueue",
+                "HeraldDomain", "HeraldStorage", "PostgresQueue",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),

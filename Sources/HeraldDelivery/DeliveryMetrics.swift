@@ -1,3 +1,4 @@
+import HeraldDomain
 import Metrics
 
 /// The delivery side's swift-metrics instruments, all with bounded dimensions.
@@ -31,7 +32,7 @@ enum DeliveryMetrics {
 extension DeliveryMetrics {
     static func hubCallTime(operation: String, statusClass: String, _ elapsed: Duration) {
         Timer(label: "herald_hub_call_duration_seconds", dimensions: [("operation", operation), ("status_class", statusClass)])
-            .recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+            .recordNanoseconds(elapsed.nanoseconds)
     }
 
     static func outcome(state: String, reason: String) {

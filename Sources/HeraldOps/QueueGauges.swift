@@ -1,3 +1,4 @@
+import HeraldDomain
 import PostgresQueue
 import Prometheus
 import Synchronization
@@ -48,7 +49,7 @@ final class QueueGauges: Sendable {
         var oldest: [String: Double] = [:]
         for count in counts {
             jobs[Series(queue: count.queue, state: count.state.rawValue), default: 0] += Double(count.count)
-            let waited = count.state == .running ? 0 : Self.seconds(count.oldestRunnableAge)
+            let waited = count.state == .running ? 0 : count.oldestRunnableAge.seconds
             oldest[count.queue] = max(oldest[count.queue] ?? 0, waited)
         }
         seen.withLock { seen in
@@ -62,9 +63,5 @@ final class QueueGauges: Sendable {
             for (series, gauge) in seen.jobs { gauge.set(to: jobs[series] ?? 0) }
             for (name, gauge) in seen.oldest { gauge.set(to: oldest[name] ?? 0) }
         }
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

@@ -186,7 +186,7 @@ public struct DeviceStore: Sendable {
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
             let record = try await Self.single(rows)
-            jobs.append(try Self.syncJob(id: id, kind: .registration))
+            jobs.append(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: .registration))
             _ = try await queue.enqueue(jobs, on: connection)
             return record
         }
@@ -231,7 +231,7 @@ public struct DeviceStore: Sendable {
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
             let record = try await Self.single(rows)
-            jobs.append(try Self.syncJob(id: id, kind: .installation))
+            jobs.append(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: .installation))
             _ = try await queue.enqueue(jobs, on: connection)
             return record
         }
@@ -252,7 +252,7 @@ public struct DeviceStore: Sendable {
                 WHERE id = \(id.uuid) RETURNING platform IS NOT NULL
                 """, logger: logger)
             for try await registered in rows.decode(Bool.self) where registered {
-                _ = try await queue.enqueue(try Self.syncJob(id: id, kind: current.kind), on: connection)
+                _ = try await queue.enqueue(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: current.kind), on: connection)
             }
         }
     }
@@ -469,19 +469,14 @@ public struct DeviceStore: Sendable {
                 metadata: [
                     "from_device": "\(DeviceID(moved))", "to_device": "\(id)", "handle": "\(DeviceHandle.redacted(handle))",
                 ])
-            jobs.append(try Self.syncJob(id: DeviceID(moved), kind: DeviceKind(rawValue: kind) ?? .registration))
+            jobs.append(
+                try .deviceSync(DeviceSyncArgs(deviceID: DeviceID(moved)), kind: DeviceKind(rawValue: kind) ?? .registration))
         }
         return jobs
     }
 
     /// The first key of the advisory locks on handles ("HD"), apart from other lock users.
     static let handleLockClass: Int32 = 0x4844
-
-    static func syncJob(id: DeviceID, kind: DeviceKind) throws -> NewJob {
-        try NewJob(
-            queue: DeviceJobs.queue, kind: DeviceJobs.syncKind(for: kind), args: DeviceSyncArgs(deviceID: id),
-            uniqueKey: DeviceJobs.syncUniqueKey(id))
-    }
 
     static func json(_ value: some Encodable) throws -> String {
         let encoder = JSONEncoder()

@@ -178,10 +178,8 @@ extension NotificationStore {
                 jobs.reserveCapacity(sendIDs.count)
                 for try await (sendID, notificationID) in rows.decode((Int64, UUID).self) {
                     jobs.append(
-                        NewJob(
-                            queue: NotificationJobs.queue, kind: NotificationJobs.send,
-                            argsJSON: #"{"hubSendID":\#(sendID)}"#,
-                            schedule: runAt[notificationID].map(JobSchedule.at) ?? .now,
+                        .notificationSend(
+                            HubSendArgs(hubSendID: sendID), schedule: runAt[notificationID].map(JobSchedule.at) ?? .now,
                             maxAttempts: maxSendAttempts))
                 }
                 try await queue.enqueue(jobs, on: connection)

@@ -77,6 +77,30 @@ public struct HubSendResult: Sendable, Hashable {
         case telemetry
     }
 
+    /// What the worker does after a result: the `notification_outcomes.decision` column, stored
+    /// as the raw text (which the notification detail API shows as it is).
+    public enum Decision: String, Sendable, Hashable, CaseIterable {
+        /// The hub accepted the send; telemetry polls follow when it gave a notification id.
+        case enqueued
+        /// The call failed in a way that may heal: the job runs again after its backoff.
+        case retry
+        /// A permanent failure, or the attempts ran out: never sent.
+        case abandoned
+        /// The deadline passed before the hub took it (at the start, in the expiry sweep, or
+        /// because the next attempt would come too late): never sent late.
+        case expired
+        /// Graceful shutdown cancelled the call: the job goes back to the queue.
+        case released
+        /// A telemetry answer moved the state on.
+        case telemetry
+        /// The hub's tier has no per-message telemetry (`403`): polling stopped.
+        case telemetryUnavailable = "telemetry_unavailable"
+        /// Telemetry polls failed for good.
+        case telemetryFailed = "telemetry_failed"
+        /// No telemetry came within the polling period.
+        case telemetryGivenUp = "telemetry_given_up"
+    }
+
     /// The hub send.
     public var hubSendID: Int64
     /// Its notification.
@@ -99,9 +123,8 @@ public struct HubSendResult: Sendable, Hashable {
     public var startedAt: Date?
     /// A failure, safe to store.
     public var error: String?
-    /// What the worker does next: `enqueued`, `retry`, `abandoned`, `expired`, `released`,
-    /// `telemetry`, `telemetry_unavailable`, …
-    public var decision: String
+    /// What the worker does next.
+    public var decision: Decision
     /// The hub's `Retry-After`, when it gave one.
     public var retryAfterMilliseconds: Int64?
     /// Per-PNS counts from telemetry as JSON text (`{"apns": {"Success": 3}}`).
@@ -115,7 +138,7 @@ public struct HubSendResult: Sendable, Hashable {
     public init(
         hubSendID: Int64, notificationID: NotificationID, kind: Kind = .send, attempt: Int, state: NotificationState,
         httpStatus: Int? = nil, hubNotificationID: String? = nil, trackingID: String? = nil,
-        durationMilliseconds: Double = 0, error: String? = nil, decision: String, retryAfterMilliseconds: Int64? = nil,
+        durationMilliseconds: Double = 0, error: String? = nil, decision: Decision, retryAfterMilliseconds: Int64? = nil,
         telemetryJSON: String? = nil, telemetryNote: String? = nil, telemetryAfter: Duration? = nil,
         startedAt: Date? = nil
     ) {
@@ -175,66 +198,113 @@ extension NotificationStore {
     /// ``NotificationAttemptStarter``. Ids with no hub send are missing from the answer.
     public func beginAttempts(hubSendIDs ids: [Int64]) async throws -> [Int64: AttemptStart] {
         guard !ids.isEmpty else { return [:] }
-        // The CTE's UPDATE makes the starts; the outer SELECT reads the rows as they were before
-        // the statement (one snapshot), which says why when the UPDATE matched nothing.
-        typealias Row = (
-            Int64, UUID, String, String, String, String, String, Date, Bool, Int32, String, String, Double, Date
-        )
-        var rows: [Row] = []
-        try await StorageSQL.run("start send attempts") {
-            let result = try await client.query(
-                """
-                WITH started AS (
-                    UPDATE hub_sends h
-                    SET attempts = h.attempts + 1, in_flight_since = now(), state = 'Queued', updated_at = now()
-                    FROM notifications n
-                    WHERE h.id = ANY(\(ids)::bigint[]) AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
-                      AND n.state <> 'Cancelled' AND n.deadline > now()
-                    RETURNING h.id, h.attempts,
-                              CASE WHEN h.format = 'template' THEN (n.content -> 'template')::text
-                                   ELSE n.content ->> h.format END AS body,
-                              n.options::text AS options
-                )
-                SELECT h.id, h.notification_id, h.format, coalesce(h.tag_expression, ''), coalesce(h.device_handle, ''),
-                       h.state, n.state, n.deadline, n.deadline <= now(),
-                       coalesce(s.attempts, -1), coalesce(s.body, ''), coalesce(s.options, ''),
-                       extract(epoch FROM n.deadline - now())::float8, now()
-                FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
-                LEFT JOIN started s ON s.id = h.id
-                WHERE h.id = ANY(\(ids)::bigint[])
-                """, logger: logger)
-            for try await row in result.decode(Row.self) { rows.append(row) }
+        let rows = try await StorageSQL.run("start send attempts") {
+            let result = try await client.query(StartRow.query(ids), logger: logger)
+            var rows: [StartRow] = []
+            for try await row in result { rows.append(try StartRow(row)) }
+            return rows
         }
         var starts: [Int64: AttemptStart] = [:]
-        for (
-            hubSendID, notificationID, formatText, expression, handle, sendState, notificationState, deadline, past,
-            attempts, body, optionsJSON, secondsLeft, startedAt
-        ) in rows {
-            if attempts >= 0 {
-                guard let format = NotificationFormat(rawValue: formatText) else {
-                    throw StorageError(.query, "hub send \(hubSendID) has an unknown format \(formatText)")
-                }
-                let options = (try? JSONDecoder().decode(NotificationOptions.self, from: Data(optionsJSON.utf8))) ?? .init()
-                starts[hubSendID] = .go(
-                    SendAttempt(
-                        hubSendID: hubSendID, notificationID: notificationID, format: format,
-                        tagExpression: expression.isEmpty ? nil : expression, deviceHandle: handle.isEmpty ? nil : handle,
-                        body: body, options: options, deadline: deadline, attempt: Int(attempts),
-                        secondsToDeadline: secondsLeft, startedAt: startedAt))
+        for row in rows {
+            if let attempt = try row.startedAttempt() {
+                starts[row.hubSendID] = .go(attempt)
                 continue
             }
-            let state = NotificationState(rawValue: sendState) ?? .unknown
-            if state == .cancelled || notificationState == NotificationState.cancelled.rawValue {
-                starts[hubSendID] = .cancelled
-            } else if (state != .scheduled && state != .queued) || !past {
-                starts[hubSendID] = .alreadyPast(state)
+            let state = NotificationState(rawValue: row.sendState) ?? .unknown
+            if state == .cancelled || row.notificationState == NotificationState.cancelled.rawValue {
+                starts[row.hubSendID] = .cancelled
+            } else if (state != .scheduled && state != .queued) || !row.deadlinePassed {
+                starts[row.hubSendID] = .alreadyPast(state)
             } else {
                 // Rare: a send found past its deadline before the expiry sweep got to it.
-                let expired = try await expire(hubSendID: hubSendID, notificationID: notificationID)
-                starts[hubSendID] = expired ? .expired : .alreadyPast(state)
+                let expired = try await expire(hubSendID: row.hubSendID, notificationID: row.notificationID)
+                starts[row.hubSendID] = expired ? .expired : .alreadyPast(state)
             }
         }
         return starts
+    }
+
+    /// One row of ``beginAttempts(hubSendIDs:)``: a hub send and its notification as they were
+    /// before the statement and, when the fenced start took, what it started.
+    private struct StartRow {
+        var hubSendID: Int64
+        var notificationID: NotificationID
+        var format: String
+        var tagExpression: String?
+        var deviceHandle: String?
+        /// The hub send's state before the statement.
+        var sendState: String
+        var notificationState: String
+        var deadline: Date
+        var deadlinePassed: Bool
+        /// The started attempt's number (`hub_sends.attempts` after the start); nil when the
+        /// fenced start did not take.
+        var attempt: Int32?
+        /// The body the hub gets (when started).
+        var body: String?
+        /// The notification's options as JSON text (when started).
+        var optionsJSON: String?
+        /// Seconds from now to the deadline, on the database clock.
+        var secondsToDeadline: Double
+        /// The database's `now()`: when the attempt started.
+        var now: Date
+
+        /// The CTE's UPDATE makes the starts; the outer SELECT reads the rows as they were
+        /// before the statement (one snapshot), which says why when the UPDATE matched nothing.
+        static func query(_ ids: [Int64]) -> PostgresQuery {
+            """
+            WITH started AS (
+                UPDATE hub_sends h
+                SET attempts = h.attempts + 1, in_flight_since = now(), state = 'Queued', updated_at = now()
+                FROM notifications n
+                WHERE h.id = ANY(\(ids)::bigint[]) AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
+                  AND n.state <> 'Cancelled' AND n.deadline > now()
+                RETURNING h.id, h.attempts,
+                          CASE WHEN h.format = 'template' THEN (n.content -> 'template')::text
+                               ELSE n.content ->> h.format END AS body,
+                          n.options::text AS options
+            )
+            SELECT h.id AS hub_send_id, h.notification_id, h.format, h.tag_expression, h.device_handle,
+                   h.state AS send_state, n.state AS notification_state, n.deadline,
+                   n.deadline <= now() AS deadline_passed, s.attempts AS started_attempt, s.body, s.options,
+                   extract(epoch FROM n.deadline - now())::float8 AS seconds_to_deadline, now() AS now
+            FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
+            LEFT JOIN started s ON s.id = h.id
+            WHERE h.id = ANY(\(ids)::bigint[])
+            """
+        }
+
+        init(_ row: PostgresRow) throws {
+            let cells = row.makeRandomAccess()
+            hubSendID = try cells["hub_send_id"].decode(Int64.self)
+            notificationID = try cells["notification_id"].decode(UUID.self)
+            format = try cells["format"].decode(String.self)
+            tagExpression = try cells["tag_expression"].decode(String?.self)
+            deviceHandle = try cells["device_handle"].decode(String?.self)
+            sendState = try cells["send_state"].decode(String.self)
+            notificationState = try cells["notification_state"].decode(String.self)
+            deadline = try cells["deadline"].decode(Date.self)
+            deadlinePassed = try cells["deadline_passed"].decode(Bool.self)
+            attempt = try cells["started_attempt"].decode(Int32?.self)
+            body = try cells["body"].decode(String?.self)
+            optionsJSON = try cells["options"].decode(String?.self)
+            secondsToDeadline = try cells["seconds_to_deadline"].decode(Double.self)
+            now = try cells["now"].decode(Date.self)
+        }
+
+        /// The attempt the row started; nil when the fenced start did not take.
+        func startedAttempt() throws -> SendAttempt? {
+            guard let attempt else { return nil }
+            guard let format = NotificationFormat(rawValue: format) else {
+                throw StorageError(.query, "hub send \(hubSendID) has an unknown format \(format)")
+            }
+            let options =
+                optionsJSON.flatMap { try? JSONDecoder().decode(NotificationOptions.self, from: Data($0.utf8)) } ?? .init()
+            return SendAttempt(
+                hubSendID: hubSendID, notificationID: notificationID, format: format, tagExpression: tagExpression,
+                deviceHandle: deviceHandle, body: body ?? "", options: options, deadline: deadline, attempt: Int(attempt),
+                secondsToDeadline: secondsToDeadline, startedAt: now)
+        }
     }
 
     /// Marks one waiting hub send `Expired` with an outcome row and refreshes its
@@ -242,25 +312,7 @@ extension NotificationStore {
     private func expire(hubSendID: Int64, notificationID: NotificationID) async throws -> Bool {
         try await StorageSQL.transaction(client, logger: logger, "expire a hub send") { connection in
             guard try await Self.lockNotification(notificationID, on: connection, logger: logger) else { return false }
-            let rows = try await connection.query(
-                """
-                WITH expired AS (
-                    UPDATE hub_sends SET state = 'Expired', in_flight_since = NULL, updated_at = now(),
-                        last_error = 'the deadline passed before the hub took it'
-                    WHERE id = \(hubSendID) AND state IN ('Scheduled', 'Queued')
-                    RETURNING id, notification_id, attempts
-                )
-                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
-                                                   decision, state)
-                SELECT id, notification_id, 'send', attempts, 0, 'the deadline passed before the hub took it',
-                       'expired', 'Expired'
-                FROM expired
-                RETURNING id
-                """, logger: logger)
-            var any = false
-            for try await _ in rows { any = true }
-            if any { try await Self.refreshState(of: notificationID, on: connection, logger: logger) }
-            return any
+            return try await expireWaitingSends(.hubSend(hubSendID, of: notificationID), on: connection) > 0
         }
     }
 
@@ -275,38 +327,11 @@ extension NotificationStore {
     /// Prefer ``NotificationOutcomeWriter``, which batches concurrent callers into one call.
     public func record(_ results: [HubSendResult]) async throws {
         guard !results.isEmpty else { return }
-        var ids: [Int64] = [], notifications: [UUID] = [], kinds: [String] = [], attempts: [Int32] = []
-        var states: [String] = [], statuses: [Int32] = [], hubIDs: [String] = [], trackingIDs: [String] = []
-        var durations: [Double] = [], errors: [String] = [], decisions: [String] = [], retryAfters: [Int64] = []
-        var telemetry: [String] = [], notes: [String] = [], startedAts: [Double] = []
-        var jobs: [NewJob] = []
-        // PostgresNIO binds no NULL array elements: '' and -1 stand for NULL.
-        for result in results {
-            ids.append(result.hubSendID)
-            notifications.append(result.notificationID)
-            kinds.append(result.kind.rawValue)
-            attempts.append(Int32(clamping: result.attempt))
-            states.append(result.state.rawValue)
-            statuses.append(Int32(clamping: result.httpStatus ?? -1))
-            hubIDs.append(result.hubNotificationID ?? "")
-            trackingIDs.append(result.trackingID ?? "")
-            durations.append(result.durationMilliseconds)
-            errors.append(result.error ?? "")
-            decisions.append(result.decision)
-            retryAfters.append(result.retryAfterMilliseconds ?? -1)
-            telemetry.append(result.telemetryJSON ?? "")
-            notes.append(result.telemetryNote ?? "")
-            startedAts.append(result.startedAt?.timeIntervalSince1970 ?? -1)
-            if let delay = result.telemetryAfter {
-                jobs.append(
-                    NewJob(
-                        queue: NotificationJobs.queue, kind: NotificationJobs.telemetry,
-                        argsJSON: #"{"hubSendID":\#(result.hubSendID)}"#, priority: 1,
-                        schedule: delay > .zero ? .after(delay) : .now,
-                        uniqueKey: "telemetry:\(result.hubSendID)"))
-            }
+        let columns = ResultColumns(results)
+        let jobs = results.compactMap { result in
+            result.telemetryAfter.map { NewJob.notificationTelemetry(HubSendArgs(hubSendID: result.hubSendID), after: $0) }
         }
-        let lockIDs = Array(Set(notifications)).sorted { $0.uuidString < $1.uuidString }
+        let lockIDs = Array(Set(columns.notificationIDs)).sorted { $0.uuidString < $1.uuidString }
         try await StorageSQL.transaction(client, logger: logger, "record hub send results") { connection in
             try await connection.query(
                 """
@@ -322,8 +347,9 @@ extension NotificationStore {
                     last_error = CASE WHEN r.kind = 'send' THEN NULLIF(r.error, '') ELSE h.last_error END,
                     telemetry = coalesce(NULLIF(r.telemetry, '')::jsonb, h.telemetry),
                     telemetry_note = coalesce(NULLIF(r.note, ''), h.telemetry_note)
-                FROM unnest(\(ids)::bigint[], \(kinds)::text[], \(states)::text[], \(statuses)::int[],
-                            \(hubIDs)::text[], \(errors)::text[], \(telemetry)::text[], \(notes)::text[])
+                FROM unnest(\(columns.hubSendIDs)::bigint[], \(columns.kinds)::text[], \(columns.states)::text[],
+                            \(columns.statuses)::int[], \(columns.hubNotificationIDs)::text[], \(columns.errors)::text[],
+                            \(columns.telemetry)::text[], \(columns.telemetryNotes)::text[])
                      AS r(id, kind, state, status, hub_id, error, telemetry, note)
                 WHERE h.id = r.id
                   AND ((r.kind = 'send' AND h.state IN ('Scheduled', 'Queued'))
@@ -338,10 +364,12 @@ extension NotificationStore {
                        NULLIF(r.tracking_id, ''), r.duration, NULLIF(r.error, ''), r.decision,
                        NULLIF(r.retry_after, -1), r.state, NULLIF(r.telemetry, '')::jsonb,
                        CASE WHEN r.started_at < 0 THEN NULL ELSE to_timestamp(r.started_at) END
-                FROM unnest(\(ids)::bigint[], \(notifications)::uuid[], \(kinds)::text[], \(attempts)::int[],
-                            \(statuses)::int[], \(hubIDs)::text[], \(trackingIDs)::text[], \(durations)::float8[],
-                            \(errors)::text[], \(decisions)::text[], \(retryAfters)::bigint[], \(states)::text[],
-                            \(telemetry)::text[], \(startedAts)::float8[])
+                FROM unnest(\(columns.hubSendIDs)::bigint[], \(columns.notificationIDs)::uuid[],
+                            \(columns.kinds)::text[], \(columns.attempts)::int[], \(columns.statuses)::int[],
+                            \(columns.hubNotificationIDs)::text[], \(columns.trackingIDs)::text[],
+                            \(columns.durations)::float8[], \(columns.errors)::text[], \(columns.decisions)::text[],
+                            \(columns.retryAfters)::bigint[], \(columns.states)::text[], \(columns.telemetry)::text[],
+                            \(columns.startedAts)::float8[])
                      AS r(id, notification_id, kind, attempt, status, hub_id, tracking_id, duration, error, decision,
                           retry_after, state, telemetry, started_at)
                 WHERE EXISTS (SELECT 1 FROM hub_sends h WHERE h.id = r.id)
@@ -351,31 +379,46 @@ extension NotificationStore {
         }
     }
 
-    /// ``refreshState(of:on:logger:)`` for many notifications at once (two statements); the
-    /// caller holds their row locks.
-    static func refreshStates(of ids: [NotificationID], on connection: PostgresConnection, logger: Logger) async throws {
-        guard !ids.isEmpty else { return }
-        var states: [UUID: [NotificationState]] = [:]
-        let rows = try await connection.query(
-            "SELECT notification_id, state FROM hub_sends WHERE notification_id = ANY(\(ids)::uuid[])", logger: logger)
-        for try await (id, text) in rows.decode((UUID, String).self) {
-            if let state = NotificationState(rawValue: text) { states[id, default: []].append(state) }
+    /// The results of ``record(_:)`` as the columns of its `unnest`s: one array per column, in
+    /// the results' order. PostgresNIO binds no NULL array elements: '' and -1 stand for NULL
+    /// (the statements read them back with `NULLIF`).
+    private struct ResultColumns {
+        var hubSendIDs: [Int64] = []
+        var notificationIDs: [UUID] = []
+        var kinds: [String] = []
+        var attempts: [Int32] = []
+        var states: [String] = []
+        var statuses: [Int32] = []
+        var hubNotificationIDs: [String] = []
+        var trackingIDs: [String] = []
+        var durations: [Double] = []
+        var errors: [String] = []
+        var decisions: [String] = []
+        var retryAfters: [Int64] = []
+        var telemetry: [String] = []
+        var telemetryNotes: [String] = []
+        /// Seconds since 1970; -1 for none.
+        var startedAts: [Double] = []
+
+        init(_ results: [HubSendResult]) {
+            for result in results {
+                hubSendIDs.append(result.hubSendID)
+                notificationIDs.append(result.notificationID)
+                kinds.append(result.kind.rawValue)
+                attempts.append(Int32(clamping: result.attempt))
+                states.append(result.state.rawValue)
+                statuses.append(Int32(clamping: result.httpStatus ?? -1))
+                hubNotificationIDs.append(result.hubNotificationID ?? "")
+                trackingIDs.append(result.trackingID ?? "")
+                durations.append(result.durationMilliseconds)
+                errors.append(result.error ?? "")
+                decisions.append(result.decision.rawValue)
+                retryAfters.append(result.retryAfterMilliseconds ?? -1)
+                telemetry.append(result.telemetryJSON ?? "")
+                telemetryNotes.append(result.telemetryNote ?? "")
+                startedAts.append(result.startedAt?.timeIntervalSince1970 ?? -1)
+            }
         }
-        var updateIDs: [UUID] = [], updateStates: [String] = [], finals: [Bool] = []
-        for (id, list) in states {
-            let state = NotificationState.aggregate(list)
-            updateIDs.append(id)
-            updateStates.append(state.rawValue)
-            finals.append(state.isFinal)
-        }
-        guard !updateIDs.isEmpty else { return }
-        try await connection.query(
-            """
-            UPDATE notifications n SET state = u.state, updated_at = now(),
-                finished_at = CASE WHEN u.final THEN coalesce(n.finished_at, now()) END
-            FROM unnest(\(updateIDs)::uuid[], \(updateStates)::text[], \(finals)::bool[]) AS u(id, state, final)
-            WHERE n.id = u.id AND n.state IS DISTINCT FROM u.state
-            """, logger: logger)
     }
 
     /// The hub send a telemetry job polls; nil when it is gone.
@@ -415,27 +458,53 @@ extension NotificationStore {
                 """, logger: logger)
             for try await id in rows.decode(UUID.self) { ids.append(id) }
             guard !ids.isEmpty else { return 0 }
-            let expired = try await connection.query(
-                """
-                WITH expired AS (
-                    UPDATE hub_sends SET state = 'Expired', updated_at = now(),
-                        last_error = 'the deadline passed before the hub took it'
-                    WHERE notification_id = ANY(\(ids)::uuid[]) AND state IN ('Scheduled', 'Queued')
-                      AND in_flight_since IS NULL
-                    RETURNING id, notification_id, attempts
-                )
-                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
-                                                   decision, state)
-                SELECT id, notification_id, 'send', attempts, 0, 'the deadline passed before the hub took it',
-                       'expired', 'Expired'
-                FROM expired
-                RETURNING id
-                """, logger: logger)
-            var count = 0
-            for try await _ in expired { count += 1 }
-            try await Self.refreshStates(of: ids, on: connection, logger: logger)
-            return count
+            return try await expireWaitingSends(.notifications(ids), on: connection)
         }
+    }
+
+    /// Why an expired hub send was never sent: its `last_error` and its outcome row's `error`.
+    private static let expiryReason = "the deadline passed before the hub took it"
+
+    /// Which waiting hub sends ``expireWaitingSends(_:on:)`` expires.
+    private enum ExpiryScope {
+        /// One hub send whose attempt start found its deadline passed; also when it is marked
+        /// in flight, since its own (rescued) job is the one asking.
+        case hubSend(Int64, of: NotificationID)
+        /// The waiting hub sends of these notifications that are not in flight (the sweep
+        /// leaves those to their jobs).
+        case notifications([NotificationID])
+    }
+
+    /// Marks the waiting (`Scheduled`/`Queued`) hub sends of `scope` `Expired`, with an
+    /// outcome row each, in one statement, and refreshes their notifications' states when any
+    /// expired. The caller holds the notifications' row locks. Returns the hub sends expired.
+    private func expireWaitingSends(_ scope: ExpiryScope, on connection: PostgresConnection) async throws -> Int {
+        let (notificationIDs, hubSendID): ([NotificationID], Int64?) =
+            switch scope {
+            case .hubSend(let id, let notificationID): ([notificationID], id)
+            case .notifications(let ids): (ids, nil)
+            }
+        let expiredState = NotificationState.expired.rawValue
+        let rows = try await connection.query(
+            """
+            WITH expired AS (
+                UPDATE hub_sends SET state = \(expiredState), in_flight_since = NULL, updated_at = now(),
+                    last_error = \(Self.expiryReason)
+                WHERE notification_id = ANY(\(notificationIDs)::uuid[]) AND state IN ('Scheduled', 'Queued')
+                  AND (id = \(hubSendID)::int8 OR (\(hubSendID)::int8 IS NULL AND in_flight_since IS NULL))
+                RETURNING id, notification_id, attempts
+            )
+            INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
+                                               decision, state)
+            SELECT id, notification_id, \(HubSendResult.Kind.send.rawValue), attempts, 0, \(Self.expiryReason),
+                   \(HubSendResult.Decision.expired.rawValue), \(expiredState)
+            FROM expired
+            RETURNING id
+            """, logger: logger)
+        var count = 0
+        for try await _ in rows { count += 1 }
+        if count > 0 { try await Self.refreshStates(of: notificationIDs, on: connection, logger: logger) }
+        return count
     }
 
     /// Deletes at most `batch` notifications (their hub sends and outcomes cascade) that
@@ -444,7 +513,7 @@ extension NotificationStore {
     /// old: nothing moves them any more. Call until it returns less than `batch`.
     @discardableResult
     public func pruneFinished(olderThan retention: Duration, batch: Int = 1000) async throws -> Int {
-        let seconds = Double(retention.components.seconds) + Double(retention.components.attoseconds) / 1e18
+        let seconds = retention.seconds
         return try await StorageSQL.run("prune notifications") {
             let rows = try await client.query(
                 """

@@ -29,27 +29,50 @@ public struct NotificationStore: Sendable {
 
     /// Sets a notification's state from its hub sends' states (``NotificationState/aggregate(_:)``)
     /// and its `finished_at` once that state is final. The caller holds the notification's row
-    /// lock (``lockNotification(_:on:)``) in the same transaction, so two hub sends finishing at
-    /// once cannot each miss the other's change.
+    /// lock (``lockNotification(_:on:logger:)``) in the same transaction, so two hub sends
+    /// finishing at once cannot each miss the other's change.
     @discardableResult
     static func refreshState(
         of id: NotificationID, on connection: PostgresConnection, logger: Logger
     ) async throws
         -> NotificationState
     {
-        var states: [NotificationState] = []
-        let rows = try await connection.query("SELECT state FROM hub_sends WHERE notification_id = \(id)", logger: logger)
-        for try await text in rows.decode(String.self) {
-            if let state = NotificationState(rawValue: text) { states.append(state) }
+        try await refreshStates(of: [id], on: connection, logger: logger)[id] ?? .queued
+    }
+
+    /// ``refreshState(of:on:logger:)`` for many notifications at once, in two statements; the
+    /// caller holds their row locks. Returns each notification's state.
+    @discardableResult
+    static func refreshStates(
+        of ids: [NotificationID], on connection: PostgresConnection, logger: Logger
+    ) async throws
+        -> [NotificationID: NotificationState]
+    {
+        guard !ids.isEmpty else { return [:] }
+        var sendStates: [NotificationID: [NotificationState]] = [:]
+        for id in ids { sendStates[id] = [] }
+        let rows = try await connection.query(
+            "SELECT notification_id, state FROM hub_sends WHERE notification_id = ANY(\(ids)::uuid[])", logger: logger)
+        for try await (id, text) in rows.decode((UUID, String).self) {
+            if let state = NotificationState(rawValue: text) { sendStates[id, default: []].append(state) }
         }
-        let state = NotificationState.aggregate(states)
+        var states: [NotificationID: NotificationState] = [:]
+        var updateIDs: [UUID] = [], updateStates: [String] = [], finals: [Bool] = []
+        for (id, list) in sendStates {
+            let state = NotificationState.aggregate(list)
+            states[id] = state
+            updateIDs.append(id)
+            updateStates.append(state.rawValue)
+            finals.append(state.isFinal)
+        }
         try await connection.query(
             """
-            UPDATE notifications SET state = \(state.rawValue), updated_at = now(),
-                finished_at = CASE WHEN \(state.isFinal) THEN coalesce(finished_at, now()) END
-            WHERE id = \(id) AND state IS DISTINCT FROM \(state.rawValue)
+            UPDATE notifications n SET state = u.state, updated_at = now(),
+                finished_at = CASE WHEN u.final THEN coalesce(n.finished_at, now()) END
+            FROM unnest(\(updateIDs)::uuid[], \(updateStates)::text[], \(finals)::bool[]) AS u(id, state, final)
+            WHERE n.id = u.id AND n.state IS DISTINCT FROM u.state
             """, logger: logger)
-        return state
+        return states
     }
 
     /// Locks a notification's row for the rest of the transaction; false when there is none.

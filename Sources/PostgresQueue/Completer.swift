@@ -139,12 +139,7 @@ actor Completer {
                     ids: requeueIDs, attempts: requeueAttempts, states: requeueStates, delaysMs: requeueDelays,
                     errors: requeueErrors, attemptDeltas: requeueDeltas, workerID: worker, clearKeys: clearKeys)
             }
-            do {
-                written += try await count(requeue(clearKeys: false))
-            } catch  where QueueSQL.isUniqueViolation(error) {
-                // A job with the same key was enqueued concurrently: the newer one keeps the key.
-                written += try await count(requeue(clearKeys: true))
-            }
+            written += try await QueueSQL.clearingKeysOnConflict { clearKeys in try await count(requeue(clearKeys: clearKeys)) }
         }
         if written < batch.count {
             queue.logger.debug(

@@ -292,12 +292,7 @@ public struct JobQueue: Sendable {
                 WITH gone AS (
                     DELETE FROM pgqueue.jobs WHERE id = \(id) AND state IN ('available', 'retryable') RETURNING *
                 )
-                INSERT INTO pgqueue.job_history
-                    (id, queue, kind, args, state, priority, attempt, max_attempts, run_at, created_at,
-                     attempted_at, unique_key, errors)
-                SELECT id, queue, kind, args, 'cancelled', priority, attempt, max_attempts, run_at, created_at,
-                       attempted_at, unique_key, errors
-                FROM gone
+                \(unescaped: QueueSQL.moveToHistory(from: "gone", state: "'cancelled'", errors: "errors"))
                 RETURNING id
                 """, logger: logger)
             for try await _ in rows.decode(JobID.self) { return true }

@@ -43,18 +43,25 @@ public final class JobQueueMaintenance: Service, Sendable {
     /// Runs both duties on their intervals until graceful shutdown or cancellation.
     public func run() async {
         await withDiscardingTaskGroup { group in
-            group.addTask { await self.every(self.configuration.rescueInterval) { _ = try await self.rescueExpired() } }
-            group.addTask { await self.every(self.configuration.pruneInterval) { _ = try await self.prune() } }
+            group.addTask {
+                await PeriodicTask.run(every: self.configuration.rescueInterval) {
+                    _ = try await self.rescueExpired()
+                } onError: {
+                    self.logFailure($0)
+                }
+            }
+            group.addTask {
+                await PeriodicTask.run(every: self.configuration.pruneInterval) {
+                    _ = try await self.prune()
+                } onError: {
+                    self.logFailure($0)
+                }
+            }
         }
     }
 
-    private func every(_ interval: Duration, _ body: @Sendable () async throws -> Void) async {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            do { try await body() } catch {
-                queue.logger.warning("pgqueue.maintenance.failed", metadata: ["error": "\(error)"])
-            }
-            do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) } } catch { return }
-        }
+    private func logFailure(_ error: any Error) {
+        queue.logger.warning("pgqueue.maintenance.failed", metadata: ["error": "\(error)"])
     }
 
     /// Rescues every job whose lease has expired. Returns (rescued, discarded).
@@ -82,11 +89,7 @@ public final class JobQueueMaintenance: Service, Sendable {
             return (0, 0)
         }
         do {
-            do {
-                return try await run(clearKeys: false)
-            } catch  where QueueSQL.isUniqueViolation(error) {
-                return try await run(clearKeys: true)
-            }
+            return try await QueueSQL.clearingKeysOnConflict { clearKeys in try await run(clearKeys: clearKeys) }
         } catch let error as PSQLError {
             throw QueueSQL.map(error, doing: "rescue")
         }

@@ -47,11 +47,3 @@ public struct JobRetryPolicy: Sendable, Hashable {
 
     private func pow2(_ n: Int) -> Double { Double(sign: .plus, exponent: n, significand: 1) }
 }
-
-extension Duration {
-    /// Whole milliseconds, rounded down.
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
-}

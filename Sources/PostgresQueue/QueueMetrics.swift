@@ -72,10 +72,3 @@ final class QueueMetrics: Sendable {
         recorder.record(count)
     }
 }
-
-extension Duration {
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-    }
-}

@@ -29,6 +29,78 @@ enum QueueSQL {
         (error as? PSQLError)?.serverInfo?[.sqlState] == "23505"
     }
 
+    /// Runs a statement that puts jobs back in line keeping their unique keys, and runs it
+    /// again clearing them when it lost a race: a job with the same key was enqueued
+    /// meanwhile (a unique violation), and the newer job keeps the key.
+    static func clearingKeysOnConflict<T>(
+        isolation: isolated (any Actor)? = #isolation, _ run: (_ clearKeys: Bool) async throws -> T
+    ) async throws -> T {
+        do {
+            return try await run(false)
+        } catch  where isUniqueViolation(error) {
+            return try await run(true)
+        }
+    }
+
+    // MARK: Fragments shared by the statements (constant SQL text, no values)
+
+    /// `pgqueue.job_history`'s columns, as every move to history writes them.
+    private static let historyColumns = [
+        "id", "queue", "kind", "args", "state", "priority", "attempt", "max_attempts", "run_at", "created_at",
+        "attempted_at", "unique_key", "errors",
+    ]
+
+    /// `INSERT … SELECT` moving the `pgqueue.jobs` rows of `source` (a CTE of deleted rows) to
+    /// history, every column as it is but `state` and `errors`, given as SQL expressions.
+    static func moveToHistory(from source: String, state: String, errors: String) -> String {
+        let values = historyColumns.map { column in
+            switch column {
+            case "state": state
+            case "errors": errors
+            default: column
+            }
+        }
+        return """
+            INSERT INTO pgqueue.job_history (\(historyColumns.joined(separator: ", ")))
+            SELECT \(values.joined(separator: ", "))
+            FROM \(source)
+            """
+    }
+
+    /// `errors` (a job's error history, SQL) with one entry appended:
+    /// `{"attempt": attempt, "at": now, "error": error}` (SQL expressions).
+    static func appendingError(to errors: String, attempt: String, error: String) -> String {
+        "\(errors) || jsonb_build_array(jsonb_build_object('attempt', \(attempt), 'at', \(nowText), 'error', \(error)))"
+    }
+
+    /// `errors` with `error` appended as ``appendingError(to:attempt:error:)`` does, unless
+    /// `error` is '' (no error).
+    static func appendingNonEmptyError(to errors: String, attempt: String, error: String) -> String {
+        "CASE WHEN \(error) = '' THEN \(errors) ELSE \(appendingError(to: errors, attempt: attempt, error: error)) END"
+    }
+
+    /// The error a rescued job records, for the job row `row` (`j` or none).
+    static func leaseExpiredError(_ row: String = "") -> String {
+        let prefix = row.isEmpty ? "" : row + "."
+        return "'lease expired (worker ' || coalesce(\(prefix)locked_by, '?') || ' stopped or stalled)'"
+    }
+
+    /// The unique key a job `j` keeps when it goes back in line: none when `clearKeys` (after a
+    /// race) or when another waiting job holds the key (a change enqueued while this job ran:
+    /// the newest one wins), else its own.
+    static func requeuedUniqueKey(clearKeys: Bool) -> String {
+        if clearKeys { return "NULL" }
+        return """
+            CASE WHEN j.unique_key IS NOT NULL AND EXISTS (
+                     SELECT 1 FROM pgqueue.jobs o
+                     WHERE o.unique_key = j.unique_key AND o.state IN ('available', 'retryable') AND o.id <> j.id)
+                 THEN NULL
+                 ELSE j.unique_key END
+            """
+    }
+
+    // MARK: Statements
+
     /// Claims up to `limit` runnable jobs of `queue` in one statement.
     static func claim(queue: String, limit: Int, workerID: String, leaseMs: Int64) -> PostgresQuery {
         // The CTE is an optimisation fence: without it the planner may run the LIMIT subquery
@@ -66,15 +138,9 @@ enum QueueSQL {
             WHERE j.id = i.id AND j.attempt = i.attempt AND j.locked_by = \(workerID) AND j.state = 'running'
             RETURNING j.*, i.final_state, i.error AS final_error
         )
-        INSERT INTO pgqueue.job_history
-            (id, queue, kind, args, state, priority, attempt, max_attempts, run_at, created_at, attempted_at,
-             unique_key, errors)
-        SELECT id, queue, kind, args, final_state, priority, attempt, max_attempts, run_at, created_at, attempted_at,
-               unique_key,
-               CASE WHEN final_error = '' THEN errors
-                    ELSE errors || jsonb_build_array(jsonb_build_object(
-                        'attempt', attempt, 'at', \(unescaped: nowText), 'error', final_error)) END
-        FROM done
+        \(unescaped: moveToHistory(
+            from: "done", state: "final_state",
+            errors: appendingNonEmptyError(to: "errors", attempt: "attempt", error: "final_error")))
         RETURNING id
         """
     }
@@ -98,16 +164,8 @@ enum QueueSQL {
             attempt = j.attempt + i.attempt_delta,
             locked_by = NULL,
             lease_expires_at = NULL,
-            errors = CASE WHEN i.error = '' THEN j.errors
-                          ELSE j.errors || jsonb_build_array(jsonb_build_object(
-                              'attempt', j.attempt, 'at', \(unescaped: nowText), 'error', i.error)) END,
-            unique_key = CASE
-                WHEN \(clearKeys) THEN NULL
-                WHEN j.unique_key IS NOT NULL AND EXISTS (
-                    SELECT 1 FROM pgqueue.jobs o
-                    WHERE o.unique_key = j.unique_key AND o.state IN ('available', 'retryable') AND o.id <> j.id)
-                THEN NULL
-                ELSE j.unique_key END
+            errors = \(unescaped: appendingNonEmptyError(to: "j.errors", attempt: "j.attempt", error: "i.error")),
+            unique_key = \(unescaped: requeuedUniqueKey(clearKeys: clearKeys))
         FROM input i
         WHERE j.id = i.id AND j.attempt = i.attempt AND j.locked_by = \(workerID) AND j.state = 'running'
         RETURNING j.id
@@ -139,28 +197,16 @@ enum QueueSQL {
             RETURNING j.*
         ),
         discarded AS (
-            INSERT INTO pgqueue.job_history
-                (id, queue, kind, args, state, priority, attempt, max_attempts, run_at, created_at, attempted_at,
-                 unique_key, errors)
-            SELECT id, queue, kind, args, 'discarded', priority, attempt, max_attempts, run_at, created_at,
-                   attempted_at, unique_key,
-                   errors || jsonb_build_array(jsonb_build_object(
-                       'attempt', attempt, 'at', \(unescaped: nowText), 'error', 'lease expired (worker ' || coalesce(locked_by, '?') || ' stopped or stalled)'))
-            FROM exhausted
+            \(unescaped: moveToHistory(
+                from: "exhausted", state: "'discarded'",
+                errors: appendingError(to: "errors", attempt: "attempt", error: leaseExpiredError())))
             RETURNING id
         ),
         rescued AS (
             UPDATE pgqueue.jobs j
             SET state = 'retryable', run_at = now(), locked_by = NULL, lease_expires_at = NULL,
-                errors = j.errors || jsonb_build_array(jsonb_build_object(
-                    'attempt', j.attempt, 'at', \(unescaped: nowText), 'error', 'lease expired (worker ' || coalesce(j.locked_by, '?') || ' stopped or stalled)')),
-                unique_key = CASE
-                    WHEN \(clearKeys) THEN NULL
-                    WHEN j.unique_key IS NOT NULL AND EXISTS (
-                        SELECT 1 FROM pgqueue.jobs o
-                        WHERE o.unique_key = j.unique_key AND o.state IN ('available', 'retryable') AND o.id <> j.id)
-                    THEN NULL
-                    ELSE j.unique_key END
+                errors = \(unescaped: appendingError(to: "j.errors", attempt: "j.attempt", error: leaseExpiredError("j"))),
+                unique_key = \(unescaped: requeuedUniqueKey(clearKeys: clearKeys))
             FROM expired e
             WHERE j.id = e.id AND j.attempt < j.max_attempts
             RETURNING j.id

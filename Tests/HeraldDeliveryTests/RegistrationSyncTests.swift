@@ -233,9 +233,7 @@ struct RegistrationSyncTests {
             let hubID = try #require(try await world.settled(id).hubRegistrationID)
 
             try await JobQueue(client: world.db.client, logger: world.db.logger).enqueue(
-                try NewJob(
-                    queue: DeviceJobs.queue, kind: DeviceJobs.registrationDelete,
-                    args: HubDeleteArgs(deviceID: id, hubID: hubID)))
+                try NewJob.hubDelete(HubDeleteArgs(deviceID: id, hubID: hubID), kind: .registration))
             try await Poll.until { try await world.history(kind: DeviceJobs.registrationDelete).count == 1 }
             #expect(try await world.history(kind: DeviceJobs.registrationDelete).first?.state == "completed")
             #expect(try await world.hub.inspection.registrations(handle: handle).map(\.registrationId) == [hubID])

@@ -67,3 +67,17 @@ struct DomainTests {
         #expect(redacted == "0A1B2C…(16)")
     }
 }
+
+@Suite("Duration conversions")
+struct DurationConversionTests {
+    @Test("seconds, milliseconds and nanoseconds keep the fraction or round toward zero as named")
+    func conversions() {
+        let duration = Duration.seconds(2) + .nanoseconds(345_678_901)
+        #expect(abs(duration.seconds - 2.345678901) < 1e-12)
+        #expect(abs(duration.milliseconds - 2345.678901) < 1e-9)
+        #expect(duration.wholeMilliseconds == 2345)
+        #expect(duration.nanoseconds == 2_345_678_901)
+        #expect(Duration.milliseconds(-1500).wholeMilliseconds == -1500)
+        #expect(Duration.zero.seconds == 0 && Duration.zero.nanoseconds == 0)
+    }
+}

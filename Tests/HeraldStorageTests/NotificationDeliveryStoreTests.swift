@@ -59,7 +59,7 @@ struct NotificationDeliveryStoreTests {
             try await store.record([
                 HubSendResult(
                     hubSendID: sendID, notificationID: id, attempt: 2, state: .enqueued, httpStatus: 201,
-                    hubNotificationID: "n1", decision: "enqueued", telemetryAfter: .seconds(60))
+                    hubNotificationID: "n1", decision: .enqueued, telemetryAfter: .seconds(60))
             ])
             #expect(try await store.beginAttempt(hubSendID: sendID) == .alreadyPast(.enqueued))
             let (notification, send, attempts) = try await Self.state(db, id)
@@ -138,6 +138,31 @@ struct NotificationDeliveryStoreTests {
         }
     }
 
+    @Test("a start past the deadline expires its send even while in flight (a rescued job), which the sweep leaves")
+    func expiredAtStartInFlight() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            guard case .go = try await store.beginAttempt(hubSendID: sendID) else {
+                Issue.record("expected a start")
+                return
+            }
+            try await db.client.query(
+                "UPDATE notifications SET deadline = now() - interval '1 second' WHERE id = \(id)", logger: db.logger)
+            #expect(try await store.expireOverdue() == 0, "the sweep leaves a send in flight to its job")
+            #expect(try await store.beginAttempt(hubSendID: sendID) == .expired)
+            let (notification, send, attempts) = try await Self.state(db, id)
+            #expect(notification == "Expired" && send == "Expired" && attempts == 1)
+            #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE in_flight_since IS NOT NULL") == 0)
+            #expect(
+                try await db.count(
+                    """
+                    SELECT count(*) FROM notification_outcomes
+                    WHERE kind = 'send' AND attempt = 1 AND decision = 'expired' AND state = 'Expired'
+                      AND error = 'the deadline passed before the hub took it'
+                    """) == 1)
+        }
+    }
+
     @Test("the expiry sweep expires waiting sends past their deadline, but not one in flight")
     func expirySweep() async throws {
         try await TestDatabase.with { db async throws in
@@ -177,7 +202,7 @@ struct NotificationDeliveryStoreTests {
             try await store.record([
                 HubSendResult(
                     hubSendID: sendID, notificationID: id, attempt: 1, state: .abandoned, httpStatus: 400,
-                    error: "bad", decision: "abandoned")
+                    error: "bad", decision: .abandoned)
             ])
             #expect(try await store.pruneFinished(olderThan: .seconds(3600)) == 0, "finished just now")
             try await db.client.query(
@@ -220,7 +245,7 @@ struct NotificationDeliveryStoreTests {
                         try await writer.record(
                             HubSendResult(
                                 hubSendID: sendID, notificationID: id, attempt: 1, state: .enqueued,
-                                httpStatus: 201, hubNotificationID: "h\(sendID)", decision: "enqueued"))
+                                httpStatus: 201, hubNotificationID: "h\(sendID)", decision: .enqueued))
                         // Committed when record returns.
                         let n = try await db.count("SELECT count(*) FROM notification_outcomes WHERE hub_send_id = \(sendID)")
                         if n != 1 { throw TestSupportError("outcome of \(sendID) not visible after record") }

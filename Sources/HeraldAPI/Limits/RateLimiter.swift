@@ -1,3 +1,4 @@
+import HeraldDomain
 import Synchronization
 
 /// Token buckets by key (an API key's id, a device user's id): each key may make `rate`
@@ -69,7 +70,7 @@ final class RateLimiter: Sendable {
     }
 
     private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        duration.seconds
     }
 }
 

@@ -1,3 +1,4 @@
+import HeraldDomain
 import Hummingbird
 import Metrics
 
@@ -28,7 +29,7 @@ struct HTTPMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
             ("method", request.method.rawValue), ("route", context.endpointPath ?? "unmatched"), ("status", String(status)),
         ]
         Counter(label: "herald_api_requests_total", dimensions: dimensions, factory: factory).increment()
-        let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+        let nanoseconds = elapsed.nanoseconds
         Timer(label: "herald_api_request_duration_seconds", dimensions: dimensions, factory: factory)
             .recordNanoseconds(nanoseconds)
     }

@@ -1,3 +1,4 @@
+import HeraldDomain
 import Hummingbird
 import Logging
 
@@ -13,7 +14,7 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         let start = ContinuousClock.now
         let response = try await next(request, context)
         let elapsed = ContinuousClock.now - start
-        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let milliseconds = elapsed.milliseconds
         let level: Logger.Level = response.status.code < 400 ? .debug : .info
         context.logger.log(
             level: level, "herald.api.request",

@@ -258,11 +258,7 @@ struct DeviceJobRunner: Sendable {
 
     /// Enqueues one `registration.delete` job per hub registration id (deduplicated by id).
     private func enqueueRegistrationDeletes(_ ids: [String], for deviceID: DeviceID) async throws {
-        let jobs = try ids.map { id in
-            try NewJob(
-                queue: DeviceJobs.queue, kind: DeviceJobs.registrationDelete,
-                args: HubDeleteArgs(deviceID: deviceID, hubID: id), uniqueKey: "hub-registration-delete:\(id)")
-        }
+        let jobs = try ids.map { id in try NewJob.hubDelete(HubDeleteArgs(deviceID: deviceID, hubID: id), kind: .registration) }
         try await queue.enqueue(jobs)
     }
 

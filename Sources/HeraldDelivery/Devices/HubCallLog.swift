@@ -107,11 +107,9 @@ final class HubCallLog: Sendable {
         _ operation: DeviceHubOperation, hubID: String?, status: Int?, started: ContinuousClock.Instant, trackingID: String?,
         error: String?
     ) {
-        let elapsed = (ContinuousClock.now - started).components
-        let milliseconds = Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15
         let call = DeviceHubCall(
             deviceID: deviceID, operation: operation.rawValue, hubID: hubID, httpStatus: status,
-            durationMilliseconds: milliseconds, trackingID: trackingID, error: error)
+            durationMilliseconds: (ContinuousClock.now - started).milliseconds, trackingID: trackingID, error: error)
         calls.withLock { $0.append(call) }
     }
 }

@@ -84,7 +84,7 @@ struct NotificationJobRunner: Sendable {
         let started = ContinuousClock.now
         var result = HubSendResult(
             hubSendID: attempt.hubSendID, notificationID: attempt.notificationID, attempt: attempt.attempt,
-            state: .queued, decision: "retry", startedAt: attempt.startedAt)
+            state: .queued, decision: .retry, startedAt: attempt.startedAt)
         let outcome: JobOutcome
         do {
             let sent: NotificationOutcome
@@ -95,17 +95,17 @@ struct NotificationJobRunner: Sendable {
             }
             let elapsed = ContinuousClock.now - started
             DeliveryMetrics.hubCallTime(operation: "send", statusClass: "2xx", elapsed)
-            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.durationMilliseconds = elapsed.milliseconds
             result.state = .enqueued
             result.httpStatus = 201
             result.hubNotificationID = sent.notificationID
             result.trackingID = sent.trackingID
-            result.decision = "enqueued"
+            result.decision = .enqueued
             if sent.notificationID != nil { result.telemetryAfter = limits.telemetryFirstPoll }
             outcome = .completed
         } catch {
             let elapsed = ContinuousClock.now - started
-            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.durationMilliseconds = elapsed.milliseconds
             result.httpStatus = error.status
             result.trackingID = error.trackingID
             result.error = HubErrorPolicy.auditSummary(error)
@@ -120,18 +120,18 @@ struct NotificationJobRunner: Sendable {
             case .cancelled:
                 // Shutdown past its budget: clear the in-flight mark so the send stays cancellable,
                 // then release the job.
-                result.decision = "released"
+                result.decision = .released
                 try await writer.record(result)
                 throw CancellationError()
             case .retry(let notBefore):
                 let wait = notBefore.map { min($0, limits.retryAfterCap) }
                 if let wait, wait.seconds >= attempt.secondsToDeadline - (ContinuousClock.now - begun).seconds {
                     result.state = .expired
-                    result.decision = "expired"
+                    result.decision = .expired
                     outcome = .discard(reason: "the next attempt would come after the deadline: \(result.error ?? "")")
                 } else if job.isLastAttempt {
                     result.state = .abandoned
-                    result.decision = "abandoned"
+                    result.decision = .abandoned
                     result.error = "attempts exhausted: " + (result.error ?? "")
                     outcome = .discard(reason: result.error ?? "attempts exhausted")
                 } else {
@@ -139,7 +139,7 @@ struct NotificationJobRunner: Sendable {
                 }
             case .fail:
                 result.state = .abandoned
-                result.decision = "abandoned"
+                result.decision = .abandoned
                 outcome = .discard(reason: HubErrorPolicy.reason(error))
             }
         }
@@ -148,7 +148,7 @@ struct NotificationJobRunner: Sendable {
         log.write(
             .debug, "herald.send.attempted",
             [
-                "hub.status": "\(result.httpStatus.map(String.init) ?? "none")", "decision": "\(result.decision)",
+                "hub.status": "\(result.httpStatus.map(String.init) ?? "none")", "decision": "\(result.decision.rawValue)",
                 "send.attempt": "\(attempt.attempt)",
             ])
         return outcome
@@ -219,13 +219,13 @@ struct NotificationJobRunner: Sendable {
         let age = Date().timeIntervalSince(job.createdAt)
         var result = HubSendResult(
             hubSendID: target.hubSendID, notificationID: target.notificationID, kind: .telemetry,
-            attempt: Int(job.attempt), state: target.state, decision: "telemetry")
+            attempt: Int(job.attempt), state: target.state, decision: .telemetry)
         let started = ContinuousClock.now
         do {
             let details = try await hub.notificationDetails(id: hubID, logger: logger)
             let elapsed = ContinuousClock.now - started
             DeliveryMetrics.hubCallTime(operation: "notification_details", statusClass: "2xx", elapsed)
-            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.durationMilliseconds = elapsed.milliseconds
             result.httpStatus = 200
             result.hubNotificationID = hubID
             let state = Self.heraldState(details.state)
@@ -246,13 +246,13 @@ struct NotificationJobRunner: Sendable {
             let elapsed = ContinuousClock.now - started
             DeliveryMetrics.hubCallTime(
                 operation: "notification_details", statusClass: Self.statusClass(error), elapsed)
-            result.durationMilliseconds = elapsed.fractionalMilliseconds
+            result.durationMilliseconds = elapsed.milliseconds
             result.httpStatus = error.status
             result.trackingID = error.trackingID
             result.error = HubErrorPolicy.auditSummary(error)
             if error.isNotFound { return try await pollAgain(result, age: age) }
             if error.isQuota {
-                result.decision = "telemetry_unavailable"
+                result.decision = .telemetryUnavailable
                 result.telemetryNote = "not available on this tier"
                 try await writer.record(result)
                 log.write(.info, "herald.telemetry.unavailable", ["reason": "not available on this tier"])
@@ -267,7 +267,7 @@ struct NotificationJobRunner: Sendable {
             case .retry(let notBefore) where !job.isLastAttempt:
                 return .retry(reason: HubErrorPolicy.reason(error), notBefore: notBefore.map { min($0, limits.retryAfterCap) })
             case .retry, .fail:
-                result.decision = "telemetry_failed"
+                result.decision = .telemetryFailed
                 result.telemetryNote = "telemetry failed: " + HubErrorPolicy.auditSummary(error)
                 try await writer.record(result)
                 return .discard(reason: HubErrorPolicy.reason(error))
@@ -281,7 +281,7 @@ struct NotificationJobRunner: Sendable {
     private func pollAgain(_ result: HubSendResult, age: TimeInterval) async throws -> JobOutcome {
         guard age < limits.telemetryGiveUp.seconds else {
             var note = result
-            note.decision = "telemetry_given_up"
+            note.decision = .telemetryGivenUp
             note.telemetryNote = "no telemetry after \(Int(limits.telemetryGiveUp.seconds / 60)) minutes"
             try await writer.record(note)
             return .completed
@@ -357,11 +357,4 @@ struct NotificationJobRunner: Sendable {
             return logger
         }
     }
-}
-
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-    /// The duration in milliseconds, as a `Double`.
-    var fractionalMilliseconds: Double { seconds * 1000 }
 }

@@ -1,5 +1,6 @@
 public import HeraldStorage
 public import Logging
+import PostgresQueue
 public import ServiceLifecycle
 
 /// The worker's notification housekeeping, as a service: every few seconds the expiry sweep
@@ -33,7 +34,7 @@ public struct NotificationMaintenance: Service {
     public func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask {
-                await every(expiryInterval) {
+                await PeriodicTask.run(every: expiryInterval) {
                     var total = 0
                     while true {
                         let expired = try await store.expireOverdue(batch: batch)
@@ -41,10 +42,12 @@ public struct NotificationMaintenance: Service {
                         if expired < batch { break }
                     }
                     if total > 0 { logger.info("herald.notifications.expired", metadata: ["count": "\(total)"]) }
+                } onError: {
+                    logFailure($0)
                 }
             }
             group.addTask {
-                await every(pruneInterval) {
+                await PeriodicTask.run(every: pruneInterval) {
                     var total = 0
                     while true {
                         let pruned = try await store.pruneFinished(olderThan: retention, batch: batch)
@@ -52,17 +55,14 @@ public struct NotificationMaintenance: Service {
                         if pruned < batch { break }
                     }
                     if total > 0 { logger.info("herald.notifications.pruned", metadata: ["count": "\(total)"]) }
+                } onError: {
+                    logFailure($0)
                 }
             }
         }
     }
 
-    private func every(_ interval: Duration, _ body: @Sendable () async throws -> Void) async {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            do { try await body() } catch {
-                logger.warning("herald.notifications.maintenance_failed", metadata: ["error": "\(error)"])
-            }
-            do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) } } catch { return }
-        }
+    private func logFailure(_ error: any Error) {
+        logger.warning("herald.notifications.maintenance_failed", metadata: ["error": "\(error)"])
     }
 }

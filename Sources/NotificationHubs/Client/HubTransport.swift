@@ -45,7 +45,7 @@ extension NotificationHubClient {
                         afterAttempt: attempt, error: error, random: Double.random(in: 0..<1))
                 else { throw error }
                 logger.debug(
-                    "hub call will be retried",
+                    "nh.retry.scheduled",
                     metadata: [
                         "hub.operation": "\(operation)", "hub.attempt": "\(attempt)",
                         "hub.error": "\(error.code)", "hub.status": "\(error.status.map(String.init) ?? "-")",
@@ -98,7 +98,7 @@ extension NotificationHubClient {
         } catch {
             let mapped = Self.transportError(error, operation: operation, trackingID: sentTrackingID)
             logger.debug(
-                "hub call failed",
+                "nh.request.failed",
                 metadata: [
                     "hub.operation": "\(operation)", "hub.attempt": "\(attempt)", "hub.error": "\(mapped.code)",
                     "hub.tracking_id": "\(sentTrackingID ?? "-")",
@@ -108,7 +108,7 @@ extension NotificationHubClient {
 
         let trackingID = responseHeaders.first(name: "TrackingId") ?? sentTrackingID
         logger.debug(
-            "hub call finished",
+            "nh.request.finished",
             metadata: [
                 "hub.operation": "\(operation)", "hub.attempt": "\(attempt)", "hub.status": "\(status)",
                 "hub.tracking_id": "\(trackingID ?? "-")",
@@ -250,16 +250,9 @@ extension NotificationHubClient {
     }
 }
 
-extension Duration {
-    var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
-    }
-}
-
 extension TimeAmount {
     init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        self = .nanoseconds(duration.nanoseconds)
     }
 }
 

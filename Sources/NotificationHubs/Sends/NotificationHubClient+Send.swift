@@ -163,7 +163,7 @@ extension NotificationHubClient {
             throw .invalidArgument(operation, "scheduled sends cannot be direct sends")
         }
         let ahead = date.timeIntervalSinceNow
-        guard ahead <= Double(Self.maxScheduleAhead.components.seconds) + 60 else {
+        guard ahead <= Self.maxScheduleAhead.seconds + 60 else {
             throw .invalidArgument(operation, "scheduled more than 7 days ahead")
         }
         var headers = notificationHeaders(notification, extra: 2)
@@ -209,7 +209,9 @@ extension NotificationHubClient {
         return headers
     }
 
-    func checkPayload(_ notification: PushNotification, operation: NotificationHubsError.Operation)
+    func checkPayload(
+        _ notification: PushNotification, operation: NotificationHubsError.Operation
+    )
         throws(NotificationHubsError)
     {
         do {

@@ -47,14 +47,17 @@ final class EmulatorCore: Sendable {
         let rawPath = request.uri.path
         let segments = rawPath.split(separator: "/").map { PercentEncoding.decode($0) }
         guard let first = segments.first else {
-            return Self.response(HubResponse.error(.notFound("No service is hosted at the specified address."), trackingId: Identifiers.guid(), now: now))
+            return Self.response(
+                HubResponse.error(
+                    .notFound("No service is hosted at the specified address."), trackingId: Identifiers.guid(), now: now))
         }
         if first.caseInsensitiveEquals("_emulator") {
             return await Self.response(inspect(request, segments: Array(segments.dropFirst()), now: now))
         }
         let trackingId = request.headers[HeaderName.trackingId] ?? Identifiers.guid()
         guard let hub = hub(named: first) else {
-            var answer = HubResponse.error(.notFound("No service is hosted at the specified address."), trackingId: trackingId, now: now)
+            var answer = HubResponse.error(
+                .notFound("No service is hosted at the specified address."), trackingId: trackingId, now: now)
             answer.headers.append((HeaderName.trackingId, trackingId))
             return Self.response(answer)
         }
@@ -120,12 +123,15 @@ final class EmulatorCore: Sendable {
 
     // MARK: Pipeline
 
-    private func process(_ request: HubRequest, hub: HubState, hubSegment: String, host: String?) async throws(HubError) -> HubResponse {
+    private func process(
+        _ request: HubRequest, hub: HubState, hubSegment: String, host: String?
+    ) async throws(HubError) -> HubResponse {
         let operation = try HubOperation.route(method: request.method, segments: request.segments)
 
         // 1. Authentication and rights.
         let outcome = hub.auth.validate(
-            authorization: request.headers[.authorization], host: host, pathSegments: [hubSegment] + request.segments, now: request.now)
+            authorization: request.headers[.authorization], host: host, pathSegments: [hubSegment] + request.segments,
+            now: request.now)
         switch outcome {
         case .rejected(let error):
             throw error
@@ -140,7 +146,8 @@ final class EmulatorCore: Sendable {
                 try? await Task.sleep(for: .milliseconds(delay))
             }
             if let status = action.status {
-                throw HubError(status: status, detail: "Fault injected by nh-emulator", retryAfterSeconds: action.retryAfterSeconds)
+                throw HubError(
+                    status: status, detail: "Fault injected by nh-emulator", retryAfterSeconds: action.retryAfterSeconds)
             }
         }
 
@@ -167,7 +174,8 @@ final class EmulatorCore: Sendable {
             let registration = try hub.registration(id: id, now: request.now)
             return entryResponse(registration, request: request)
         case .deleteRegistration(let id):
-            try hub.deleteRegistration(id: id, ifMatch: request.header(HeaderName.ifMatch).map(ETagCondition.init(header:)), now: request.now)
+            try hub.deleteRegistration(
+                id: id, ifMatch: request.header(HeaderName.ifMatch).map(ETagCondition.init(header:)), now: request.now)
             return .empty(200)
         case .putInstallation(let id):
             let installation = try Installation.parse(request.body, id: id)
@@ -189,14 +197,19 @@ final class EmulatorCore: Sendable {
         case .schedule:
             return try schedule(request, hub: hub)
         case .cancelScheduled(let id):
-            guard configuration.tier.hasScheduledSends else { throw HubError.tierUnavailable("Scheduled send", tier: configuration.tier) }
+            guard configuration.tier.hasScheduledSends else {
+                throw HubError.tierUnavailable("Scheduled send", tier: configuration.tier)
+            }
             guard hub.cancelScheduled(id: id) else { throw HubError.notFound("Scheduled notification not found.") }
             return .empty(200)
         case .telemetry(let id):
             return try telemetry(request, hub: hub, id: id)
         case .feedbackContainer:
-            guard configuration.tier.hasTelemetry else { throw HubError.tierUnavailable("PNS feedback", tier: configuration.tier) }
-            var answer = HubResponse(status: 200, body: "https://\(request.authority)/_emulator/hubs/\(hub.name)/feedback?sv=emulator")
+            guard configuration.tier.hasTelemetry else {
+                throw HubError.tierUnavailable("PNS feedback", tier: configuration.tier)
+            }
+            var answer = HubResponse(
+                status: 200, body: "https://\(request.authority)/_emulator/hubs/\(hub.name)/feedback?sv=emulator")
             answer.headers.append((.contentType, "text/plain; charset=utf-8"))
             return answer
         }
@@ -206,7 +219,8 @@ final class EmulatorCore: Sendable {
 
     private func createRegistrationId(_ request: HubRequest) -> HubResponse {
         var answer = HubResponse.empty(201, contentType: nil)
-        answer.headers.append((HeaderName.location, "\(request.hubURL)/registrationids/\(Identifiers.registrationId())\(request.locationQuery())"))
+        answer.headers.append(
+            (HeaderName.location, "\(request.hubURL)/registrationids/\(Identifiers.registrationId())\(request.locationQuery())"))
         return answer
     }
 
@@ -222,7 +236,8 @@ final class EmulatorCore: Sendable {
         let input = try RegistrationXML.parse(request.body)
         let registration = try hub.createRegistration(input, now: request.now)
         var answer = entryResponse(registration, request: request)
-        answer.headers.append((HeaderName.contentLocation, "\(request.hubURL)/registrations/\(registration.id)\(request.locationQuery())"))
+        answer.headers.append(
+            (HeaderName.contentLocation, "\(request.hubURL)/registrations/\(registration.id)\(request.locationQuery())"))
         return answer
     }
 
@@ -266,7 +281,9 @@ final class EmulatorCore: Sendable {
         }
         var answer = HubResponse.xml(
             200,
-            RegistrationXML.feed(page, hubURL: request.hubURL, apiVersion: request.apiVersion, selfURL: base + selfQuery, nextURL: nextURL, now: request.now),
+            RegistrationXML.feed(
+                page, hubURL: request.hubURL, apiVersion: request.apiVersion, selfURL: base + selfQuery, nextURL: nextURL,
+                now: request.now),
             contentType: HubResponse.feedContentType)
         if let token { answer.headers.append((HeaderName.continuationToken, token)) }
         return answer
@@ -286,7 +303,9 @@ final class EmulatorCore: Sendable {
         var plan = try SendPlanning.plan(request, hub: hub, body: request.body)
         let direct = request.query.flag("direct")
         if direct {
-            guard case .native = plan.kind else { throw HubError.badRequest("A direct send needs a native format, not template.") }
+            guard case .native = plan.kind else {
+                throw HubError.badRequest("A direct send needs a native format, not template.")
+            }
             guard let handle = request.header(HeaderName.deviceHandle)?.trimmingWhitespace(), !handle.isEmpty else {
                 throw HubError.badRequest("A direct send needs the ServiceBusNotification-DeviceHandle header.")
             }
@@ -337,13 +356,16 @@ final class EmulatorCore: Sendable {
     static let maximumScheduleAhead: TimeInterval = 7 * 24 * 3600
 
     private func schedule(_ request: HubRequest, hub: HubState) throws(HubError) -> HubResponse {
-        guard configuration.tier.hasScheduledSends else { throw HubError.tierUnavailable("Scheduled send", tier: configuration.tier) }
+        guard configuration.tier.hasScheduledSends else {
+            throw HubError.tierUnavailable("Scheduled send", tier: configuration.tier)
+        }
         try checkSize(request.body)
         guard let timeText = request.header(HeaderName.scheduleTime) else {
             throw HubError.badRequest("A scheduled send needs the ServiceBusNotification-ScheduleTime header.")
         }
         guard let dueAt = EmulatorDates.parseISO8601(timeText) else {
-            throw HubError.badRequest("ServiceBusNotification-ScheduleTime '\(timeText)' is not a UTC date-time (yyyy-MM-ddTHH:mm:ss[.fff][Z]).")
+            throw HubError.badRequest(
+                "ServiceBusNotification-ScheduleTime '\(timeText)' is not a UTC date-time (yyyy-MM-ddTHH:mm:ss[.fff][Z]).")
         }
         guard dueAt.timeIntervalSince(request.now) <= Self.maximumScheduleAhead else {
             throw HubError.badRequest("A notification can be scheduled at most 7 days ahead.")
@@ -368,14 +390,16 @@ final class EmulatorCore: Sendable {
     }
 
     private func telemetry(_ request: HubRequest, hub: HubState, id: String) throws(HubError) -> HubResponse {
-        guard configuration.tier.hasTelemetry else { throw HubError.tierUnavailable("Per-message telemetry", tier: configuration.tier) }
+        guard configuration.tier.hasTelemetry else {
+            throw HubError.tierUnavailable("Per-message telemetry", tier: configuration.tier)
+        }
         let notFound = HubError.notFound("The notification was not found or is not processed yet.")
         guard let record = hub.notification(id: id) else { throw notFound }
-        let (seconds, attoseconds) = configuration.telemetryDelay.components
-        let delay = Double(seconds) + Double(attoseconds) / 1e18
-        if request.now.timeIntervalSince(record.enqueuedAt) < delay { throw notFound }
+        if request.now.timeIntervalSince(record.enqueuedAt) < configuration.telemetryDelay.seconds { throw notFound }
         var answer = HubResponse.xml(
-            200, SendExecution.detailsXML(record, locationBase: "sb://\(request.authority)/\(hub.name)", apiVersion: request.apiVersion))
+            200,
+            SendExecution.detailsXML(
+                record, locationBase: "sb://\(request.authority)/\(hub.name)", apiVersion: request.apiVersion))
         answer.notificationId = id
         return answer
     }

@@ -115,11 +115,12 @@ final class HubState: Sendable {
 
     private func expiration(from now: Date) -> Date? {
         guard let ttl = registrationTimeToLive else { return nil }
-        let (seconds, attoseconds) = ttl.components
-        return now.addingTimeInterval(Double(seconds) + Double(attoseconds) / 1e18)
+        return now.addingTimeInterval(ttl.seconds)
     }
 
-    private func makeRegistration(id: String, input: RegistrationInput, etag: Int, sequence: Int, createdAt: Date, now: Date) -> Registration {
+    private func makeRegistration(
+        id: String, input: RegistrationInput, etag: Int, sequence: Int, createdAt: Date, now: Date
+    ) -> Registration {
         Registration(
             id: id,
             platform: input.platform,
@@ -151,14 +152,17 @@ final class HubState: Sendable {
     }
 
     /// `PUT /registrations/{id}`: create-or-update without `If-Match`, update with it.
-    func upsertRegistration(id: String, _ input: RegistrationInput, ifMatch: ETagCondition?, now: Date) throws(HubError) -> Registration {
+    func upsertRegistration(
+        id: String, _ input: RegistrationInput, ifMatch: ETagCondition?, now: Date
+    ) throws(HubError) -> Registration {
         try storage.withLock { (s: inout Storage) throws(HubError) -> Registration in
             removeIfExpired(id, now: now, in: &s)
             if s.goneIds.contains(id) { throw HubError.gone() }
             if let existing = s.registrations[id] {
                 if let ifMatch, !ifMatch.matches(existing.etag) { throw HubError.preconditionFailed() }
                 var registration = makeRegistration(
-                    id: id, input: input, etag: existing.etag + 1, sequence: existing.sequence, createdAt: existing.createdAt, now: now)
+                    id: id, input: input, etag: existing.etag + 1, sequence: existing.sequence, createdAt: existing.createdAt,
+                    now: now)
                 registration.installationId = nil
                 store(registration, in: &s)
                 return registration
@@ -297,21 +301,31 @@ final class HubState: Sendable {
         if let userId = installation.userId { baseTags.append("$UserId:{\(userId)}") }
         baseTags += installation.tags
         var result: [(key: String, input: RegistrationInput)] = [
-            ("", RegistrationInput(platform: installation.platform, handles: handles, tags: baseTags, pushVariables: nil, template: nil))
+            (
+                "",
+                RegistrationInput(
+                    platform: installation.platform, handles: handles, tags: baseTags, pushVariables: nil, template: nil)
+            )
         ]
         for name in installation.templates.keys.sorted() {
             let template = installation.templates[name]!
             let compiled: RegistrationTemplate
             do {
                 compiled = try RegistrationTemplate(
-                    body: template.body, name: name, expiry: installation.platform == .apple ? template.expiry : nil, priority: nil,
+                    body: template.body, name: name, expiry: installation.platform == .apple ? template.expiry : nil,
+                    priority: nil,
                     headers: template.headers, platform: installation.platform)
             } catch {
                 throw HubError.badRequest("The template '\(name)' is invalid: \(error.message)")
             }
             var tags = baseTags
             for tag in template.tags where !tags.contains(tag) { tags.append(tag) }
-            result.append((name, RegistrationInput(platform: installation.platform, handles: handles, tags: tags, pushVariables: nil, template: compiled)))
+            result.append(
+                (
+                    name,
+                    RegistrationInput(
+                        platform: installation.platform, handles: handles, tags: tags, pushVariables: nil, template: compiled)
+                ))
         }
         return result
     }
@@ -348,7 +362,9 @@ final class HubState: Sendable {
         }
     }
 
-    private func materialize(_ installation: Installation, inputs: [(key: String, input: RegistrationInput)], now: Date, in s: inout Storage) {
+    private func materialize(
+        _ installation: Installation, inputs: [(key: String, input: RegistrationInput)], now: Date, in s: inout Storage
+    ) {
         let previous = s.installations[installation.installationId]?.registrationIds ?? [:]
         var ids: [String: String] = [:]
         for (key, input) in inputs {
@@ -410,7 +426,8 @@ final class HubState: Sendable {
         storage.withLock { s in
             let sequence = s.notificationSequence
             s.notificationSequence += 1
-            let id = scheduledFor == nil
+            let id =
+                scheduledFor == nil
                 ? Identifiers.notificationId(now: now, sequence: sequence, using: &s.idRandom)
                 : Identifiers.scheduledNotificationId(now: now, sequence: sequence)
             let record = NotificationRecord(
@@ -426,7 +443,8 @@ final class HubState: Sendable {
 
     /// Records the deliveries and outcome of a processed notification.
     func finishNotification(
-        id: String, deliveries: [DeliveryRecord], outcomes: [RegistrationPlatform: [String: Int]], targetPlatforms: [String], at: Date
+        id: String, deliveries: [DeliveryRecord], outcomes: [RegistrationPlatform: [String: Int]], targetPlatforms: [String],
+        at: Date
     ) {
         storage.withLock { s in
             for delivery in deliveries { s.deliveries.append(delivery) }

@@ -1,3 +1,4 @@
+import HeraldDomain
 import NotificationHubs
 
 /// What a failed hub call means for the job that made it (DESIGN.md, "Errors from the hub"),
@@ -49,12 +50,5 @@ enum HubErrorPolicy {
         if let reason = error.reason { text += ": \(reason)" }
         if let retryAfter = error.retryAfter { text += ", retry after \(retryAfter.wholeMilliseconds) ms" }
         return text
-    }
-}
-
-extension Duration {
-    /// Whole milliseconds, rounded down.
-    var wholeMilliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
     }
 }

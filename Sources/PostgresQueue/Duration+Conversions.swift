@@ -1,0 +1,13 @@
+/// The queue's duration conversions (the library imports none of Herald's modules, which have
+/// their own).
+extension Duration {
+    /// Whole milliseconds, rounded toward zero.
+    var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+
+    /// Whole nanoseconds, rounded toward zero (what swift-metrics' `Timer` records).
+    var nanoseconds: Int64 {
+        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+    }
+}
