@@ -1,8 +1,8 @@
 public import Foundation
 public import HeraldDomain
-public import Logging
-public import PostgresNIO
-public import PostgresQueue
+import Logging
+import PostgresNIO
+import PostgresQueue
 
 /// Who a device request acts for: a signed-in user.
 public struct DeviceOwner: Sendable, Hashable {
@@ -98,26 +98,16 @@ public struct DeviceHubCall: Sendable, Hashable {
 
 /// Devices: the use-cases behind the device API (each writes the device row and its sync
 /// job in one transaction) and the reads and fenced writes the sync jobs make.
+///
+/// It saves registrations the device API has checked (``DeviceRegistration``,
+/// ``InstallationRegistration``) and enforces what needs the database: the device limit and
+/// ownership. A process gets its one instance from ``Stores``, which hands it the process's queue.
 public struct DeviceStore: Sendable {
     let client: PostgresClient
     let logger: Logger
     let queue: JobQueue
     /// Live devices one user may have (``StorageConfiguration/maxDevicesPerUser``).
     public let maxDevicesPerUser: Int
-
-    /// Creates a store on `client` that enqueues through the process's `queue`. It saves
-    /// registrations the device API has checked (``DeviceRegistration``,
-    /// ``InstallationRegistration``) and enforces what needs the database: the device limit and
-    /// ownership.
-    public init(
-        client: PostgresClient, queue: JobQueue, configuration: StorageConfiguration = StorageConfiguration(),
-        logger: Logger
-    ) {
-        self.client = client
-        self.logger = logger
-        self.queue = queue
-        self.maxDevicesPerUser = configuration.maxDevicesPerUser
-    }
 
     // MARK: Device API use-cases
 

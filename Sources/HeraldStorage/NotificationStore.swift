@@ -1,31 +1,21 @@
 import Foundation
 import HeraldDomain
-public import Logging
-public import PostgresNIO
-public import PostgresQueue
+import Logging
+import PostgresNIO
+import PostgresQueue
 
 /// Notifications: the sender-side use-cases (each writes the notification, its hub sends and
 /// their jobs in one transaction), the reads dashboards make, and the fenced writes the
 /// delivery worker makes. See `NotificationStore+Sender.swift` and
-/// `NotificationStore+Delivery.swift`.
+/// `NotificationStore+Delivery.swift`. A process gets its one instance from ``Stores``, which
+/// hands it the process's queue.
 public struct NotificationStore: Sendable {
     let client: PostgresClient
     let logger: Logger
     let queue: JobQueue
-    /// Attempts each `notification.send` job gets (hub calls, counting retries).
+    /// Attempts each `notification.send` job gets (hub calls, counting retries;
+    /// ``StorageConfiguration/maxSendAttempts``).
     public let maxSendAttempts: Int16
-
-    /// Creates a store on `client` that enqueues through the process's `queue`; send jobs get
-    /// ``StorageConfiguration/maxSendAttempts`` attempts.
-    public init(
-        client: PostgresClient, queue: JobQueue, configuration: StorageConfiguration = StorageConfiguration(),
-        logger: Logger
-    ) {
-        self.client = client
-        self.logger = logger
-        self.queue = queue
-        self.maxSendAttempts = Int16(clamping: max(1, configuration.maxSendAttempts))
-    }
 
     /// Sets a notification's state from its hub sends' states (``NotificationState/aggregate(_:)``)
     /// and its `finished_at` once that state is final. The caller holds the notification's row

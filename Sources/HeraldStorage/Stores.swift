@@ -32,8 +32,11 @@ public struct Stores: Sendable {
         logger: Logger
     ) {
         self.queue = queue
-        self.devices = DeviceStore(client: client, queue: queue, configuration: configuration, logger: logger)
-        self.notifications = NotificationStore(client: client, queue: queue, configuration: configuration, logger: logger)
+        self.devices = DeviceStore(
+            client: client, logger: logger, queue: queue, maxDevicesPerUser: configuration.maxDevicesPerUser)
+        self.notifications = NotificationStore(
+            client: client, logger: logger, queue: queue,
+            maxSendAttempts: Int16(clamping: max(1, configuration.maxSendAttempts)))
         self.users = UserStore(client: client, logger: logger)
         self.apiKeys = APIKeyStore(client: client, logger: logger)
         self.migrations = MigrationRunner(client: client, logger: logger)
