@@ -4,8 +4,8 @@ public import Logging
 import Metrics
 import NIOCore
 import NIOSSL
-import PostgresQueue
 public import PostgresNIO
+import PostgresQueue
 public import Prometheus
 
 /// Process-wide setup shared by the executables.

@@ -70,8 +70,7 @@ struct SendWorld: Sendable {
     }
 
     /// Waits until every notification in `ids` is in `state` and the queue is empty.
-    func settled(_ ids: [NotificationID], _ state: NotificationState, timeout: Duration = .seconds(30)) async throws
-    {
+    func settled(_ ids: [NotificationID], _ state: NotificationState, timeout: Duration = .seconds(30)) async throws {
         try await Poll.until(timeout: timeout, "notifications never all reached \(state.rawValue)") {
             let done = try await db.count(
                 "SELECT count(*) FROM notifications WHERE id = ANY(\(ids)::uuid[]) AND state = \(state.rawValue)")

@@ -30,7 +30,8 @@ struct OpsListenerTests {
     ) async throws {
         let port = Shared<Int?>(nil)
         let listener = OpsListener(
-            host: "127.0.0.1", port: 0, stores: db.stores(), registry: registry, logger: Logger.quiet("status"), onListening: { bound in port.withLock { $0 = bound } })
+            host: "127.0.0.1", port: 0, stores: db.stores(), registry: registry, logger: Logger.quiet("status"),
+            onListening: { bound in port.withLock { $0 = bound } })
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await listener.run() }
             defer { group.cancelAll() }

@@ -12,7 +12,9 @@ struct DeviceStoreTests {
     static let tokenB = "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF"
 
     /// Two users and a store on `db`.
-    static func fixture(_ db: TestDatabase, storage: StorageConfiguration = .init()) async throws -> (
+    static func fixture(
+        _ db: TestDatabase, storage: StorageConfiguration = .init()
+    ) async throws -> (
         DeviceStore, alice: DeviceOwner, bob: DeviceOwner
     ) {
         let users = UserStore(client: db.client, logger: db.logger)

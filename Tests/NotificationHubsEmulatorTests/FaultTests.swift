@@ -49,7 +49,9 @@ struct FaultTests {
     func afterAuthentication() async throws {
         try await Harness.with { h in
             _ = try await h.inspect(.POST, "/faults", body: #"[{"status":503}]"#)
-            let unauthenticated = try await h.raw(.POST, "/herald/messages?api-version=2020-06", headers: [("ServiceBusNotification-Format", "apple")], body: Self.alert)
+            let unauthenticated = try await h.raw(
+                .POST, "/herald/messages?api-version=2020-06", headers: [("ServiceBusNotification-Format", "apple")],
+                body: Self.alert)
             #expect(unauthenticated.status == 401)
             #expect(try await h.send(format: "apple", body: Self.alert).0.status == 503)
         }
@@ -82,7 +84,8 @@ struct FaultTests {
         try await Harness.with { h in
             func run() async throws -> [Int] {
                 _ = try await h.inspect(.DELETE, "/faults")
-                let added = try await h.raw(.POST, "/_emulator/hubs/herald/faults?seed=42", body: #"[{"status":503,"probability":0.5}]"#)
+                let added = try await h.raw(
+                    .POST, "/_emulator/hubs/herald/faults?seed=42", body: #"[{"status":503,"probability":0.5}]"#)
                 #expect(added.status == 200)
                 var statuses: [Int] = []
                 for _ in 0..<24 { statuses.append(try await h.send(format: "apple", body: Self.alert).0.status) }

@@ -102,7 +102,8 @@ struct FixtureParsingTests {
 
     @Test("Installation JSON with explicit nulls (as .NET writes) decodes")
     func installationNulls() throws {
-        let json = #"{"installationId":"i1","userId":null,"platform":"fcmV1","pushChannel":"tok","pushChannelExpired":null,"expirationTime":null,"tags":null}"#
+        let json =
+            #"{"installationId":"i1","userId":null,"platform":"fcmV1","pushChannel":"tok","pushChannelExpired":null,"expirationTime":null,"tags":null}"#
         let installation = try JSONDecoder().decode(Installation.self, from: Data(json.utf8))
         #expect(installation.platform == .fcmV1)
         #expect(installation.userID == nil)

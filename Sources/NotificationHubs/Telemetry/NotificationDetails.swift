@@ -1,5 +1,6 @@
-public import struct Foundation.Date
 public import Logging
+
+public import struct Foundation.Date
 
 /// A push platform, as installations name it (`platform`) and as telemetry groups its
 /// outcome counts.
@@ -148,7 +149,9 @@ extension NotificationHubClient {
     /// The hub answers `404` until it has processed the message (seconds, up to 30 minutes),
     /// and for unknown ids: poll with a delay. Free and Basic tiers answer `403`
     /// (``NotificationHubsError/isQuota``).
-    public func notificationDetails(id: String, logger: Logger? = nil) async throws(NotificationHubsError)
+    public func notificationDetails(
+        id: String, logger: Logger? = nil
+    ) async throws(NotificationHubsError)
         -> NotificationDetails
     {
         let operation = NotificationHubsError.Operation.notificationDetails
