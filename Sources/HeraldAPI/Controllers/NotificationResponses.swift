@@ -54,42 +54,37 @@ struct SenderBody: Encodable {
     var userId: Int64?
 }
 
-/// `GET /v1/notifications/{id}`: the summary plus formats, options and every attempt.
+/// `GET /v1/notifications/{id}`: the summary's fields plus formats, options and every attempt,
+/// in one flat object.
 struct DetailBody: Encodable {
-    var id: String
-    var state: String
-    var sender: SenderBody
-    var target: NotificationTarget
-    var tags: [String]
+    var summary: SummaryBody
     var formats: [String]
     var apnsPushType: String?
     var priority: String?
     var collapseId: String?
-    var sendAt: Date?
-    var deadline: Date
-    var createdAt: Date
-    var updatedAt: Date
-    var finishedAt: Date?
     var hubSends: [HubSendBody]
 
     init(_ detail: NotificationDetail) {
-        let summary = detail.summary
-        id = summary.id.uuidString.lowercased()
-        state = summary.state.rawValue
-        sender = SenderBody(apiKeyId: summary.apiKeyID, userId: summary.senderUserID)
-        target = summary.target
-        tags = summary.tags
+        summary = SummaryBody(detail.summary)
         formats = detail.formats.map(\.rawValue)
         apnsPushType = detail.options.apnsPushType
         priority = detail.options.priority?.rawValue
         collapseId = detail.options.collapseId
-        sendAt = summary.sendAt
-        deadline = summary.deadline
-        createdAt = summary.createdAt
-        updatedAt = summary.updatedAt
-        finishedAt = summary.finishedAt
         hubSends = detail.hubSends.map(HubSendBody.init)
     }
+
+    func encode(to encoder: any Encoder) throws {
+        // The summary's keys and these go into the same object.
+        try summary.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(formats, forKey: .formats)
+        try container.encodeIfPresent(apnsPushType, forKey: .apnsPushType)
+        try container.encodeIfPresent(priority, forKey: .priority)
+        try container.encodeIfPresent(collapseId, forKey: .collapseId)
+        try container.encode(hubSends, forKey: .hubSends)
+    }
+
+    enum CodingKeys: String, CodingKey { case formats, apnsPushType, priority, collapseId, hubSends }
 }
 
 /// One hub send in a detail answer.
