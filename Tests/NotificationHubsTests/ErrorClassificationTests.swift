@@ -145,3 +145,37 @@ struct ErrorClassificationTests {
         #expect(policy.delay(afterAttempt: 2, error: Self.hub(401), random: 0.5) == nil)
     }
 }
+
+@Suite("Retry-After values a hub should never send")
+struct AbsurdRetryAfterTests {
+    static func retryAfter(_ name: String, _ value: String) -> Duration? {
+        NotificationHubClient.retryAfter(HTTPHeaders([(name, value)]), now: Date(timeIntervalSince1970: 1_700_000_000))
+    }
+
+    @Test(
+        "huge, infinite, negative and malformed values never trap: huge ones are cut to a day, nonsense is absent",
+        arguments: [
+            ("Retry-After", "1e300", NotificationHubClient.maxRetryAfter),
+            ("Retry-After", "99999999999999999999", NotificationHubClient.maxRetryAfter),
+            ("retry-after-ms", "1e400", nil),  // Double reads it as infinity
+            ("retry-after-ms", "9223372036854775808000", NotificationHubClient.maxRetryAfter),
+            ("x-ms-retry-after-ms", "inf", nil),
+            ("Retry-After", "nan", nil),
+            ("Retry-After", "-5", nil),
+            ("Retry-After", "soon", nil),
+            ("Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT", NotificationHubClient.maxRetryAfter),
+            ("Retry-After", "Fri, 31 Dec 99999999999999 23:59:59 GMT", nil),
+            ("Retry-After", "Fri, 99 Dec 2030 99:59:59 GMT", nil),
+        ] as [(String, String, Duration?)])
+    func absurd(_ name: String, _ value: String, _ expected: Duration?) {
+        #expect(Self.retryAfter(name, value) == expected)
+    }
+
+    @Test("ordinary values are read as before")
+    func ordinary() {
+        #expect(Self.retryAfter("Retry-After", "7") == .seconds(7))
+        #expect(Self.retryAfter("retry-after-ms", "1500") == .milliseconds(1500))
+        #expect(Self.retryAfter("Retry-After", "Tue, 14 Nov 2023 22:13:40 GMT") == .seconds(20))
+        #expect(Self.retryAfter("Retry-After", "Tue, 14 Nov 2023 22:13:00 GMT") == .zero)
+    }
+}

@@ -168,25 +168,33 @@ extension NotificationHubClient {
         return id.isEmpty ? nil : String(id)
     }
 
+    /// The longest wait a `Retry-After` can ask for; a longer one is cut to this (a day: a hub
+    /// that means more is down, and a caller's own cap is usually far lower).
+    static let maxRetryAfter: Duration = .seconds(86_400)
+
     /// `Retry-After` (delta-seconds or HTTP date), `retry-after-ms`, `x-ms-retry-after-ms`.
+    /// Whatever the hub sends, this never traps: a value that is not a number or a date (or is
+    /// negative, infinite or not a number) counts as absent, and a huge one is cut to
+    /// ``maxRetryAfter``.
     static func retryAfter(_ headers: HTTPHeaders, now: Date = Date()) -> Duration? {
         for name in ["retry-after-ms", "x-ms-retry-after-ms"] {
-            if let value = headers.first(name: name), let ms = Double(value.trimmingCharacters(in: .whitespaces)),
-                ms >= 0
-            {
-                return .milliseconds(Int64(ms))
+            if let value = headers.first(name: name), let wait = wait(milliseconds: Double(value.trimmed)) {
+                return wait
             }
         }
-        guard let value = headers.first(name: "Retry-After")?.trimmingCharacters(in: .whitespaces) else {
-            return nil
-        }
-        if let seconds = Double(value), seconds >= 0 {
-            return .milliseconds(Int64(seconds * 1000))
-        }
+        guard let value = headers.first(name: "Retry-After")?.trimmed else { return nil }
+        if let seconds = Double(value) { return wait(milliseconds: seconds * 1000) }
         if let date = HubDate.parseHTTPDate(value) {
-            return .milliseconds(Int64(max(0, date.timeIntervalSince(now)) * 1000))
+            return wait(milliseconds: max(0, date.timeIntervalSince(now)) * 1000)
         }
         return nil
+    }
+
+    /// `milliseconds` as a wait of at most ``maxRetryAfter``; nil when it is no usable number.
+    private static func wait(milliseconds: Double?) -> Duration? {
+        guard let milliseconds, milliseconds.isFinite, milliseconds >= 0 else { return nil }
+        let cap = Double(maxRetryAfter.components.seconds) * 1000
+        return .milliseconds(Int64(min(milliseconds, cap)))
     }
 
     /// Maps an AsyncHTTPClient or NIO failure to `timeout`, `connection`, `cancelled` or
@@ -290,4 +298,9 @@ enum TrackingID {
             return index
         }
     }
+}
+
+extension StringProtocol {
+    /// Without surrounding spaces and tabs.
+    fileprivate var trimmed: String { trimmingCharacters(in: .whitespaces) }
 }

@@ -96,6 +96,10 @@ enum HubDate {
         guard time.count == 3, let hour = Int(time[0]), let minute = Int(time[1]), let second = Int(time[2]) else {
             return nil
         }
+        // Out of range is not a date (and a year in the billions would overflow the arithmetic).
+        guard (1...9999).contains(year), (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute),
+            (0...60).contains(second)
+        else { return nil }
         let days = daysFromCivil(year: year, month: monthIndex + 1, day: day)
         return Date(timeIntervalSince1970: Double(days * 86_400 + hour * 3600 + minute * 60 + second))
     }
@@ -107,7 +111,8 @@ enum HubDate {
         let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]  // 1970-01-01 was a Thursday
         let days = Int((date.timeIntervalSince1970 / 86_400).rounded(.down))
         let weekday = weekdays[((days % 7) + 7) % 7]
-        return "\(weekday), \(pad(day, 2)) \(months[month - 1]) \(pad(year, 4)) \(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)) GMT"
+        return
+            "\(weekday), \(pad(day, 2)) \(months[month - 1]) \(pad(year, 4)) \(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2)) GMT"
     }
 
     private static func components(of date: Date) -> (Int, Int, Int, Int, Int, Int) {
