@@ -94,14 +94,30 @@ is_running() {
   [ -f "$dir/PG_VERSION" ] && as_owner "$owner" "$bindir/pg_ctl" -D "$dir" status >/dev/null 2>&1
 }
 
+# Waits until the server on $2 accepts connections (crash recovery of a big cluster can take minutes).
+wait_ready() {
+  local i
+  for i in $(seq 1 900); do
+    "$1/pg_isready" -q -h 127.0.0.1 -p "$2" && return 0
+    sleep 1
+  done
+  die "the server on port $2 did not become ready"
+}
+
 cmd_up() {
   local bindir owner dir port password
   bindir="$(find_bindir)" || { install_server; bindir="$(find_bindir)" || die "installed postgresql but found no initdb"; }
   owner="$(cluster_owner)"
   dir="$(cluster_dir "$owner")"
 
-  if is_running "$bindir" "$owner" "$dir" && [ -f "$env_file" ]; then
-    log "reusing the running cluster in $dir"
+  if is_running "$bindir" "$owner" "$dir"; then
+    # Its port is line 4 of postmaster.pid; the env file may be missing or name an older start.
+    port="$(sed -n 4p "$dir/postmaster.pid")"
+    password="$(cat "$data_root/postgres.password")"
+    log "reusing the running cluster in $dir (port $port)"
+    wait_ready "$bindir" "$port"
+    printf 'HERALD_DATABASE_URL=postgres://%s:%s@127.0.0.1:%s/%s\n' "$db_user" "$password" "$port" "$db_name" >"$env_file"
+    chmod 600 "$env_file"
     cat "$env_file"
     return 0
   fi
@@ -132,7 +148,7 @@ CONF
   password="$(cat "$data_root/postgres.password")"
   port="$(free_port)"
   log "starting PostgreSQL on 127.0.0.1:$port"
-  as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -w -t 60 -l "$dir/server.log" \
+  as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -w -t 900 -l "$dir/server.log" \
     -o "-p $port -k $dir -c max_connections=500" start >/dev/null || { tail -20 "$dir/server.log" >&2 || true; die "the server did not start"; }
   if ! PGPASSWORD="$password" "$bindir/psql" -h 127.0.0.1 -p "$port" -U "$db_user" -d postgres -tAc \
       "SELECT 1 FROM pg_database WHERE datname = '$db_name'" | grep -q 1; then
