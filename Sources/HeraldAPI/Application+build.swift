@@ -42,7 +42,8 @@ public func buildApplication(
         tokens: try await TokenVerifier.make(auth))
     let limiter = RateLimiter()
     let handlers = RouteHandlers(
-        ops: OpsRoutes(migrations: stores.migrations, registry: registry), openAPI: try OpenAPIDocument.load(),
+        ops: OpsRoutes(migrations: stores.migrations, registry: registry, availability: stores.availability),
+        openAPI: try OpenAPIDocument.load(),
         devices: DeviceController(
             devices: stores.devices, tagPolicy: TagPolicy(maxClientTags: configuration.maxClientTags),
             maxBodyBytes: configuration.maxBodyBytes),
@@ -64,8 +65,11 @@ public func buildApplication(
         middleware: BodyLimitMiddleware(
             limit: configuration.maxBodyBytes, overrides: [APIRoutes.batchPath: configuration.maxBatchBodyBytes]))
 
-    let devices = router.group().add(middleware: authenticator)
-    let senders = router.group().add(
+    // Every authenticated route needs the database: while it is down they answer 503 at once
+    // (and requests waiting on it end with 503) instead of waiting for the pool to reconnect.
+    let gate = DatabaseGateMiddleware<HeraldRequestContext>(availability: stores.availability)
+    let devices = router.group().add(middleware: gate).add(middleware: authenticator)
+    let senders = router.group().add(middleware: gate).add(
         middleware: APIKeyAuthenticator(
             keys: keys, limiter: limiter, defaultRate: sends.defaultKeyRatePerSecond,
             requiredScope: APIKeyAuthenticator.byMethod))

@@ -26,7 +26,8 @@ public struct OpsListener: Service {
     ) {
         self.logger = logger
         let router = Router()
-        OpsRoutes(migrations: stores.migrations, registry: registry, queue: stores.queue)
+        OpsRoutes(
+            migrations: stores.migrations, registry: registry, queue: stores.queue, availability: stores.availability)
             .addRoutes(to: router, keys: APIKeyVerifier(keys: stores.apiKeys))
         self.application = Application(
             router: router,

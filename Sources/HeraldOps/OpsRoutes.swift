@@ -10,7 +10,8 @@ public import Prometheus
 ///
 /// - `GET /health/live`: the process answers, `200 {"status":"ok"}`;
 /// - `GET /health/ready`: the database answers and its schema is exactly what this build
-///   expects, `200 {"status":"ok"}`; otherwise `503 {"status":"unavailable","detail":…}`;
+///   expects, `200 {"status":"ok"}`; otherwise `503 {"status":"unavailable","detail":…}`, at
+///   once while the process's ``DatabaseAvailability`` counts the database as down;
 /// - `GET /metrics`: Prometheus text of the process's registry; with a queue, the queue's depth
 ///   by queue and state and the age of each queue's oldest waiting job, read from
 ///   ``JobQueue/counts()`` on each scrape (`herald_queue_jobs{queue,state}`,
@@ -29,13 +30,20 @@ public struct OpsRoutes: Sendable {
     private let migrations: MigrationRunner
     private let registry: PrometheusCollectorRegistry
     private let queueGauges: QueueGauges?
+    private let availability: DatabaseAvailability?
 
     /// Routes that check the schema with `migrations`, export `registry`, and, when `queue` is
     /// given, export its depth (the process's one queue: these routes never make their own).
-    public init(migrations: MigrationRunner, registry: PrometheusCollectorRegistry, queue: JobQueue? = nil) {
+    /// With `availability`, readiness fails at once while the database counts as down, and a
+    /// scrape then skips the queue gauges instead of waiting for the database.
+    public init(
+        migrations: MigrationRunner, registry: PrometheusCollectorRegistry, queue: JobQueue? = nil,
+        availability: DatabaseAvailability? = nil
+    ) {
         self.migrations = migrations
         self.registry = registry
         self.queueGauges = queue.map { QueueGauges(queue: $0, registry: registry) }
+        self.availability = availability
     }
 
     /// Adds `GET /health/live` and `GET /health/ready`, open, and `GET /metrics` behind an
@@ -57,7 +65,11 @@ public struct OpsRoutes: Sendable {
     /// otherwise.
     public func ready<Context: RequestContext>(_ request: Request, context: Context) async throws -> Response {
         do {
-            try await migrations.ensureCurrent()
+            if let availability {
+                try await availability.whileAvailable { try await migrations.ensureCurrent() }
+            } else {
+                try await migrations.ensureCurrent()
+            }
             return try HealthReply(status: "ok", detail: nil).response(from: request, context: context)
         } catch {
             context.logger.warning("herald.ops.not_ready", metadata: ["error": "\(error)"])
@@ -69,7 +81,17 @@ public struct OpsRoutes: Sendable {
 
     /// `GET /metrics`: the registry in Prometheus text format, the queue gauges set first.
     public func metrics<Context: RequestContext>(_ request: Request, context: Context) async throws -> Response {
-        try await queueGauges?.update()
+        if let queueGauges {
+            if let availability {
+                do {
+                    try await availability.whileAvailable { try await queueGauges.update() }
+                } catch let error as StorageError where error.code == .unavailable {
+                    // The process's own series still answer while the database is down.
+                }
+            } else {
+                try await queueGauges.update()
+            }
+        }
         return Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))

@@ -28,6 +28,18 @@ public enum HeraldBootstrap {
         return Stores(client: client, queue: queue, configuration: storage, logger: logger)
     }
 
+    /// ``stores(client:runtime:storage:logger:)`` watched by a ``DatabaseAvailability`` that
+    /// probes the database every second on a connection of its own: for the long-running
+    /// processes, which run `stores.availability` as a service next to `client`.
+    public static func watchedStores(
+        client: PostgresClient, runtime: RuntimeConfiguration, storage: StorageConfiguration, logger: Logger
+    ) -> Stores {
+        var stores = stores(client: client, runtime: runtime, storage: storage, logger: logger)
+        stores.availability = DatabaseAvailability(
+            configuration: runtime.database.postgres, timeout: runtime.database.probeTimeout, logger: logger)
+        return stores
+    }
+
     /// Routes swift-metrics to a Prometheus registry and returns it (for `/metrics`). Call once.
     public static func metrics() -> PrometheusCollectorRegistry {
         let registry = PrometheusCollectorRegistry()

@@ -24,6 +24,11 @@ public struct RuntimeConfiguration: Sendable {
     /// `HERALD_DATABASE_POOL_SIZE`.
     public static let poolSize = Setting.int(
         "database.pool_size", default: 20, range: 1...500, "connections per process")
+    /// `HERALD_DATABASE_PROBE_TIMEOUT_SECONDS`.
+    public static let probeTimeout = Setting.int(
+        "database.probe_timeout_seconds", default: 2, range: 1...60,
+        "herald-api and herald-worker probe the database every second; one probe unanswered this long marks it down: requests get 503 with Retry-After at once and /health/ready fails until a probe answers"
+    )
     /// `HERALD_LOG_LEVEL`.
     public static let logLevel = Setting<LogLevel>.choice("log_level", default: .info, "the log level")
     /// `HERALD_QUEUE_NOTIFY`.
@@ -33,7 +38,8 @@ public struct RuntimeConfiguration: Sendable {
 
     /// Every key this configuration reads.
     public static let settings: [SettingDescription] = [
-        databaseURL.documentation, poolSize.documentation, logLevel.documentation, queueNotify.documentation,
+        databaseURL.documentation, poolSize.documentation, probeTimeout.documentation, logLevel.documentation,
+        queueNotify.documentation,
     ]
 
     /// Reads the configuration; `defaultLogLevel` replaces `info` when `HERALD_LOG_LEVEL` is unset
@@ -44,6 +50,7 @@ public struct RuntimeConfiguration: Sendable {
             hint: "for a local database: `make db-up`, then `set -a; . .data/postgres.env; set +a`")
         database = try DatabaseSettings(url: url)
         database.poolSize = try reader.value(Self.poolSize)
+        database.probeTimeout = .seconds(try reader.value(Self.probeTimeout))
         if let defaultLogLevel, reader.text(Self.logLevel) == nil {
             logLevel = defaultLogLevel
         } else {
@@ -91,6 +98,8 @@ public struct DatabaseSettings: Sendable {
     public var tlsMode: String
     /// Connections in the pool (``RuntimeConfiguration/poolSize``).
     public var poolSize: Int = RuntimeConfiguration.poolSize.defaultValue
+    /// How long a health probe may wait (``RuntimeConfiguration/probeTimeout``).
+    public var probeTimeout: Duration = .seconds(RuntimeConfiguration.probeTimeout.defaultValue)
 
     /// Parses `postgres://user:password@host:port/database?sslmode=…`.
     public init(url: String) throws {

@@ -25,6 +25,10 @@ public struct Stores: Sendable {
     public let apiKeys: APIKeyStore
     /// The schema check and migrations.
     public let migrations: MigrationRunner
+    /// Whether the database answers. Processes that watch it (`herald-api`, `herald-worker`)
+    /// set a probing monitor and run it as a service; by default the database is assumed
+    /// available and nothing probes.
+    public var availability: DatabaseAvailability
 
     /// Builds every store on `client`, enqueuing through `queue`.
     public init(
@@ -40,5 +44,6 @@ public struct Stores: Sendable {
         self.users = UserStore(client: client, logger: logger)
         self.apiKeys = APIKeyStore(client: client, logger: logger)
         self.migrations = MigrationRunner(client: client, logger: logger)
+        self.availability = .assumedAvailable(logger: logger)
     }
 }

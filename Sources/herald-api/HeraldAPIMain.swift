@@ -33,7 +33,7 @@ struct HeraldAPIMain: AsyncParsableCommand {
         let logger = Logger(label: "herald-api")
         let metrics = HeraldBootstrap.metrics()
         let client = PostgresClient(configuration: runtime.database.postgres, backgroundLogger: logger)
-        let stores = HeraldBootstrap.stores(client: client, runtime: runtime, storage: storage, logger: logger)
+        let stores = HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
         let app: any Service
         do {
             app = try await buildApplication(
@@ -46,7 +46,7 @@ struct HeraldAPIMain: AsyncParsableCommand {
         }
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: client), .init(service: app)],
+                services: [.init(service: client), .init(service: stores.availability), .init(service: app)],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()

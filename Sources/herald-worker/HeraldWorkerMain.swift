@@ -40,7 +40,7 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         let client = PostgresClient(
             configuration: runtime.database.postgres(synchronousCommit: delivery.synchronousCommit),
             backgroundLogger: logger)
-        let stores = HeraldBootstrap.stores(client: client, runtime: runtime, storage: storage, logger: logger)
+        let stores = HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
         // Hub calls go through one HTTP client the worker owns: shut down after the executors stop.
         let httpClient = DeliveryHandlers.makeHTTPClient(maxConnections: delivery.concurrency)
         let handlersByQueue: [String: JobHandlers]
@@ -60,7 +60,7 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         let statusListener = OpsListener(
             host: delivery.metricsHost, port: delivery.metricsPort, stores: stores, registry: registry, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: client), .init(service: listener), .init(service: maintenance),
+            .init(service: client), .init(service: stores.availability), .init(service: listener), .init(service: maintenance),
             .init(service: notificationMaintenance), .init(service: statusListener),
         ]
         for (queueName, handlers) in handlersByQueue.sorted(by: { $0.key < $1.key }) {

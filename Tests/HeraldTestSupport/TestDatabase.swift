@@ -30,6 +30,11 @@ public struct TestDatabase: Sendable {
     /// A logger for the test.
     public let logger: Logger
 
+    /// A client configuration for this database (for a second pool of the test's own).
+    public func postgresConfiguration() throws -> PostgresClient.Configuration {
+        try DatabaseSettings(url: url).postgres
+    }
+
     /// True when database tests should run.
     public static var isEnabled: Bool {
         ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"] != nil

@@ -1,0 +1,130 @@
+import Foundation
+import HeraldAPI
+import HeraldDomain
+import HeraldStorage
+import HeraldTestSupport
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import PostgresQueue
+import Testing
+
+/// Issue 12, defect 12: with the database down, PostgresNIO's pool keeps a request waiting
+/// while it retries connecting, so requests hung instead of answering. A process that watches
+/// the database answers `503` with `Retry-After` within a few seconds, and readiness fails.
+@Suite("Database outage")
+struct DatabaseOutageTests {
+    /// A loopback port nothing listens on (bound, then closed): connecting is refused.
+    static func closedPort() async throws -> Int {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = channel.localAddress!.port!
+        try await channel.close()
+        return port
+    }
+
+    /// Runs `body`, failing the test instead of hanging when it takes longer than `limit`.
+    static func within<T: Sendable>(
+        _ limit: Duration, _ what: String, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let value = try await group.next()! else {
+                Issue.record("\(what) took longer than \(limit)")
+                throw CancellationError()
+            }
+            return value
+        }
+    }
+
+    @Test("a down database: requests get 503 with Retry-After within seconds, readiness fails, liveness holds")
+    func downDatabase() async throws {
+        let logger = Logger.quiet("test.outage")
+        var configuration = PostgresClient.Configuration(
+            host: "127.0.0.1", port: try await Self.closedPort(), username: "herald", password: "x", database: "herald",
+            tls: .disable)
+        configuration.options.connectTimeout = .seconds(1)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        var stores = Stores(client: client, queue: JobQueue(client: client, logger: logger), logger: logger)
+        stores.availability = DatabaseAvailability(
+            configuration: configuration, interval: .milliseconds(200), timeout: .seconds(1), logger: logger)
+        let availability = stores.availability
+        #expect(availability.isAvailable, "nothing is known before the first probe")
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            group.addTask { try await availability.run() }
+            defer { group.cancelAll() }
+            let app = try await buildApplication(configuration: .testing(), stores: stores, logger: logger)
+            try await app.test(.router) { http in
+                // Sent before any probe has failed: it waits on the pool until the probe marks
+                // the database down, then ends with 503.
+                let started = ContinuousClock.now
+                let first = try await Self.within(.seconds(20), "a request against a down database") {
+                    try await http.execute(
+                        uri: "/v1/notifications", method: .get,
+                        headers: [.authorization: "Bearer " + APIKeyFormat.generate()])
+                }
+                #expect(first.status == .serviceUnavailable)
+                #expect(first.headers[.retryAfter] != nil)
+                #expect(String(buffer: first.body).contains("\"unavailable\""))
+                #expect(ContinuousClock.now - started < .seconds(10))
+                #expect(!availability.isAvailable)
+                #expect(availability.unavailableReason != nil)
+
+                // Now known down: refused at once, on every authenticated route.
+                let device = try await Self.within(.seconds(5), "a device request while the database is down") {
+                    try await http.execute(
+                        uri: "/api/register", method: .post, headers: [.authorization: basic("bob")],
+                        body: ByteBuffer(string: "{}"))
+                }
+                #expect(device.status == .serviceUnavailable)
+                #expect(device.headers[.retryAfter] != nil)
+
+                let ready = try await Self.within(.seconds(5), "readiness while the database is down") {
+                    try await http.execute(uri: "/health/ready", method: .get)
+                }
+                #expect(ready.status == .serviceUnavailable)
+                #expect(String(buffer: ready.body).contains("unavailable"))
+                let live = try await http.execute(uri: "/health/live", method: .get)
+                #expect(live.status == .ok)
+            }
+        }
+    }
+
+    @Test("a database that answers stays available and requests pass the gate")
+    func upDatabase() async throws {
+        try await TestDatabase.with { db in
+            var stores = db.stores()
+            var configuration = try db.postgresConfiguration()
+            configuration.options.maximumConnections = 1
+            stores.availability = DatabaseAvailability(
+                configuration: configuration, interval: .milliseconds(100), timeout: .seconds(5), logger: db.logger)
+            let availability = stores.availability
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await availability.run() }
+                defer { group.cancelAll() }
+                let made = try await stores.apiKeys.create(name: "reader", scopes: [.read], rateLimitPerSecond: nil)
+                let app = try await buildApplication(configuration: .testing(), stores: stores, logger: db.logger)
+                try await app.test(.router) { http in
+                    for _ in 0..<5 {
+                        let list = try await http.execute(
+                            uri: "/v1/notifications", method: .get, headers: [.authorization: "Bearer " + made.key])
+                        #expect(list.status == .ok)
+                        try await Task.sleep(for: .milliseconds(100))
+                    }
+                    #expect(try await http.execute(uri: "/health/ready", method: .get).status == .ok)
+                }
+                #expect(availability.isAvailable)
+            }
+        }
+    }
+}
