@@ -5,6 +5,8 @@
 #                        .data/postgres.env and print its HERALD_DATABASE_URL line (idempotent)
 #   scripts/db.sh down   stop this cluster only
 #   scripts/db.sh env    print the env file's line (fails if the cluster is not running)
+#   scripts/db.sh restart [fast|immediate] [SECONDS]
+#                        stop the cluster, keep it down SECONDS, start it on the same port
 #
 # Runs as root (initdb refuses root, so the cluster belongs to an unprivileged user) or as
 # an ordinary user. Needs nothing set up by hand: on a fresh Debian machine it installs the
@@ -174,6 +176,23 @@ cmd_down() {
   rm -f "$env_file"
 }
 
+# Stops the cluster (`fast`: a clean shutdown, or `immediate`: a crash), keeps it down for
+# $2 seconds, and starts it again on the same port (the fault harness's outage).
+cmd_restart() {
+  local mode="${1:-fast}" seconds="${2:-0}" bindir owner dir port
+  bindir="$(find_bindir)" || die "no PostgreSQL binaries"
+  owner="$(cluster_owner)"
+  dir="$(cluster_dir "$owner")"
+  is_running "$bindir" "$owner" "$dir" || die "the cluster is not running"
+  port="$(sed -n 4p "$dir/postmaster.pid")"
+  as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -m "$mode" -w stop >/dev/null
+  log "stopped ($mode) on port $port; down for ${seconds}s"
+  sleep "$seconds"
+  as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -w -t 900 -l "$dir/server.log" \
+    -o "-p $port -k $dir -c max_connections=500" start >/dev/null || die "the server did not start again"
+  log "started again on port $port"
+}
+
 cmd_env() {
   [ -f "$env_file" ] || die "no cluster running: run 'make db-up'"
   cat "$env_file"
@@ -183,5 +202,6 @@ case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   env) cmd_env ;;
-  *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+  restart) cmd_restart "${2:-fast}" "${3:-0}" ;;
+  *) echo "usage: $0 up|down|env|restart [fast|immediate] [seconds]" >&2; exit 2 ;;
 esac

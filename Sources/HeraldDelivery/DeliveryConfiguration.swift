@@ -56,6 +56,10 @@ public struct DeliveryConfiguration: Sendable {
     /// `HERALD_LEASE_SECONDS`.
     public static let leaseSeconds = Setting.int(
         "lease_seconds", default: 30, range: 1...86_400, "how long a claimed job is held without a heartbeat")
+    /// `HERALD_HUB_TIMEOUT_SECONDS`.
+    public static let hubTimeoutSeconds = Setting.int(
+        "hub.timeout_seconds", default: 30, range: 1...600,
+        "how long one hub call may take; a call that does not answer in time is a retryable timeout (it may still have gone out)")
     /// `HERALD_WORKER_HOT_POLL_MS`.
     public static let hotPollMilliseconds = Setting.int(
         "worker.hot_poll_ms", default: 10, range: 1...1000,
@@ -86,6 +90,7 @@ public struct DeliveryConfiguration: Sendable {
         leaseSeconds.documentation, hotPollMilliseconds.documentation, synchronousCommit.documentation,
         historyRetentionHours.documentation, notificationRetentionHours.documentation,
         retryAfterCapSeconds.documentation, metricsHost.documentation, metricsPort.documentation,
+        hubTimeoutSeconds.documentation,
     ]
 
     /// Creates settings for `hubName` at `hubConnectionString`; every other default is the
@@ -101,7 +106,8 @@ public struct DeliveryConfiguration: Sendable {
         retryAfterCap: Duration = .seconds(DeliveryConfiguration.retryAfterCapSeconds.defaultValue),
         metricsHost: String = DeliveryConfiguration.metricsHost.defaultValue,
         metricsPort: Int = DeliveryConfiguration.metricsPort.defaultValue,
-        hubCallTimeout: Duration = .seconds(30), authenticationAttempts: Int = 3, maxSyncRounds: Int = 5,
+        hubCallTimeout: Duration = .seconds(DeliveryConfiguration.hubTimeoutSeconds.defaultValue),
+        authenticationAttempts: Int = 3, maxSyncRounds: Int = 5,
         telemetryFirstPoll: Duration = .seconds(5), telemetryGiveUp: Duration = .seconds(3600),
         telemetryMaxInterval: Duration = .seconds(300)
     ) {
@@ -142,6 +148,7 @@ public struct DeliveryConfiguration: Sendable {
             historyRetention: .seconds(try reader.value(Self.historyRetentionHours) * 3600),
             notificationRetention: .seconds(try reader.value(Self.notificationRetentionHours) * 3600),
             retryAfterCap: .seconds(try reader.value(Self.retryAfterCapSeconds)),
-            metricsHost: try reader.value(Self.metricsHost), metricsPort: try reader.value(Self.metricsPort))
+            metricsHost: try reader.value(Self.metricsHost), metricsPort: try reader.value(Self.metricsPort),
+            hubCallTimeout: .seconds(try reader.value(Self.hubTimeoutSeconds)))
     }
 }

@@ -99,6 +99,17 @@ struct FaultTests {
         }
     }
 
+    @Test("every: N applies a rule to the 1st, N+1-th, 2N+1-th … matching request, deterministically")
+    func everyNth() async throws {
+        try await Harness.with { h in
+            #expect(try await h.inspect(.POST, "/faults", body: #"[{"status":503,"every":3}]"#).status == 200)
+            var statuses: [Int] = []
+            for _ in 0..<9 { statuses.append(try await h.send(format: "apple", body: Self.alert).0.status) }
+            #expect(statuses == [503, 201, 201, 503, 201, 201, 503, 201, 201])
+            #expect(try await h.inspect(.POST, "/faults", body: #"[{"status":503,"every":0}]"#).status == 400)
+        }
+    }
+
     @Test("Invalid fault rules → 400")
     func invalid() async throws {
         try await Harness.with { h async throws in

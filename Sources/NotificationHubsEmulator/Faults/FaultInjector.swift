@@ -38,6 +38,11 @@ struct FaultRule: Sendable {
     /// Remaining applications; nil = unlimited.
     var count: Int?
     var probability: Double?
+    /// Applies to every `every`-th request the rule matches (1st, then every+1-th, …): a
+    /// deterministic share, where `probability` is a random one.
+    var every: Int?
+    /// Requests this rule has matched so far (for `every`).
+    var matched = 0
 
     struct Input: Decodable {
         var method: String?
@@ -47,6 +52,7 @@ struct FaultRule: Sendable {
         var delayMs: Int?
         var count: Int?
         var probability: Double?
+        var every: Int?
     }
 
     init(_ input: Input) throws(HubError) {
@@ -65,11 +71,13 @@ struct FaultRule: Sendable {
         if let delay = input.delayMs, delay < 0 { throw HubError.badRequest("delayMs must not be negative.") }
         if let retry = input.retryAfterSeconds, retry < 0 { throw HubError.badRequest("retryAfterSeconds must not be negative.") }
         if let p = input.probability, !(0...1).contains(p) { throw HubError.badRequest("probability must be between 0 and 1.") }
+        if let every = input.every, every < 1 { throw HubError.badRequest("every must be at least 1.") }
         status = input.status
         retryAfterSeconds = input.retryAfterSeconds
         delayMs = input.delayMs
         count = input.count
         probability = input.probability
+        every = input.every
     }
 
     var json: String {
@@ -81,6 +89,7 @@ struct FaultRule: Sendable {
         writer.int("delayMs", delayMs)
         writer.int("count", count)
         writer.double("probability", probability)
+        writer.int("every", every)
         return writer.finished()
     }
 }
@@ -125,6 +134,10 @@ final class FaultInjector: Sendable {
                 if let count = rule.count, count <= 0 { continue }
                 if let m = rule.method, !m.caseInsensitiveEquals(method) { continue }
                 if let pattern = rule.pathPattern, !pattern.matches(path) { continue }
+                if let every = rule.every {
+                    s.rules[index].matched += 1
+                    if (s.rules[index].matched - 1) % every != 0 { continue }
+                }
                 if let p = rule.probability, s.random.unit() >= p { continue }
                 if let count = rule.count { s.rules[index].count = count - 1 }
                 return FaultAction(delayMs: rule.delayMs, status: rule.status, retryAfterSeconds: rule.retryAfterSeconds)

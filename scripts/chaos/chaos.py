@@ -1,0 +1,733 @@
+#!/usr/bin/env python3
+"""Herald's fault harness: the real processes against real PostgreSQL and nh-emulator, faults
+injected, and the outcome counted from the emulator's delivery and request logs and the database.
+
+    chaos.py --bin BIN_DIR [--size reduced|full] [--only NAME,...]
+
+Prints one line per scenario (`chaos NAME ok|FAIL figures…`) and exits non-zero when any
+scenario fails. Every wait is bounded; only loopback traffic; the processes it starts are
+stopped on exit. Logs of every process go to .data/chaos/<scenario>/ and are scanned for
+secrets at the end.
+"""
+import argparse
+import base64
+import concurrent.futures
+import datetime
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DATA = os.path.join(ROOT, ".data")
+LOGS = os.path.join(DATA, "chaos")
+FINAL = ("Completed", "NoTargetFound", "Abandoned", "Unknown", "Cancelled", "Expired")
+
+SIZES = {
+    # scenario: (reduced, full)
+    "kill9.sends": (1000, 10000),
+    "restart.seconds": (3, 8),
+    "storm.sends": (1000, 10000),
+    "gone.devices": (150, 1000),
+    "stall.sends": (400, 2000),
+    "schema.examples": (15, 60),
+}
+
+SECRETS = set()  # every secret the harness handles, to be found in no log line
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def wait_for(what, predicate, timeout, interval=0.1):
+    """Polls `predicate` until it returns a truthy value; fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise Failure(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------- database
+
+
+class Database:
+    def __init__(self, base_url, name):
+        self.base = urllib.parse.urlsplit(base_url)
+        self.name = name
+        self.url = urllib.parse.urlunsplit(self.base._replace(path="/" + name))
+        self.password = urllib.parse.unquote(self.base.password or "")
+        SECRETS.add(self.password)
+        SECRETS.add(base_url)
+        self.psql_bin = find_psql()
+
+    def psql(self, sql, database=None):
+        env = dict(os.environ, PGPASSWORD=self.password, PGCONNECT_TIMEOUT="5")
+        out = subprocess.run(
+            [self.psql_bin, "-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", "-h", self.base.hostname,
+             "-p", str(self.base.port), "-U", urllib.parse.unquote(self.base.username), "-d", database or self.name,
+             "-c", sql],
+            env=env, capture_output=True, text=True, timeout=60)
+        if out.returncode != 0:
+            raise Failure(f"psql failed: {out.stderr.strip()[:300]}")
+        return out.stdout.strip()
+
+    def value(self, sql):
+        text = self.psql(sql)
+        return int(text) if text else 0
+
+    def rows(self, sql):
+        text = self.psql(sql)
+        return [line.split("|") for line in text.splitlines() if line]
+
+    def recreate(self):
+        self.psql(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)', database="postgres")
+        self.psql(f'CREATE DATABASE "{self.name}"', database="postgres")
+
+    def drop(self):
+        try:
+            self.psql(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)', database="postgres")
+        except Failure:
+            pass
+
+
+def find_psql():
+    found = shutil.which("psql")
+    if found:
+        return found
+    for version in sorted(os.listdir("/usr/lib/postgresql"), reverse=True):
+        candidate = f"/usr/lib/postgresql/{version}/bin/psql"
+        if os.path.exists(candidate):
+            return candidate
+    raise Failure("psql not found (scripts/db.sh installs PostgreSQL)")
+
+
+# ---------------------------------------------------------------- processes
+
+
+class Process:
+    """A child process whose stdout and stderr go to one log file."""
+
+    def __init__(self, name, argv, env, log_dir):
+        self.name = name
+        self.argv = argv
+        self.env = env
+        self.log_path = os.path.join(log_dir, f"{name}.log")
+        self.out_path = os.path.join(log_dir, f"{name}.out")
+        self.start()
+
+    def start(self):
+        # The log (standard error) is what the secrets scan reads; standard output is a
+        # process's answer (nh-emulator prints its connection string there, by design).
+        self.log = open(self.log_path, "ab")
+        self.out = open(self.out_path, "ab")
+        self.offset = os.path.getsize(self.log_path)
+        self.out_offset = os.path.getsize(self.out_path)
+        self.popen = subprocess.Popen(self.argv, env=self.env, stdout=self.out, stderr=self.log,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def output(self):
+        with open(self.out_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def wait_line(self, pattern, timeout=60, stdout=False):
+        """Waits for `pattern` in what this start of the process logged (or printed)."""
+        regex = re.compile(pattern)
+        path, offset = (self.out_path, self.out_offset) if stdout else (self.log_path, self.offset)
+
+        def found():
+            if self.popen.poll() is not None:
+                with open(self.log_path, "rb") as f:
+                    tail = f.read().decode("utf-8", "replace").strip().splitlines()[-1:]
+                raise Failure(f"{self.name} exited ({self.popen.returncode}): {tail}")
+            with open(path, "rb") as f:
+                f.seek(offset)
+                match = regex.search(f.read().decode("utf-8", "replace"))
+            return match
+        return wait_for(f"{self.name} to log /{pattern}/", found, timeout, 0.05)
+
+    def signal(self, sig):
+        if self.popen.poll() is None:
+            os.kill(self.popen.pid, sig)
+
+    def kill9(self):
+        self.signal(signal.SIGKILL)
+        self.popen.wait(timeout=10)
+
+    def stop(self):
+        if self.popen.poll() is None:
+            try:
+                os.kill(self.popen.pid, signal.SIGCONT)
+                os.kill(self.popen.pid, signal.SIGTERM)
+                self.popen.wait(timeout=20)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                self.signal(signal.SIGKILL)
+                self.popen.wait(timeout=10)
+        self.log.close()
+        self.out.close()
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+def http(method, url, body=None, headers=None, timeout=10):
+    """(status, body text, headers, seconds). Connection failures are status 0."""
+    data = None
+    headers = dict(headers or {})
+    if body is not None:
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        headers.setdefault("Content-Type", "application/json")
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode(), dict(response.headers), time.monotonic() - started
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(), dict(error.headers), time.monotonic() - started
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as error:
+        return 0, str(error), {}, time.monotonic() - started
+
+
+# ---------------------------------------------------------------- the system
+
+
+class System:
+    """One scenario's processes: a fresh database, nh-emulator, herald-api, herald-worker(s)."""
+
+    def __init__(self, name, bin_dir, base_url, worker_env=None, api_env=None, emulator_args=()):
+        self.name = name
+        self.bin = bin_dir
+        self.log_dir = os.path.join(LOGS, name)
+        shutil.rmtree(self.log_dir, ignore_errors=True)
+        os.makedirs(self.log_dir)
+        self.db = Database(base_url, "herald_chaos")
+        self.db.recreate()
+        self.processes = []
+        self.env = dict(os.environ, HERALD_DATABASE_URL=self.db.url, HERALD_LOG_LEVEL="info",
+                        HERALD_AUTH_BCRYPT_COST="4")
+        self.env.pop("HERALD_ENV_FILE", None)
+        self.ctl("migrate")
+        self.emulator = self.spawn("nh-emulator", [os.path.join(bin_dir, "nh-emulator"), "--port", "0",
+                                                   "--max-requests", "1000000", "--max-deliveries", "1000000",
+                                                   *emulator_args], self.env)
+        self.emulator.wait_line(r"HERALD_HUB_NAME=", 30, stdout=True)
+        text = self.emulator.output()
+        connection = re.search(r"HERALD_HUB_CONNECTION_STRING=(\S+)", text).group(1)
+        SECRETS.add(connection)
+        SECRETS.add(re.search(r"SharedAccessKey=([^;\s]+)", connection).group(1))
+        self.emulator_url = re.search(r"Endpoint=(http://[^/;]+)/", connection).group(1)
+        self.hub = re.search(r"HERALD_HUB_NAME=(\S+)", text).group(1)
+        self.env.update(HERALD_HUB_CONNECTION_STRING=connection, HERALD_HUB_NAME=self.hub)
+        self.key = self.ctl("keys", "create", "--name", "chaos", "--scopes", "send,read").strip().splitlines()[-1]
+        SECRETS.add(self.key)
+        self.api_env = dict(self.env, HERALD_API_PORT="0", HERALD_API_KEY_RATE_LIMIT="10000",
+                            HERALD_TUTORIAL_SEND_RATE_LIMIT="10000", **(api_env or {}))
+        self.api = self.spawn("herald-api", [os.path.join(bin_dir, "herald-api")], self.api_env)
+        port = self.api.wait_line(r"port=(\d+).*herald\.api\.listening", 60).group(1)
+        self.api_url = f"http://127.0.0.1:{port}"
+        self.worker_env = dict(self.env, HERALD_WORKER_METRICS_PORT="0", **(worker_env or {}))
+        self.workers = []
+
+    def spawn(self, name, argv, env):
+        process = Process(name, argv, env, self.log_dir)
+        self.processes.append(process)
+        return process
+
+    def ctl(self, *args, stdin=None):
+        out = subprocess.run([os.path.join(self.bin, "heraldctl"), *args], env=self.env, input=stdin,
+                             capture_output=True, text=True, timeout=120)
+        with open(os.path.join(self.log_dir, "heraldctl.log"), "a") as log:
+            log.write(out.stderr)
+        if out.returncode != 0:
+            raise Failure(f"heraldctl {' '.join(args)} failed: {out.stderr.strip()[:300]}")
+        return out.stdout
+
+    def start_worker(self):
+        worker = self.spawn(f"herald-worker-{len(self.workers) + 1}", [os.path.join(self.bin, "herald-worker")],
+                            self.worker_env)
+        worker.wait_line(r"herald\.worker\.started", 60)
+        self.workers.append(worker)
+        return worker
+
+    def restart_worker(self, worker):
+        worker.start()
+        worker.wait_line(r"herald\.worker\.started", 60)
+
+    # API
+    def v1(self, method, path, body=None, headers=None, timeout=30):
+        return http(method, self.api_url + path, body,
+                    dict({"Authorization": "Bearer " + self.key}, **(headers or {})), timeout)
+
+    def send_batch(self, handles, alert="chaos"):
+        """Accepts one direct send per handle (batches of 1,000); returns the notification ids."""
+        ids = []
+        for start in range(0, len(handles), 1000):
+            items = [{"target": {"deviceHandle": h, "platform": "apple"},
+                      "content": {"apple": {"aps": {"alert": alert}}}, "idempotencyKey": h}
+                     for h in handles[start:start + 1000]]
+            status, text, _, _ = self.v1("POST", "/v1/notifications:batch", {"notifications": items}, timeout=120)
+            check(status == 202, f"batch answered {status}: {text[:200]}")
+            ids += [n["id"] for n in json.loads(text)["notifications"]]
+        return ids
+
+    # emulator
+    def emu(self, method, path, body=None):
+        status, text, _, _ = http(method, f"{self.emulator_url}/_emulator/hubs/{self.hub}{path}", body, timeout=60)
+        check(200 <= status < 300, f"emulator {method} {path} answered {status}: {text[:200]}")
+        return json.loads(text) if text else None
+
+    def faults(self, rules, seed=1):
+        self.emu("POST", f"/faults?seed={seed}", rules)
+
+    def deliveries_by_handle(self):
+        counts = {}
+        for delivery in self.emu("GET", "/deliveries"):
+            handle = delivery.get("pnsHandle")
+            counts[handle] = counts.get(handle, 0) + 1
+        return counts
+
+    # database
+    def states(self):
+        return dict((state, int(n)) for state, n in self.db.rows("SELECT state, count(*) FROM notifications GROUP BY 1"))
+
+    def wait_final(self, total, timeout):
+        def settled():
+            states = self.states()
+            return states if sum(n for s, n in states.items() if s in FINAL) >= total else None
+        try:
+            return wait_for(f"{total} notifications to reach a final state", settled, timeout, 0.5)
+        except Failure as failure:
+            self.dump_unfinished()
+            raise Failure(f"{failure}; states {self.states()}; see {self.log_dir}/unfinished.txt")
+
+    def dump_unfinished(self):
+        """What the database says about notifications that did not finish, for the post-mortem."""
+        final = ", ".join(f"'{s}'" for s in FINAL)
+        queries = [
+            f"SELECT h.* FROM hub_sends h JOIN notifications n ON n.id = h.notification_id "
+            f"WHERE n.state NOT IN ({final}) LIMIT 20",
+            f"SELECT o.* FROM notification_outcomes o JOIN notifications n ON n.id = o.notification_id "
+            f"WHERE n.state NOT IN ({final}) ORDER BY o.id LIMIT 40",
+            f"SELECT j.id, j.kind, j.state, j.attempt, j.max_attempts, j.run_at, j.locked_by, j.lease_expires_at, "
+            f"j.args, j.errors FROM pgqueue.jobs j LIMIT 40",
+            f"SELECT h.id, h.kind, h.state, h.attempt, h.args, h.errors FROM pgqueue.job_history h "
+            f"WHERE h.state <> 'completed' LIMIT 40",
+        ]
+        with open(os.path.join(self.log_dir, "unfinished.txt"), "w") as out:
+            for query in queries:
+                out.write(f"-- {query}\n")
+                try:
+                    out.write(self.db.psql(query) + "\n\n")
+                except Failure as failure:
+                    out.write(f"{failure}\n\n")
+
+    def duplicate_outcomes(self):
+        return self.db.value("SELECT count(*) FROM (SELECT hub_send_id, attempt FROM notification_outcomes "
+                             "WHERE kind = 'send' GROUP BY 1, 2 HAVING count(*) > 1) d")
+
+    def close(self):
+        for process in reversed(self.processes):
+            process.stop()
+        self.db.drop()
+
+
+def handles(prefix, n):
+    # APNs-shaped (64 hex digits), unique per scenario run.
+    run = secrets.token_hex(4)
+    return [f"{prefix}{run}{i:08x}".ljust(64, "0")[:64] for i in range(n)]
+
+
+def summary(states):
+    return ",".join(f"{state}={n}" for state, n in sorted(states.items()))
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+def scenario_kill9(bin_dir, base_url, size):
+    """kill -9 one of two workers mid-batch, three times; restart it each time."""
+    n = size["kill9.sends"]
+    system = System("kill9", bin_dir, base_url,
+                    worker_env={"HERALD_WORKER_CONCURRENCY": "16", "HERALD_LEASE_SECONDS": "3"})
+    try:
+        system.faults([{"method": "POST", "pathPattern": "messages/?$", "delayMs": 40}])
+        victim = system.start_worker()
+        system.start_worker()
+        targets = [h.upper() for h in handles("a", n)]
+        ids = system.send_batch(targets)
+        check(len(ids) == n, f"{len(ids)} of {n} accepted")
+        in_flight = 0
+        for share in (0.2, 0.45, 0.7):
+            wait_for(f"{int(share * 100)}% of the sends to be attempted",
+                     lambda: system.db.value("SELECT count(*) FROM hub_sends WHERE attempts > 0") >= share * n, 120, 0.05)
+            in_flight += system.db.value(
+                f"SELECT count(*) FROM pgqueue.jobs WHERE state = 'running' AND locked_by LIKE '%:{victim.pid}:%'")
+            victim.kill9()
+            system.restart_worker(victim)
+        states = system.wait_final(n, 240)
+        delivered = system.deliveries_by_handle()
+        lost = sum(1 for h in targets if delivered.get(h, 0) == 0)
+        duplicates = sum(max(0, delivered.get(h, 0) - 1) for h in targets)
+        figures = (f"sends={n} kills=3 final={sum(states.values())} {summary(states)} lost={lost} "
+                   f"duplicates={duplicates} in_flight_at_kills={in_flight}")
+        check(states.get("Completed", 0) == n, f"not all Completed: {figures}")
+        check(lost == 0, f"deliveries lost: {figures}")
+        check(duplicates <= in_flight, f"more duplicates than in-flight sends: {figures}")
+        check(system.duplicate_outcomes() == 0, "an attempt has two outcome rows")
+        return figures
+    finally:
+        system.close()
+
+
+def scenario_restart(bin_dir, base_url, size):
+    """Restart PostgreSQL while the API accepts sends and the worker delivers."""
+    outage = size["restart.seconds"]
+    system = System("restart", bin_dir, base_url,
+                    worker_env={"HERALD_WORKER_CONCURRENCY": "32"})
+    try:
+        system.start_worker()
+        results = []  # (started monotonic, status, seconds, handle, id)
+        lock = threading.Lock()
+        stop = threading.Event()
+        counter = iter(range(10**9))
+        run = secrets.token_hex(4)
+
+        def load():
+            while not stop.is_set():
+                handle = f"b{run}{next(counter):08x}".ljust(64, "0")
+                started = time.monotonic()
+                body = {"target": {"deviceHandle": handle, "platform": "apple"},
+                        "content": {"apple": {"aps": {"alert": "restart"}}}}
+                status, text, headers, seconds = system.v1(
+                    "POST", "/v1/notifications", body, {"Idempotency-Key": handle}, timeout=30)
+                notification = json.loads(text).get("id") if status == 202 else None
+                with lock:
+                    results.append((started, status, seconds, handle, notification, headers.get("Retry-After")))
+                if status != 202:
+                    time.sleep(0.05)
+
+        threads = [threading.Thread(target=load, daemon=True) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        wait_for("sends accepted before the outage", lambda: sum(1 for r in results if r[1] == 202) >= 50, 60)
+        down_at = time.monotonic()
+        restart = subprocess.run([os.path.join(ROOT, "scripts", "db.sh"), "restart", "fast", str(outage)],
+                                 capture_output=True, text=True, timeout=300)
+        up_at = time.monotonic()
+        check(restart.returncode == 0, f"db.sh restart failed: {restart.stderr[-300:]}")
+        wait_for("sends accepted after the outage",
+                 lambda: sum(1 for r in results if r[1] == 202 and r[0] > up_at) >= 50, 60)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        accepted = [r for r in results if r[1] == 202]
+        during = [r for r in results if down_at <= r[0] <= up_at]
+        refused = [r for r in during if r[1] == 503]
+        slow = [r for r in during if r[2] > 5.0]
+        other = [r for r in results if r[1] not in (202, 503)]
+        resumed = min((r[0] for r in accepted if r[0] > up_at), default=None)
+        states = system.wait_final(len(accepted), 180)
+        known = set(system.db.psql("SELECT id FROM notifications").split())
+        lost = [r for r in accepted if r[4] not in known]
+        delivered = system.deliveries_by_handle()
+        undelivered = [r for r in accepted if delivered.get(r[3], 0) == 0]
+        longest = max((r[2] for r in during), default=0.0)
+        figures = (f"outage={outage}s requests={len(results)} accepted={len(accepted)} during_outage={len(during)} "
+                   f"503={len(refused)} slowest_during={longest:.2f}s other_status={len(other)} "
+                   f"resumed_after={(resumed - up_at) if resumed else -1:.2f}s {summary(states)} "
+                   f"accepted_lost={len(lost)} undelivered={len(undelivered)}")
+        check(len(refused) > 0, f"no 503 during the outage: {figures}")
+        check(all(r[5] for r in refused), f"a 503 without Retry-After: {figures}")
+        check(not slow, f"requests took over 5 s during the outage: {figures}")
+        check(not other, f"unexpected statuses {sorted(set(r[1] for r in other))}: {figures}")
+        check(not lost and not undelivered, f"accepted sends lost: {figures}")
+        check(states.get("Completed", 0) == len(accepted), f"not all Completed: {figures}")
+        return figures
+    finally:
+        system.close()
+
+
+def scenario_storm(bin_dir, base_url, size):
+    """30% 5xx, 10% 429 with Retry-After, 5% slower than the client timeout."""
+    n = size["storm.sends"]
+    retry_after = 1
+    system = System("storm", bin_dir, base_url,
+                    worker_env={"HERALD_WORKER_CONCURRENCY": "200", "HERALD_HUB_TIMEOUT_SECONDS": "1"})
+    try:
+        sends = {"method": "POST", "pathPattern": "messages/?$"}
+        # The first rule that matches and wins its draw applies: 0.30, then 0.70·p, then 0.60·p.
+        system.faults([dict(sends, status=500, probability=0.30),
+                       dict(sends, status=429, retryAfterSeconds=retry_after, probability=0.10 / 0.70),
+                       dict(sends, delayMs=1500, probability=0.05 / 0.60)], seed=7)
+        system.start_worker()
+        targets = [h.upper() for h in handles("c", n)]
+        system.send_batch(targets)
+        states = system.wait_final(n, 600)
+        requests = [r for r in system.emu("GET", "/requests")
+                    if r["method"] == "POST" and re.search(r"messages/?$", r["path"])]
+        by_handle = {}
+        for r in requests:
+            handle = {k.lower(): v for k, v in r["headers"].items()}.get("servicebusnotification-devicehandle")
+            by_handle.setdefault(handle, []).append(r)
+        early = 0
+        shortest = None
+        for calls in by_handle.values():
+            calls.sort(key=lambda r: r["at"])
+            for before, after in zip(calls, calls[1:]):
+                if before["status"] != 429:
+                    continue
+                gap = (parse_time(after["at"]) - parse_time(before["at"])).total_seconds()
+                shortest = gap if shortest is None else min(shortest, gap)
+                if gap < retry_after - 0.002:
+                    early += 1
+        statuses = {}
+        for r in requests:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        delivered = system.deliveries_by_handle()
+        lost = sum(1 for h in targets if delivered.get(h, 0) == 0)
+        figures = (f"sends={n} hub_calls={len(requests)} statuses={json.dumps(statuses, sort_keys=True)} "
+                   f"{summary(states)} lost={lost} retried_before_retry_after={early} "
+                   f"shortest_gap_after_429={shortest if shortest is None else round(shortest, 3)}s")
+        check(states.get("Completed", 0) == n, f"not all Completed: {figures}")
+        check(lost == 0, f"deliveries lost: {figures}")
+        check(early == 0, f"retried before Retry-After: {figures}")
+        check(statuses.get(429, 0) > 0 and statuses.get(500, 0) > 0, f"the storm did not happen: {figures}")
+        return figures
+    finally:
+        system.close()
+
+
+def parse_time(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def scenario_gone(bin_dir, base_url, size):
+    """410 Gone on every third registration update: every device ends synced under its own id."""
+    n = size["gone.devices"]
+    per_user = 100
+    system = System("gone", bin_dir, base_url, worker_env={"HERALD_WORKER_CONCURRENCY": "32"})
+    try:
+        system.start_worker()
+        users = []
+        for u in range((n + per_user - 1) // per_user):
+            name, password = f"chaos{u}", secrets.token_urlsafe(12)
+            SECRETS.add(password)
+            system.ctl("users", "add", name, "--password-stdin", stdin=password + "\n")
+            users.append("Basic " + base64.b64encode(f"{name}:{password}".encode()).decode())
+        devices = []  # (id, auth, handle)
+
+        def register(i):
+            auth = users[i // per_user]
+            handle = f"d{i:08x}".ljust(64, "0").upper()
+            status, text, _, _ = http("POST", f"{system.api_url}/api/register?handle={handle}", "",
+                                      {"Authorization": auth})
+            check(status == 200, f"register answered {status}: {text[:200]}")
+            device = json.loads(text)
+            status, text, _, _ = http("PUT", f"{system.api_url}/api/register/{device}",
+                                      {"Platform": "apns", "Handle": handle, "Tags": ["first"]}, {"Authorization": auth})
+            check(status == 200, f"update answered {status}: {text[:200]}")
+            return (device, auth, handle)
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            devices = list(pool.map(register, range(n)))
+        synced = "SELECT count(*) FROM devices WHERE sync_state = 'synced' AND synced_version = version"
+        wait_for(f"{n} devices synced", lambda: system.db.value(synced) >= n, 180, 0.5)
+        system.faults([{"method": "PUT", "pathPattern": "/registrations/[^/]+$", "status": 410, "every": 3}])
+
+        def update(device):
+            ident, auth, handle = device
+            status, text, _, _ = http("PUT", f"{system.api_url}/api/register/{ident}",
+                                      {"Platform": "apns", "Handle": handle, "Tags": ["second"]},
+                                      {"Authorization": auth})
+            check(status == 200, f"update answered {status}: {text[:200]}")
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(update, devices))
+        wait_for(f"{n} devices synced again", lambda: system.db.value(synced) >= n, 240, 0.5)
+        gone = sum(1 for r in system.emu("GET", "/requests") if r["status"] == 410)
+        ids = set(system.db.psql("SELECT id FROM devices WHERE deleted_at IS NULL").split())
+        kept = sum(1 for d in devices if d[0] in ids)
+        registrations = system.emu("GET", "/registrations")
+        tagged = {r["pnsHandle"].upper() for r in registrations if "second" in r.get("tags", [])}
+        with_tag = sum(1 for d in devices if d[2] in tagged)
+        states = dict(system.db.rows("SELECT sync_state, count(*) FROM devices GROUP BY 1"))
+        figures = (f"devices={n} gone_answers={gone} sync_states={json.dumps(states, sort_keys=True)} "
+                   f"ids_unchanged={kept} hub_registrations_updated={with_tag} hub_registrations={len(registrations)}")
+        check(gone > 0, f"no 410 was served: {figures}")
+        check(kept == n, f"device ids changed: {figures}")
+        check(with_tag == n, f"registrations missing the update: {figures}")
+        check(len(registrations) == n, f"stale registrations left at the hub: {figures}")
+        return figures
+    finally:
+        system.close()
+
+
+def scenario_stall(bin_dir, base_url, size):
+    """SIGSTOP a worker past its lease, SIGCONT it: its late writes change nothing."""
+    n = size["stall.sends"]
+    lease = 3
+    system = System("stall", bin_dir, base_url,
+                    worker_env={"HERALD_WORKER_CONCURRENCY": "16", "HERALD_LEASE_SECONDS": str(lease)})
+    try:
+        system.faults([{"method": "POST", "pathPattern": "messages/?$", "delayMs": 300}])
+        stalled = system.start_worker()
+        system.start_worker()
+        targets = [h.upper() for h in handles("e", n)]
+        system.send_batch(targets)
+        held = wait_for("the worker to hold running jobs", lambda: system.db.value(
+            f"SELECT count(*) FROM pgqueue.jobs WHERE state = 'running' AND locked_by LIKE '%:{stalled.pid}:%'"), 60, 0.05)
+        stalled.signal(signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        wait_for("its jobs to be taken over", lambda: system.db.value(
+            f"SELECT count(*) FROM pgqueue.jobs WHERE state = 'running' AND locked_by LIKE '%:{stalled.pid}:%'") == 0,
+            60, 0.2)
+        paused = time.monotonic() - stopped_at
+        stalled.signal(signal.SIGCONT)
+        states = system.wait_final(n, 240)
+        duplicates = system.duplicate_outcomes()
+        delivered = system.deliveries_by_handle()
+        lost = sum(1 for h in targets if delivered.get(h, 0) == 0)
+        extra = sum(max(0, delivered.get(h, 0) - 1) for h in targets)
+        bad_attempts = system.db.value(
+            "SELECT count(*) FROM hub_sends h WHERE h.attempts <> "
+            "(SELECT count(*) FROM notification_outcomes o WHERE o.hub_send_id = h.id AND o.kind = 'send')")
+        figures = (f"sends={n} held_when_stopped={held} stopped_for={paused:.1f}s lease={lease}s {summary(states)} "
+                   f"duplicate_outcomes={duplicates} attempts_without_one_outcome={bad_attempts} lost={lost} "
+                   f"repeated_deliveries={extra}")
+        check(states.get("Completed", 0) == n, f"not all Completed: {figures}")
+        check(duplicates == 0, f"an attempt has two outcome rows: {figures}")
+        check(lost == 0, f"deliveries lost: {figures}")
+        check(extra <= held, f"more repeats than jobs held: {figures}")
+        return figures
+    finally:
+        system.close()
+
+
+def scenario_schema(bin_dir, base_url, size):
+    """schemathesis against the served OpenAPI document, as a sender key and as a device user."""
+    st = os.path.join(DATA, "chaos-venv", "bin", "st")
+    check(os.path.exists(st), "schemathesis is not installed (scripts/chaos.sh installs it)")
+    system = System("schema", bin_dir, base_url, api_env={"HERALD_MAX_DEVICES_PER_USER": "100000"})
+    try:
+        password = secrets.token_urlsafe(12)
+        SECRETS.add(password)
+        system.ctl("users", "add", "schema", "--password-stdin", stdin=password + "\n")
+        basic = "Basic " + base64.b64encode(f"schema:{password}".encode()).decode()
+        runs = [("v1", "^/v1/", "Bearer " + system.key), ("api", "^/api/", basic)]
+        figures = []
+        for label, paths, auth in runs:
+            out = subprocess.run(
+                [st, "run", system.api_url + "/openapi.yaml", "--url", system.api_url,
+                 "--include-path-regex", paths, "-H", f"Authorization: {auth}",
+                 "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
+                             "response_schema_conformance",
+                 "--max-examples", str(size["schema.examples"]), "--seed", "1", "--request-timeout", "10",
+                 "--no-color"],
+                env=dict(os.environ, SCHEMATHESIS_HOOKS=""), capture_output=True, text=True, timeout=900)
+            with open(os.path.join(system.log_dir, f"schemathesis-{label}.log"), "w") as log:
+                log.write(out.stdout + out.stderr)
+            tail = " ".join((out.stdout.strip().splitlines() or ["?"])[-1].split())
+            figures.append(f"{label}: {tail}")
+            check(out.returncode == 0, f"schemathesis ({label}) found failures, see "
+                                       f"{system.log_dir}/schemathesis-{label}.log: {tail}")
+        return "; ".join(figures)
+    finally:
+        system.close()
+
+
+def scan_secrets():
+    """Every log line the harness produced, searched for every secret it handled."""
+    needles = sorted((s for s in SECRETS if s and len(s) >= 8), key=len, reverse=True)
+    patterns = [re.compile(r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.")]  # any JWT
+    lines = 0
+    found = []
+    for directory, _, files in os.walk(LOGS):
+        for name in files:
+            if not name.endswith(".log"):
+                continue
+            path = os.path.join(directory, name)
+            with open(path, "rb") as f:
+                for line in f.read().decode("utf-8", "replace").splitlines():
+                    lines += 1
+                    for needle in needles:
+                        if needle in line:
+                            found.append(f"{os.path.relpath(path, LOGS)}: a secret ({needle[:4]}…)")
+                    for pattern in patterns:
+                        if pattern.search(line):
+                            found.append(f"{os.path.relpath(path, LOGS)}: a JWT")
+    figures = f"log_lines={lines} secrets_checked={len(needles)} found={len(found)}"
+    check(not found, f"{figures}: {found[:5]}")
+    return figures
+
+
+SCENARIOS = [
+    ("kill9", scenario_kill9),
+    ("restart", scenario_restart),
+    ("storm", scenario_storm),
+    ("gone", scenario_gone),
+    ("stall", scenario_stall),
+    ("schema", scenario_schema),
+]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", required=True, help="directory with herald-api, herald-worker, heraldctl, nh-emulator")
+    parser.add_argument("--size", choices=("reduced", "full"), default="reduced")
+    parser.add_argument("--only", help="comma-separated scenario names")
+    args = parser.parse_args()
+    size = {key: values[0 if args.size == "reduced" else 1] for key, values in SIZES.items()}
+    with open(os.path.join(DATA, "postgres.env")) as f:
+        base_url = re.search(r"HERALD_DATABASE_URL=(\S+)", f.read()).group(1)
+    shutil.rmtree(LOGS, ignore_errors=True)
+    os.makedirs(LOGS)
+    chosen = set(args.only.split(",")) if args.only else None
+    failed = 0
+    started = time.monotonic()
+    for name, scenario in SCENARIOS:
+        if chosen and name not in chosen:
+            continue
+        began = time.monotonic()
+        try:
+            figures = scenario(args.bin, base_url, size)
+            print(f"chaos {name} ok {figures} ({time.monotonic() - began:.1f}s)", flush=True)
+        except Failure as failure:
+            failed += 1
+            print(f"chaos {name} FAIL {failure} ({time.monotonic() - began:.1f}s)", flush=True)
+        except Exception as error:  # a harness bug is a failure too, with its reason
+            failed += 1
+            print(f"chaos {name} FAIL {type(error).__name__}: {error} ({time.monotonic() - began:.1f}s)", flush=True)
+    try:
+        print(f"chaos secrets ok {scan_secrets()}", flush=True)
+    except Failure as failure:
+        failed += 1
+        print(f"chaos secrets FAIL {failure}", flush=True)
+    print(f"chaos total {'ok' if failed == 0 else 'FAIL'} size={args.size} failed={failed} "
+          f"({time.monotonic() - started:.1f}s)", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
