@@ -29,6 +29,8 @@ enum DeliveryMetrics {
 ///   `telemetry`.
 /// - `herald_sends_paused_total`: send jobs that found the hub paused by the shared throttle
 ///   and snoozed without calling it.
+/// - `herald_stale_results_total{kind}`: results a worker wrote for an attempt that was no
+///   longer the hub send's current one (`send` or `telemetry`), which changed nothing.
 extension DeliveryMetrics {
     static func hubCallTime(operation: String, statusClass: String, _ elapsed: Duration) {
         Timer(label: "herald_hub_call_duration_seconds", dimensions: [("operation", operation), ("status_class", statusClass)])
@@ -41,5 +43,9 @@ extension DeliveryMetrics {
 
     static func sendPaused() {
         Counter(label: "herald_sends_paused_total").increment()
+    }
+
+    static func staleResult(kind: String) {
+        Counter(label: "herald_stale_results_total", dimensions: [("kind", kind)]).increment()
     }
 }

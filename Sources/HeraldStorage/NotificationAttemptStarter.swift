@@ -1,19 +1,20 @@
-/// Starts send attempts (``NotificationStore/beginAttempts(hubSendIDs:)``) in batches across
+/// Starts send attempts (``NotificationStore/beginAttempts(_:)``) in batches across
 /// concurrently starting jobs: one fenced statement, so one commit, for every send an
 /// executor's claim started at once, instead of a commit (a WAL flush) per send.
 public struct NotificationAttemptStarter: Sendable {
-    private let committer: GroupCommitter<Int64, AttemptStart>
+    private let committer: GroupCommitter<AttemptRequest, AttemptStart>
 
     /// Creates a starter on `store`.
     public init(store: NotificationStore, maxBatch: Int = 500, maxConcurrent: Int = 2) {
-        committer = GroupCommitter(maxBatch: maxBatch, maxConcurrent: maxConcurrent) { ids in
-            let starts = try await store.beginAttempts(hubSendIDs: ids)
-            return ids.map { starts[$0] ?? .gone }
+        committer = GroupCommitter(maxBatch: maxBatch, maxConcurrent: maxConcurrent) { requests in
+            let starts = try await store.beginAttempts(requests)
+            return requests.map { starts[$0.hubSendID] ?? .gone }
         }
     }
 
-    /// Starts an attempt of `hubSendID` together with whatever else is starting.
-    public func begin(hubSendID: Int64) async throws -> AttemptStart {
-        try await committer.submit(hubSendID)
+    /// Starts an attempt of `hubSendID`, run by job `jobID`, together with whatever else is
+    /// starting.
+    public func begin(hubSendID: Int64, jobID: Int64) async throws -> AttemptStart {
+        try await committer.submit(AttemptRequest(hubSendID: hubSendID, jobID: jobID))
     }
 }

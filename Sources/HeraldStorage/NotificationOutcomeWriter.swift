@@ -8,22 +8,26 @@
 /// before the commit runs the job again). A transient failure (a lost connection) is retried
 /// once; the second failure goes to every caller of the batch.
 public struct NotificationOutcomeWriter: Sendable {
-    private let committer: GroupCommitter<HubSendResult, Void>
+    private let committer: GroupCommitter<HubSendResult, Bool>
 
     /// Creates a writer on `store`.
     public init(store: NotificationStore, maxBatch: Int = 500, maxConcurrentWrites: Int = 2) {
         committer = GroupCommitter(maxBatch: maxBatch, maxConcurrent: maxConcurrentWrites) { batch in
+            // A retry after a commit whose answer was lost finds every result already applied
+            // (fenced by attempt): it writes nothing twice, and answers false for them.
             do {
-                try await store.record(batch)
+                return try await store.record(batch)
             } catch {
-                try await store.record(batch)
+                return try await store.record(batch)
             }
-            return Array(repeating: (), count: batch.count)
         }
     }
 
-    /// Records `result` together with whatever else is waiting; returns once it is committed.
-    public func record(_ result: HubSendResult) async throws {
+    /// Records `result` together with whatever else is waiting; returns once it is committed,
+    /// with whether it applied (false: a stale result, fenced out; see
+    /// ``NotificationStore/record(_:)``).
+    @discardableResult
+    public func record(_ result: HubSendResult) async throws -> Bool {
         try await committer.submit(result)
     }
 }

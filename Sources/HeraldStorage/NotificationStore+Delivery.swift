@@ -5,7 +5,7 @@ import PostgresNIO
 import PostgresQueue
 
 /// What a `notification.send` attempt needs to make its hub call, read by the fenced start
-/// (``NotificationStore/beginAttempt(hubSendID:)``).
+/// (``NotificationStore/beginAttempt(hubSendID:jobID:)``).
 public struct SendAttempt: Sendable, Hashable {
     /// The `hub_sends` row.
     public var hubSendID: Int64
@@ -23,7 +23,8 @@ public struct SendAttempt: Sendable, Hashable {
     public var options: NotificationOptions
     /// Not handed to the hub by then, the send ends `Expired`.
     public var deadline: Date
-    /// This hub call's number, starting at 1 (`hub_sends.attempts` after the start).
+    /// This hub call's number, starting at 1 (`hub_sends.attempts` after the start). Its
+    /// result carries it (``HubSendResult/attempt``): only the attempt in flight may write one.
     public var attempt: Int
     /// Seconds from the start to the deadline, on the database clock (so a worker whose clock
     /// is off still expires on time).
@@ -48,6 +49,22 @@ public struct SendAttempt: Sendable, Hashable {
         self.attempt = attempt
         self.secondsToDeadline = secondsToDeadline
         self.startedAt = startedAt
+    }
+}
+
+/// One send attempt to start: the hub send and the `notification.send` job that starts it.
+public struct AttemptRequest: Sendable, Hashable {
+    /// The `hub_sends` row.
+    public var hubSendID: Int64
+    /// The queue's id of the job running the attempt (`ClaimedJob.id`), kept while the attempt
+    /// is in flight: once that job has left the queue's claim table, nothing will start the
+    /// send again (see ``NotificationStore/settleLostAttempts(batch:)``).
+    public var jobID: Int64
+
+    /// Creates a request.
+    public init(hubSendID: Int64, jobID: Int64) {
+        self.hubSendID = hubSendID
+        self.jobID = jobID
     }
 }
 
@@ -91,6 +108,10 @@ public struct HubSendResult: Sendable, Hashable {
         case expired
         /// Graceful shutdown cancelled the call: the job goes back to the queue.
         case released
+        /// The worker stopped during the hub call and its job will not run again (attempts
+        /// used up): the send may have gone out, and nothing more is tried. Written by the
+        /// maintenance sweep (``NotificationStore/settleLostAttempts(batch:)``), never by a worker.
+        case unknown
         /// A telemetry answer moved the state on.
         case telemetry
         /// The hub's tier has no per-message telemetry (`403`): polling stopped.
@@ -107,7 +128,11 @@ public struct HubSendResult: Sendable, Hashable {
     public var notificationID: NotificationID
     /// What kind of outcome row this writes.
     public var kind: Kind
-    /// The hub call's number (`hub_sends.attempts`; for telemetry, the poll's job attempt).
+    /// The attempt this result belongs to: for a send, the hub call's number
+    /// (``SendAttempt/attempt``); for telemetry, the number of the hub call whose notification
+    /// the poll read (``TelemetryTarget/attempt``). The write is fenced on it: it applies only
+    /// while `hub_sends.attempts` still equals it, so a stale worker's late result (its job
+    /// rescued and started again by another worker) changes nothing.
     public var attempt: Int
     /// The hub send's state after this result.
     public var state: NotificationState
@@ -171,35 +196,43 @@ public struct TelemetryTarget: Sendable, Hashable {
     public var hubNotificationID: String?
     /// The hub send's state now.
     public var state: NotificationState
+    /// The number of the hub call the hub accepted (`hub_sends.attempts`): the telemetry
+    /// result's ``HubSendResult/attempt``.
+    public var attempt: Int
 
     /// Creates a target.
-    public init(hubSendID: Int64, notificationID: NotificationID, hubNotificationID: String?, state: NotificationState) {
+    public init(
+        hubSendID: Int64, notificationID: NotificationID, hubNotificationID: String?, state: NotificationState,
+        attempt: Int
+    ) {
         self.hubSendID = hubSendID
         self.notificationID = notificationID
         self.hubNotificationID = hubNotificationID
         self.state = state
+        self.attempt = attempt
     }
 }
 
 extension NotificationStore {
     /// Starts a send attempt, fenced, in one statement: only a hub send in `Scheduled` or
     /// `Queued` whose notification is not cancelled and whose deadline has not passed gets
-    /// `attempts + 1` and `in_flight_since = now()` (and `Queued`), and the attempt's data
-    /// comes back. Otherwise the answer says why; a passed deadline marks the hub send
+    /// `attempts + 1`, `in_flight_since = now()` and `in_flight_job_id = jobID` (and `Queued`),
+    /// and the attempt's data comes back. Otherwise the answer says why; a passed deadline marks the hub send
     /// `Expired` with an outcome row (a second, rare transaction).
     ///
     /// A cancel (which sets the hub sends `Cancelled` only while none is in flight) and this
     /// start serialize on the hub send's row: whichever commits first wins.
-    public func beginAttempt(hubSendID: Int64) async throws -> AttemptStart {
-        try await beginAttempts(hubSendIDs: [hubSendID])[hubSendID] ?? .gone
+    public func beginAttempt(hubSendID: Int64, jobID: Int64) async throws -> AttemptStart {
+        try await beginAttempts([AttemptRequest(hubSendID: hubSendID, jobID: jobID)])[hubSendID] ?? .gone
     }
 
-    /// ``beginAttempt(hubSendID:)`` for many hub sends in one statement (one commit); see
+    /// ``beginAttempt(hubSendID:jobID:)`` for many hub sends in one statement (one commit); see
     /// ``NotificationAttemptStarter``. Ids with no hub send are missing from the answer.
-    public func beginAttempts(hubSendIDs ids: [Int64]) async throws -> [Int64: AttemptStart] {
-        guard !ids.isEmpty else { return [:] }
+    public func beginAttempts(_ requests: [AttemptRequest]) async throws -> [Int64: AttemptStart] {
+        guard !requests.isEmpty else { return [:] }
         let rows = try await StorageSQL.run("start send attempts") {
-            let result = try await client.query(StartRow.query(ids), logger: logger)
+            let result = try await client.query(
+                StartRow.query(requests.map(\.hubSendID), jobIDs: requests.map(\.jobID)), logger: logger)
             var rows: [StartRow] = []
             for try await row in result { rows.append(try StartRow(row)) }
             return rows
@@ -224,7 +257,7 @@ extension NotificationStore {
         return starts
     }
 
-    /// One row of ``beginAttempts(hubSendIDs:)``: a hub send and its notification as they were
+    /// One row of ``beginAttempts(_:)``: a hub send and its notification as they were
     /// before the statement and, when the fenced start took, what it started.
     private struct StartRow {
         var hubSendID: Int64
@@ -251,13 +284,14 @@ extension NotificationStore {
 
         /// The CTE's UPDATE makes the starts; the outer SELECT reads the rows as they were
         /// before the statement (one snapshot), which says why when the UPDATE matched nothing.
-        static func query(_ ids: [Int64]) -> PostgresQuery {
+        static func query(_ ids: [Int64], jobIDs: [Int64]) -> PostgresQuery {
             """
             WITH started AS (
                 UPDATE hub_sends h
-                SET attempts = h.attempts + 1, in_flight_since = now(), state = 'Queued', updated_at = now()
-                FROM notifications n
-                WHERE h.id = ANY(\(ids)::bigint[]) AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
+                SET attempts = h.attempts + 1, in_flight_since = now(), in_flight_job_id = r.job_id, state = 'Queued',
+                    updated_at = now()
+                FROM notifications n, unnest(\(ids)::bigint[], \(jobIDs)::bigint[]) AS r(id, job_id)
+                WHERE h.id = r.id AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
                   AND n.state <> 'Cancelled' AND n.deadline > now()
                 RETURNING h.id, h.attempts,
                           CASE WHEN h.format = 'template' THEN (n.content -> 'template')::text
@@ -320,62 +354,83 @@ extension NotificationStore {
     /// order, so concurrent writers cannot deadlock), updates the hub sends, appends one
     /// outcome row each, refreshes the notifications' states and enqueues telemetry jobs.
     ///
-    /// Fenced by state: a `send` result changes only a hub send still `Scheduled`/`Queued`,
-    /// a `telemetry` result only one `Enqueued`/`Processing`; the outcome row is written
-    /// either way (every hub call is audited).
+    /// Fenced by attempt and state (issue 12, defect 3): a result applies only while
+    /// `hub_sends.attempts` still equals its ``HubSendResult/attempt`` and, for a `send`
+    /// result, the hub send is still `Scheduled`/`Queued` with that attempt in flight; a
+    /// `telemetry` result only to one `Enqueued`/`Processing`. A result that does not apply (a
+    /// stale worker's, whose job was rescued and started again; or one written twice) changes
+    /// nothing: no state, no outcome row, no telemetry job.
     ///
-    /// Prefer ``NotificationOutcomeWriter``, which batches concurrent callers into one call.
-    public func record(_ results: [HubSendResult]) async throws {
-        guard !results.isEmpty else { return }
+    /// Returns, for each result in order, whether it applied. Prefer
+    /// ``NotificationOutcomeWriter``, which batches concurrent callers into one call.
+    @discardableResult
+    public func record(_ results: [HubSendResult]) async throws -> [Bool] {
+        guard !results.isEmpty else { return [] }
         let columns = ResultColumns(results)
-        let jobs = results.compactMap { result in
-            result.telemetryAfter.map { NewJob.notificationTelemetry(HubSendArgs(hubSendID: result.hubSendID), after: $0) }
-        }
         let lockIDs = Array(Set(columns.notificationIDs)).sorted { $0.uuidString < $1.uuidString }
-        try await StorageSQL.transaction(client, logger: logger, "record hub send results") { connection in
+        return try await StorageSQL.transaction(client, logger: logger, "record hub send results") { connection in
             try await connection.query(
                 """
                 SELECT 1 FROM notifications WHERE id = ANY(\(lockIDs)::uuid[]) ORDER BY id FOR UPDATE
                 """, logger: logger)
-            try await connection.query(
+            // The UPDATE is the fence; only the results it applied get their outcome rows (one
+            // statement, so a result cannot land in one table and not the other).
+            let rows = try await connection.query(
                 """
-                UPDATE hub_sends h SET
-                    state = r.state, updated_at = now(),
-                    in_flight_since = CASE WHEN r.kind = 'send' THEN NULL ELSE h.in_flight_since END,
-                    hub_notification_id = coalesce(NULLIF(r.hub_id, ''), h.hub_notification_id),
-                    last_status = CASE WHEN r.kind = 'send' THEN NULLIF(r.status, -1) ELSE h.last_status END,
-                    last_error = CASE WHEN r.kind = 'send' THEN NULLIF(r.error, '') ELSE h.last_error END,
-                    telemetry = coalesce(NULLIF(r.telemetry, '')::jsonb, h.telemetry),
-                    telemetry_note = coalesce(NULLIF(r.note, ''), h.telemetry_note)
-                FROM unnest(\(columns.hubSendIDs)::bigint[], \(columns.kinds)::text[], \(columns.states)::text[],
-                            \(columns.statuses)::int[], \(columns.hubNotificationIDs)::text[], \(columns.errors)::text[],
-                            \(columns.telemetry)::text[], \(columns.telemetryNotes)::text[])
-                     AS r(id, kind, state, status, hub_id, error, telemetry, note)
-                WHERE h.id = r.id
-                  AND ((r.kind = 'send' AND h.state IN ('Scheduled', 'Queued'))
-                    OR (r.kind = 'telemetry' AND h.state IN ('Enqueued', 'Processing')))
+                WITH r AS (
+                    SELECT * FROM unnest(\(columns.hubSendIDs)::bigint[], \(columns.notificationIDs)::uuid[],
+                                         \(columns.kinds)::text[], \(columns.attempts)::int[], \(columns.statuses)::int[],
+                                         \(columns.hubNotificationIDs)::text[], \(columns.trackingIDs)::text[],
+                                         \(columns.durations)::float8[], \(columns.errors)::text[],
+                                         \(columns.decisions)::text[], \(columns.retryAfters)::bigint[],
+                                         \(columns.states)::text[], \(columns.telemetry)::text[],
+                                         \(columns.telemetryNotes)::text[], \(columns.startedAts)::float8[])
+                         WITH ORDINALITY
+                         AS r(id, notification_id, kind, attempt, status, hub_id, tracking_id, duration, error,
+                              decision, retry_after, state, telemetry, note, started_at, ord)
+                ),
+                applied AS (
+                    UPDATE hub_sends h SET
+                        state = r.state, updated_at = now(),
+                        in_flight_since = CASE WHEN r.kind = 'send' THEN NULL ELSE h.in_flight_since END,
+                        in_flight_job_id = CASE WHEN r.kind = 'send' THEN NULL ELSE h.in_flight_job_id END,
+                        hub_notification_id = coalesce(NULLIF(r.hub_id, ''), h.hub_notification_id),
+                        last_status = CASE WHEN r.kind = 'send' THEN NULLIF(r.status, -1) ELSE h.last_status END,
+                        last_error = CASE WHEN r.kind = 'send' THEN NULLIF(r.error, '') ELSE h.last_error END,
+                        telemetry = coalesce(NULLIF(r.telemetry, '')::jsonb, h.telemetry),
+                        telemetry_note = coalesce(NULLIF(r.note, ''), h.telemetry_note)
+                    FROM r
+                    WHERE h.id = r.id AND h.attempts = r.attempt
+                      AND ((r.kind = 'send' AND h.state IN ('Scheduled', 'Queued') AND h.in_flight_since IS NOT NULL)
+                        OR (r.kind = 'telemetry' AND h.state IN ('Enqueued', 'Processing')))
+                    RETURNING r.ord
+                ),
+                audited AS (
+                    INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, http_status,
+                        hub_notification_id, tracking_id, duration_ms, error, decision, retry_after_ms, state, telemetry,
+                        started_at)
+                    SELECT r.id, r.notification_id, r.kind, r.attempt, NULLIF(r.status, -1), NULLIF(r.hub_id, ''),
+                           NULLIF(r.tracking_id, ''), r.duration, NULLIF(r.error, ''), r.decision,
+                           NULLIF(r.retry_after, -1), r.state, NULLIF(r.telemetry, '')::jsonb,
+                           CASE WHEN r.started_at < 0 THEN NULL ELSE to_timestamp(r.started_at) END
+                    FROM r JOIN applied a ON a.ord = r.ord
+                    ORDER BY r.ord
+                )
+                SELECT ord FROM applied
                 """, logger: logger)
-            try await connection.query(
-                """
-                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, http_status,
-                    hub_notification_id, tracking_id, duration_ms, error, decision, retry_after_ms, state, telemetry,
-                    started_at)
-                SELECT r.id, r.notification_id, r.kind, r.attempt, NULLIF(r.status, -1), NULLIF(r.hub_id, ''),
-                       NULLIF(r.tracking_id, ''), r.duration, NULLIF(r.error, ''), r.decision,
-                       NULLIF(r.retry_after, -1), r.state, NULLIF(r.telemetry, '')::jsonb,
-                       CASE WHEN r.started_at < 0 THEN NULL ELSE to_timestamp(r.started_at) END
-                FROM unnest(\(columns.hubSendIDs)::bigint[], \(columns.notificationIDs)::uuid[],
-                            \(columns.kinds)::text[], \(columns.attempts)::int[], \(columns.statuses)::int[],
-                            \(columns.hubNotificationIDs)::text[], \(columns.trackingIDs)::text[],
-                            \(columns.durations)::float8[], \(columns.errors)::text[], \(columns.decisions)::text[],
-                            \(columns.retryAfters)::bigint[], \(columns.states)::text[], \(columns.telemetry)::text[],
-                            \(columns.startedAts)::float8[])
-                     AS r(id, notification_id, kind, attempt, status, hub_id, tracking_id, duration, error, decision,
-                          retry_after, state, telemetry, started_at)
-                WHERE EXISTS (SELECT 1 FROM hub_sends h WHERE h.id = r.id)
-                """, logger: logger)
+            var applied = Array(repeating: false, count: results.count)
+            for try await ord in rows.decode(Int64.self) where ord >= 1 && ord <= results.count {
+                applied[Int(ord) - 1] = true
+            }
             try await Self.refreshStates(of: lockIDs, on: connection, logger: logger)
+            let jobs = zip(results, applied).compactMap { result, applied in
+                applied
+                    ? result.telemetryAfter.map {
+                        NewJob.notificationTelemetry(HubSendArgs(hubSendID: result.hubSendID), after: $0)
+                    } : nil
+            }
             if !jobs.isEmpty { try await queue.enqueue(jobs, on: connection) }
+            return applied
         }
     }
 
@@ -426,12 +481,13 @@ extension NotificationStore {
         try await StorageSQL.run("read a hub send") {
             let rows = try await client.query(
                 """
-                SELECT notification_id, coalesce(hub_notification_id, ''), state FROM hub_sends WHERE id = \(hubSendID)
+                SELECT notification_id, coalesce(hub_notification_id, ''), state, attempts
+                FROM hub_sends WHERE id = \(hubSendID)
                 """, logger: logger)
-            for try await (notificationID, hubID, state) in rows.decode((UUID, String, String).self) {
+            for try await (notificationID, hubID, state, attempt) in rows.decode((UUID, String, String, Int32).self) {
                 return TelemetryTarget(
                     hubSendID: hubSendID, notificationID: notificationID, hubNotificationID: hubID.isEmpty ? nil : hubID,
-                    state: NotificationState(rawValue: state) ?? .unknown)
+                    state: NotificationState(rawValue: state) ?? .unknown, attempt: Int(attempt))
             }
             return nil
         }
@@ -445,16 +501,23 @@ extension NotificationStore {
     /// in time still ends `Expired`. Their jobs, when they run, find nothing to send.
     ///
     /// A hub send left in flight by a crashed worker is not touched here: its rescued job
-    /// starts again and expires it then. Returns the hub sends expired.
+    /// starts again and expires it then, or, when that job will not run again,
+    /// ``settleLostAttempts(batch:)`` ends it. The batch takes only notifications with a send
+    /// this sweep can expire (waiting, not in flight), so any number of overdue notifications
+    /// whose sends are all in flight cannot fill every batch and starve the rest (issue 12,
+    /// defect 2). Returns the hub sends expired.
     @discardableResult
     public func expireOverdue(batch: Int = 1000) async throws -> Int {
         try await StorageSQL.transaction(client, logger: logger, "expire overdue sends") { connection in
             var ids: [UUID] = []
             let rows = try await connection.query(
                 """
-                SELECT id FROM notifications
-                WHERE state IN ('Scheduled', 'Queued') AND deadline <= now()
-                ORDER BY id LIMIT \(batch) FOR UPDATE SKIP LOCKED
+                SELECT n.id FROM notifications n
+                WHERE n.state IN ('Scheduled', 'Queued') AND n.deadline <= now()
+                  AND EXISTS (SELECT 1 FROM hub_sends h
+                              WHERE h.notification_id = n.id AND h.state IN ('Scheduled', 'Queued')
+                                AND h.in_flight_since IS NULL)
+                ORDER BY n.id LIMIT \(batch) FOR UPDATE SKIP LOCKED
                 """, logger: logger)
             for try await id in rows.decode(UUID.self) { ids.append(id) }
             guard !ids.isEmpty else { return 0 }
@@ -488,8 +551,8 @@ extension NotificationStore {
         let rows = try await connection.query(
             """
             WITH expired AS (
-                UPDATE hub_sends SET state = \(expiredState), in_flight_since = NULL, updated_at = now(),
-                    last_error = \(Self.expiryReason)
+                UPDATE hub_sends SET state = \(expiredState), in_flight_since = NULL, in_flight_job_id = NULL,
+                    updated_at = now(), last_error = \(Self.expiryReason)
                 WHERE notification_id = ANY(\(notificationIDs)::uuid[]) AND state IN ('Scheduled', 'Queued')
                   AND (id = \(hubSendID)::int8 OR (\(hubSendID)::int8 IS NULL AND in_flight_since IS NULL))
                 RETURNING id, notification_id, attempts
@@ -505,6 +568,85 @@ extension NotificationStore {
         for try await _ in rows { count += 1 }
         if count > 0 { try await Self.refreshStates(of: notificationIDs, on: connection, logger: logger) }
         return count
+    }
+
+    // MARK: Lost attempts
+
+    /// Why a send whose worker stopped during the hub call ended `Unknown`: its `last_error` and
+    /// its outcome row's `error`.
+    static let lostAttemptReason = "the worker stopped during the hub call; the send may have gone out"
+
+    /// How old an attempt in flight without a job id (begun before migration 0005, by a worker
+    /// of an older build) must be before it counts as lost: such a worker may still be running
+    /// its hub call, which lasts seconds, not an hour.
+    static let lostAttemptWithoutJobAge = 3600
+
+    /// Ends `Unknown` at most `batch` hub sends whose attempt is in flight but whose
+    /// `notification.send` job has left the queue (issue 12, defect 2), with an outcome row each
+    /// (decision `unknown`, the attempt's number and start), and refreshes their notifications.
+    /// Returns the hub sends it ended; call again while it returns `batch`.
+    ///
+    /// Such a send had its worker stop during the hub call (crash, kill, a stall past its
+    /// lease) on the job's last attempt: the queue's rescuer discarded the job, so nothing will
+    /// start the send again or record its result, and the call may have gone out. (The same
+    /// holds when a worker could not write a result and its job then finished.) A job still in
+    /// the queue's claim table (``QueueSchema/jobsTable``: waiting, running or waiting to retry)
+    /// is left alone: its next start takes the send on (``beginAttempt(hubSendID:jobID:)`` does
+    /// not look at `in_flight_since`).
+    ///
+    /// Why here and not in a hook of the queue's rescuer: this sweep joins the queue's claim
+    /// table in the same statement that ends the send, so it needs no new queue API, is safe to
+    /// run in every worker at once (the notifications are locked with `SKIP LOCKED`, every
+    /// condition is checked again under the lock, and a job that left the claim table never
+    /// comes back), and finds sends whatever finished their jobs — a hook called after the
+    /// rescuer's commit would be lost with a crash between the two. The batch takes only sends
+    /// it ends, so however many lost sends there are, every run makes progress.
+    @discardableResult
+    public func settleLostAttempts(batch: Int = 1000) async throws -> Int {
+        // The one condition for "lost", used to pick the batch and checked again under the
+        // notifications' locks when ending them. Built from constants only, hence `unescaped:`.
+        let lost = """
+            h.in_flight_since IS NOT NULL AND h.state IN ('Scheduled', 'Queued')
+              AND NOT EXISTS (SELECT 1 FROM \(QueueSchema.jobsTable) j WHERE j.id = h.in_flight_job_id)
+              AND (h.in_flight_job_id IS NOT NULL
+                   OR h.in_flight_since < now() - make_interval(secs => \(Self.lostAttemptWithoutJobAge)))
+            """
+        let unknown = NotificationState.unknown.rawValue
+        return try await StorageSQL.transaction(client, logger: logger, "settle lost send attempts") { connection in
+            var ids: [UUID] = []
+            let rows = try await connection.query(
+                """
+                SELECT n.id FROM notifications n
+                WHERE n.id IN (SELECT h.notification_id FROM hub_sends h WHERE \(unescaped: lost)
+                               ORDER BY h.in_flight_since LIMIT \(batch))
+                ORDER BY n.id FOR UPDATE OF n SKIP LOCKED
+                """, logger: logger)
+            for try await id in rows.decode(UUID.self) { ids.append(id) }
+            guard !ids.isEmpty else { return 0 }
+            // `s` reads each send's `in_flight_since` before the update clears it: the
+            // attempt's start, kept as the outcome row's `started_at`.
+            let settled = try await connection.query(
+                """
+                WITH settled AS (
+                    UPDATE hub_sends h SET state = \(unknown), in_flight_since = NULL, in_flight_job_id = NULL,
+                        updated_at = now(), last_status = NULL, last_error = \(Self.lostAttemptReason)
+                    FROM (SELECT id, in_flight_since AS started_at FROM hub_sends
+                          WHERE notification_id = ANY(\(ids)::uuid[])) s
+                    WHERE h.id = s.id AND \(unescaped: lost)
+                    RETURNING h.id, h.notification_id, h.attempts, s.started_at
+                )
+                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
+                                                   decision, state, started_at)
+                SELECT id, notification_id, \(HubSendResult.Kind.send.rawValue), attempts, 0, \(Self.lostAttemptReason),
+                       \(HubSendResult.Decision.unknown.rawValue), \(unknown), started_at
+                FROM settled
+                RETURNING id
+                """, logger: logger)
+            var count = 0
+            for try await _ in settled { count += 1 }
+            if count > 0 { try await Self.refreshStates(of: ids, on: connection, logger: logger) }
+            return count
+        }
     }
 
     /// Deletes at most `batch` notifications (their hub sends and outcomes cascade) that

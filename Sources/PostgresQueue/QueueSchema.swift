@@ -17,6 +17,20 @@ public enum QueueSchema {
     /// The name under which runners record these migrations.
     public static let component = "pgqueue"
 
+    /// The claim table, `pgqueue.jobs`: it holds every job that is waiting or running
+    /// (`available`, `running`, `retryable`) and no other, by its primary key `id`
+    /// (``EnqueuedJob/id``, ``ClaimedJob/id``). A job that finished (`completed`, `discarded`,
+    /// `cancelled`) has left it for good, in the statement that recorded its outcome. An
+    /// application may join against it in its own SQL to ask, in the same statement as its own
+    /// writes, whether a job it keeps the id of can still run:
+    ///
+    /// ```sql
+    /// NOT EXISTS (SELECT 1 FROM pgqueue.jobs j WHERE j.id = my_rows.job_id)  -- the job is over
+    /// ```
+    ///
+    /// Read it only that way: its other columns are the library's own business.
+    public static let jobsTable = "pgqueue.jobs"
+
     /// The schema version this build of the library needs.
     public static var currentVersion: Int { migrations.last?.version ?? 0 }
 

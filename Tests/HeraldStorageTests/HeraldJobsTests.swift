@@ -74,8 +74,8 @@ struct HeraldJobsTests {
     func decisionText() {
         #expect(
             HubSendResult.Decision.allCases.map(\.rawValue) == [
-                "enqueued", "retry", "abandoned", "expired", "released", "telemetry", "telemetry_unavailable",
-                "telemetry_failed", "telemetry_given_up",
+                "enqueued", "retry", "abandoned", "expired", "released", "unknown", "telemetry",
+                "telemetry_unavailable", "telemetry_failed", "telemetry_given_up",
             ])
     }
 }

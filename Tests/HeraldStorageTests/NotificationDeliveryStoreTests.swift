@@ -25,6 +25,22 @@ struct NotificationDeliveryStoreTests {
         return (store, id, sendID)
     }
 
+    /// The `notification.send` job of a hub send (-1 when there is none).
+    static func job(_ db: TestDatabase, _ hubSendID: Int64) async throws -> Int64 {
+        let rows = try await db.client.query(
+            """
+            SELECT id FROM pgqueue.jobs
+            WHERE kind = \(NotificationJobs.send) AND (args ->> 'hubSendID')::bigint = \(hubSendID)
+            """, logger: db.logger)
+        for try await id in rows.decode(Int64.self) { return id }
+        return -1
+    }
+
+    /// Starts an attempt of `hubSendID` as its job would.
+    static func begin(_ db: TestDatabase, _ store: NotificationStore, _ hubSendID: Int64) async throws -> AttemptStart {
+        try await store.beginAttempt(hubSendID: hubSendID, jobID: try await job(db, hubSendID))
+    }
+
     static func state(_ db: TestDatabase, _ id: NotificationID) async throws -> (String, String, Int) {
         let rows = try await db.client.query(
             """
@@ -39,7 +55,7 @@ struct NotificationDeliveryStoreTests {
     func beginAndDoubleBegin() async throws {
         try await TestDatabase.with { db async throws in
             let (store, id, sendID) = try await Self.fixture(db)
-            guard case .go(let attempt) = try await store.beginAttempt(hubSendID: sendID) else {
+            guard case .go(let attempt) = try await Self.begin(db, store, sendID) else {
                 Issue.record("expected a start")
                 return
             }
@@ -51,7 +67,7 @@ struct NotificationDeliveryStoreTests {
             #expect((1700...1800).contains(attempt.secondsToDeadline))
             #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE in_flight_since IS NOT NULL") == 1)
             // A rescued job starting again while the first is still in flight gets the next attempt.
-            guard case .go(let second) = try await store.beginAttempt(hubSendID: sendID) else {
+            guard case .go(let second) = try await Self.begin(db, store, sendID) else {
                 Issue.record("expected a second start")
                 return
             }
@@ -61,14 +77,14 @@ struct NotificationDeliveryStoreTests {
                     hubSendID: sendID, notificationID: id, attempt: 2, state: .enqueued, httpStatus: 201,
                     hubNotificationID: "n1", decision: .enqueued, telemetryAfter: .seconds(60))
             ])
-            #expect(try await store.beginAttempt(hubSendID: sendID) == .alreadyPast(.enqueued))
+            #expect(try await Self.begin(db, store, sendID) == .alreadyPast(.enqueued))
             let (notification, send, attempts) = try await Self.state(db, id)
             #expect(notification == "Enqueued" && send == "Enqueued" && attempts == 2)
             #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE in_flight_since IS NOT NULL") == 0)
             #expect(try await db.count("SELECT count(*) FROM notification_outcomes WHERE http_status = 201") == 1)
             #expect(
                 try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE kind = \(NotificationJobs.telemetry)") == 1)
-            #expect(try await store.beginAttempt(hubSendID: 999_999) == .gone)
+            #expect(try await Self.begin(db, store, 999_999) == .gone)
         }
     }
 
@@ -81,7 +97,11 @@ struct NotificationDeliveryStoreTests {
                 "UPDATE hub_sends SET state = 'Cancelled' WHERE notification_id = \(cancelledID)", logger: db.logger)
             try await db.client.query(
                 "UPDATE notifications SET state = 'Cancelled' WHERE id = \(cancelledID)", logger: db.logger)
-            let starts = try await store.beginAttempts(hubSendIDs: [first, cancelledSend, 424_242])
+            let starts = try await store.beginAttempts([
+                AttemptRequest(hubSendID: first, jobID: try await Self.job(db, first)),
+                AttemptRequest(hubSendID: cancelledSend, jobID: try await Self.job(db, cancelledSend)),
+                AttemptRequest(hubSendID: 424_242, jobID: 424_242),
+            ])
             guard case .go(let attempt) = starts[first] else {
                 Issue.record("expected a start, got \(String(describing: starts[first]))")
                 return
@@ -91,23 +111,26 @@ struct NotificationDeliveryStoreTests {
             #expect(starts[cancelledSend] == .cancelled && starts[424_242] == nil)
 
             // Through the group committer: many concurrent callers, each answered for its own id.
-            var ids: [Int64] = []
-            for index in 0..<20 { ids.append(try await Self.fixture(db, user: "u\(index)").2) }
+            var ids: [(Int64, Int64)] = []
+            for index in 0..<20 {
+                let id = try await Self.fixture(db, user: "u\(index)").2
+                ids.append((id, try await Self.job(db, id)))
+            }
             let starter = NotificationAttemptStarter(store: store)
             let answers = try await withThrowingTaskGroup(of: (Int64, AttemptStart).self) { group in
-                for id in ids { group.addTask { (id, try await starter.begin(hubSendID: id)) } }
+                for (id, job) in ids { group.addTask { (id, try await starter.begin(hubSendID: id, jobID: job)) } }
                 var answers: [Int64: AttemptStart] = [:]
                 for try await (id, answer) in group { answers[id] = answer }
                 return answers
             }
-            for id in ids {
+            for (id, _) in ids {
                 guard case .go(let started) = answers[id] else {
                     Issue.record("no start for \(id)")
                     continue
                 }
                 #expect(started.hubSendID == id && started.attempt == 1)
             }
-            #expect(try await starter.begin(hubSendID: 424_242) == .gone)
+            #expect(try await starter.begin(hubSendID: 424_242, jobID: 424_242) == .gone)
         }
     }
 
@@ -118,7 +141,7 @@ struct NotificationDeliveryStoreTests {
             try await db.client.query(
                 "UPDATE hub_sends SET state = 'Cancelled' WHERE notification_id = \(id)", logger: db.logger)
             try await db.client.query("UPDATE notifications SET state = 'Cancelled' WHERE id = \(id)", logger: db.logger)
-            #expect(try await store.beginAttempt(hubSendID: sendID) == .cancelled)
+            #expect(try await Self.begin(db, store, sendID) == .cancelled)
             #expect(try await Self.state(db, id).2 == 0, "no attempt was counted")
         }
     }
@@ -129,12 +152,12 @@ struct NotificationDeliveryStoreTests {
             let (store, id, sendID) = try await Self.fixture(db)
             try await db.client.query(
                 "UPDATE notifications SET deadline = now() - interval '1 second' WHERE id = \(id)", logger: db.logger)
-            #expect(try await store.beginAttempt(hubSendID: sendID) == .expired)
+            #expect(try await Self.begin(db, store, sendID) == .expired)
             let (notification, send, attempts) = try await Self.state(db, id)
             #expect(notification == "Expired" && send == "Expired" && attempts == 0)
             #expect(try await db.count("SELECT count(*) FROM notification_outcomes WHERE decision = 'expired'") == 1)
             #expect(try await db.count("SELECT count(*) FROM notifications WHERE finished_at IS NOT NULL") == 1)
-            #expect(try await store.beginAttempt(hubSendID: sendID) == .alreadyPast(.expired))
+            #expect(try await Self.begin(db, store, sendID) == .alreadyPast(.expired))
         }
     }
 
@@ -142,14 +165,14 @@ struct NotificationDeliveryStoreTests {
     func expiredAtStartInFlight() async throws {
         try await TestDatabase.with { db async throws in
             let (store, id, sendID) = try await Self.fixture(db)
-            guard case .go = try await store.beginAttempt(hubSendID: sendID) else {
+            guard case .go = try await Self.begin(db, store, sendID) else {
                 Issue.record("expected a start")
                 return
             }
             try await db.client.query(
                 "UPDATE notifications SET deadline = now() - interval '1 second' WHERE id = \(id)", logger: db.logger)
             #expect(try await store.expireOverdue() == 0, "the sweep leaves a send in flight to its job")
-            #expect(try await store.beginAttempt(hubSendID: sendID) == .expired)
+            #expect(try await Self.begin(db, store, sendID) == .expired)
             let (notification, send, attempts) = try await Self.state(db, id)
             #expect(notification == "Expired" && send == "Expired" && attempts == 1)
             #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE in_flight_since IS NOT NULL") == 0)
@@ -168,7 +191,7 @@ struct NotificationDeliveryStoreTests {
         try await TestDatabase.with { db async throws in
             let (store, id, _) = try await Self.fixture(db)
             let (_, inFlightID, inFlightSend) = try await Self.fixture2(db, store)
-            guard case .go = try await store.beginAttempt(hubSendID: inFlightSend) else {
+            guard case .go = try await Self.begin(db, store, inFlightSend) else {
                 Issue.record("expected a start")
                 return
             }
@@ -178,6 +201,84 @@ struct NotificationDeliveryStoreTests {
             #expect(try await Self.state(db, id).0 == "Expired")
             #expect(try await Self.state(db, inFlightID).1 == "Queued", "a send in flight is left to its job")
             #expect(try await store.expireOverdue() == 0)
+        }
+    }
+
+    @Test("issue 12, defect 2: overdue sends in flight do not starve the expiry sweep of the waiting ones behind them")
+    func expirySweepNotStarvedByInFlight() async throws {
+        try await TestDatabase.with { db async throws in
+            let store = db.stores().notifications
+            let user = try await UserStore(client: db.client, logger: db.logger).add(name: "erin", passwordHash: "x")
+            let requests = try (0..<4).map { i in
+                NewNotification(
+                    request: try NotificationRequest(target: .user("u\(i)"), content: .init(apple: #"{"aps":{}}"#))
+                        .validated(now: Date()))
+            }
+            _ = try await store.create(requests, sender: .user(user.id))
+            // The three notifications first in the sweep's order have their send in flight (its
+            // job runs it, and expires it at its next start); the last one waits.
+            var sends: [Int64] = []
+            for try await id in try await db.client.query(
+                "SELECT id FROM hub_sends ORDER BY notification_id", logger: db.logger
+            ).decode(Int64.self) { sends.append(id) }
+            for id in sends.dropLast() {
+                guard case .go = try await Self.begin(db, store, id) else {
+                    Issue.record("expected a start")
+                    return
+                }
+            }
+            try await db.client.query("UPDATE notifications SET deadline = now() - interval '1 second'", logger: db.logger)
+            // A batch of two: the sweep must pick the one notification it can change.
+            #expect(try await store.expireOverdue(batch: 2) == 1)
+            #expect(
+                try await db.count("SELECT count(*) FROM hub_sends WHERE id = \(sends.last ?? 0) AND state = 'Expired'") == 1)
+            #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE state = 'Queued'") == 3)
+            #expect(try await store.expireOverdue(batch: 2) == 0)
+        }
+    }
+
+    @Test("issue 12, defect 3: a stale attempt's late result changes nothing; the current attempt's result applies once")
+    func staleResultIsFencedByAttempt() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            guard case .go(let first) = try await Self.begin(db, store, sendID) else {
+                Issue.record("expected a start")
+                return
+            }
+            // The first worker stalls; its job is rescued and another worker starts attempt 2.
+            guard case .go(let second) = try await Self.begin(db, store, sendID) else {
+                Issue.record("expected a second start")
+                return
+            }
+            #expect(first.attempt == 1 && second.attempt == 2)
+            // Attempt 1's late result: the hub took it, says the stale worker.
+            let late = HubSendResult(
+                hubSendID: sendID, notificationID: id, attempt: 1, state: .enqueued, httpStatus: 201,
+                hubNotificationID: "stale", decision: .enqueued, telemetryAfter: .seconds(60), startedAt: first.startedAt)
+            #expect(try await store.record([late]) == [false])
+            var (notification, send, attempts) = try await Self.state(db, id)
+            #expect(notification == "Queued" && send == "Queued" && attempts == 2, "the late write changed the send")
+            #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE in_flight_since IS NOT NULL") == 1)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes") == 0)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE kind = \(NotificationJobs.telemetry)") == 0)
+            // Attempt 2's result applies: a 503, retried later.
+            let current = HubSendResult(
+                hubSendID: sendID, notificationID: id, attempt: 2, state: .queued, httpStatus: 503, error: "busy",
+                decision: .retry, startedAt: second.startedAt)
+            #expect(try await store.record([current]) == [true])
+            // Written twice (a writer retrying after an unclear commit): one outcome row.
+            #expect(try await store.record([current]) == [false])
+            // And attempt 1's late result again, now that nothing is in flight: still nothing.
+            #expect(try await store.record([late, current]) == [false, false])
+            (notification, send, attempts) = try await Self.state(db, id)
+            #expect(notification == "Queued" && send == "Queued" && attempts == 2)
+            #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE in_flight_since IS NOT NULL") == 0)
+            #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE last_status = 503") == 1)
+            #expect(
+                try await db.count(
+                    "SELECT count(*) FROM notification_outcomes WHERE attempt = 2 AND http_status = 503 AND decision = 'retry'")
+                    == 1)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes") == 1)
         }
     }
 
@@ -199,6 +300,7 @@ struct NotificationDeliveryStoreTests {
         try await TestDatabase.with { db async throws in
             let (store, id, sendID) = try await Self.fixture(db)
             let (_, keptID, _) = try await Self.fixture2(db, store)
+            _ = try await Self.begin(db, store, sendID)
             try await store.record([
                 HubSendResult(
                     hubSendID: sendID, notificationID: id, attempt: 1, state: .abandoned, httpStatus: 400,
@@ -241,7 +343,7 @@ struct NotificationDeliveryStoreTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for (id, sendID) in sends {
                     group.addTask {
-                        _ = try await store.beginAttempt(hubSendID: sendID)
+                        _ = try await Self.begin(db, store, sendID)
                         try await writer.record(
                             HubSendResult(
                                 hubSendID: sendID, notificationID: id, attempt: 1, state: .enqueued,

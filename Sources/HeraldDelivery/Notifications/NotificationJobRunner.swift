@@ -61,7 +61,7 @@ struct NotificationJobRunner: Sendable {
         }
         let attempt: SendAttempt
         let begun = ContinuousClock.now
-        switch try await starter.begin(hubSendID: args.hubSendID) {
+        switch try await starter.begin(hubSendID: args.hubSendID, jobID: job.id) {
         case .go(let started): attempt = started
         case .cancelled:
             log.write(.info, "herald.send.skipped", ["reason": "cancelled"])
@@ -121,7 +121,7 @@ struct NotificationJobRunner: Sendable {
                 // Shutdown past its budget: clear the in-flight mark so the send stays cancellable,
                 // then release the job.
                 result.decision = .released
-                try await writer.record(result)
+                try await record(result, log: log)
                 throw CancellationError()
             case .retry(let notBefore):
                 let wait = notBefore.map { min($0, limits.retryAfterCap) }
@@ -143,7 +143,11 @@ struct NotificationJobRunner: Sendable {
                 outcome = .discard(reason: HubErrorPolicy.reason(error))
             }
         }
-        try await writer.record(result)
+        guard try await record(result, log: log) else {
+            // Another worker runs this job's newer attempt: what this one learnt changes
+            // nothing, and its job outcome is fenced out by the queue the same way.
+            return outcome
+        }
         DeliveryMetrics.outcome(state: result.state.rawValue, reason: Self.reason(result))
         log.write(
             .debug, "herald.send.attempted",
@@ -219,7 +223,7 @@ struct NotificationJobRunner: Sendable {
         let age = Date().timeIntervalSince(job.createdAt)
         var result = HubSendResult(
             hubSendID: target.hubSendID, notificationID: target.notificationID, kind: .telemetry,
-            attempt: Int(job.attempt), state: target.state, decision: .telemetry)
+            attempt: target.attempt, state: target.state, decision: .telemetry)
         let started = ContinuousClock.now
         do {
             let details = try await hub.notificationDetails(id: hubID, logger: logger)
@@ -232,16 +236,17 @@ struct NotificationJobRunner: Sendable {
             if let state, state.isFinal {
                 result.state = state
                 result.telemetryJSON = Self.countsJSON(details.outcomeCounts)
-                try await writer.record(result)
-                DeliveryMetrics.outcome(state: state.rawValue, reason: "telemetry")
+                if try await record(result, log: log) {
+                    DeliveryMetrics.outcome(state: state.rawValue, reason: "telemetry")
+                }
                 return .completed
             }
             if state == .processing && target.state == .enqueued {
                 result.state = .processing
                 result.telemetryJSON = Self.countsJSON(details.outcomeCounts)
-                try await writer.record(result)
+                try await record(result, log: log)
             }
-            return try await pollAgain(result, age: age)
+            return try await pollAgain(result, age: age, log: log)
         } catch let error as NotificationHubsError {
             let elapsed = ContinuousClock.now - started
             DeliveryMetrics.hubCallTime(
@@ -250,11 +255,11 @@ struct NotificationJobRunner: Sendable {
             result.httpStatus = error.status
             result.trackingID = error.trackingID
             result.error = HubErrorPolicy.auditSummary(error)
-            if error.isNotFound { return try await pollAgain(result, age: age) }
+            if error.isNotFound { return try await pollAgain(result, age: age, log: log) }
             if error.isQuota {
                 result.decision = .telemetryUnavailable
                 result.telemetryNote = "not available on this tier"
-                try await writer.record(result)
+                try await record(result, log: log)
                 log.write(.info, "herald.telemetry.unavailable", ["reason": "not available on this tier"])
                 return .completed
             }
@@ -269,7 +274,7 @@ struct NotificationJobRunner: Sendable {
             case .retry, .fail:
                 result.decision = .telemetryFailed
                 result.telemetryNote = "telemetry failed: " + HubErrorPolicy.auditSummary(error)
-                try await writer.record(result)
+                try await record(result, log: log)
                 return .discard(reason: HubErrorPolicy.reason(error))
             }
         }
@@ -278,12 +283,12 @@ struct NotificationJobRunner: Sendable {
     /// Polls again after a backoff that grows with the time since the send (a quarter of it,
     /// from 0.5 s up to ``Limits/telemetryMaxInterval``), or gives up with a note once
     /// ``Limits/telemetryGiveUp`` has passed.
-    private func pollAgain(_ result: HubSendResult, age: TimeInterval) async throws -> JobOutcome {
+    private func pollAgain(_ result: HubSendResult, age: TimeInterval, log: JobLog) async throws -> JobOutcome {
         guard age < limits.telemetryGiveUp.seconds else {
             var note = result
             note.decision = .telemetryGivenUp
             note.telemetryNote = "no telemetry after \(Int(limits.telemetryGiveUp.seconds / 60)) minutes"
-            try await writer.record(note)
+            try await record(note, log: log)
             return .completed
         }
         let interval = min(max(age / 4, 0.5), limits.telemetryMaxInterval.seconds)
@@ -312,6 +317,23 @@ struct NotificationJobRunner: Sendable {
     }
 
     // MARK: Helpers
+
+    /// Records `result` through the shared writer; false (logged and counted) when it was
+    /// stale: the hub send has moved past the attempt it belongs to (the job was rescued and
+    /// another worker started a newer attempt, or the send was settled as lost), so the write
+    /// changed nothing (``NotificationStore/record(_:)``).
+    @discardableResult
+    private func record(_ result: HubSendResult, log: JobLog) async throws -> Bool {
+        if try await writer.record(result) { return true }
+        DeliveryMetrics.staleResult(kind: result.kind.rawValue)
+        log.write(
+            .warning, "herald.send.stale_result",
+            [
+                "result.kind": "\(result.kind.rawValue)", "send.attempt": "\(result.attempt)",
+                "decision": "\(result.decision.rawValue)",
+            ])
+        return false
+    }
 
     static func statusClass(_ error: NotificationHubsError) -> String {
         guard let status = error.status else { return error.code.description }

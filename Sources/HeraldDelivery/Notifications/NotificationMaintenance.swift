@@ -3,7 +3,9 @@ public import Logging
 import PostgresQueue
 public import ServiceLifecycle
 
-/// The worker's notification housekeeping, as a service: every few seconds the expiry sweep
+/// The worker's notification housekeeping, as a service: every few seconds the lost-attempt
+/// sweep (``NotificationStore/settleLostAttempts(batch:)``: a send whose worker stopped during
+/// the hub call on its job's last attempt ends `Unknown`) and the expiry sweep
 /// (``NotificationStore/expireOverdue(batch:)``: waiting sends past their deadline end
 /// `Expired` even when no worker got to them), and every minute the retention pruner
 /// (``NotificationStore/pruneFinished(olderThan:batch:)``, in batches until done). Safe to
@@ -35,30 +37,32 @@ public struct NotificationMaintenance: Service {
         await withDiscardingTaskGroup { group in
             group.addTask {
                 await PeriodicTask.run(every: expiryInterval) {
-                    var total = 0
-                    while true {
-                        let expired = try await store.expireOverdue(batch: batch)
-                        total += expired
-                        if expired < batch { break }
-                    }
-                    if total > 0 { logger.info("herald.notifications.expired", metadata: ["count": "\(total)"]) }
+                    let lost = try await inBatches { try await store.settleLostAttempts(batch: $0) }
+                    if lost > 0 { logger.warning("herald.notifications.lost_attempts", metadata: ["count": "\(lost)"]) }
+                    let expired = try await inBatches { try await store.expireOverdue(batch: $0) }
+                    if expired > 0 { logger.info("herald.notifications.expired", metadata: ["count": "\(expired)"]) }
                 } onError: {
                     logFailure($0)
                 }
             }
             group.addTask {
                 await PeriodicTask.run(every: pruneInterval) {
-                    var total = 0
-                    while true {
-                        let pruned = try await store.pruneFinished(olderThan: retention, batch: batch)
-                        total += pruned
-                        if pruned < batch { break }
-                    }
+                    let total = try await inBatches { try await store.pruneFinished(olderThan: retention, batch: $0) }
                     if total > 0 { logger.info("herald.notifications.pruned", metadata: ["count": "\(total)"]) }
                 } onError: {
                     logFailure($0)
                 }
             }
+        }
+    }
+
+    /// Runs `step` with the batch size until it does less than a batch; returns the total.
+    private func inBatches(_ step: (Int) async throws -> Int) async throws -> Int {
+        var total = 0
+        while true {
+            let done = try await step(batch)
+            total += done
+            if done < batch { return total }
         }
     }
 
