@@ -77,8 +77,13 @@ public struct SendConfiguration: Sendable {
     /// Tutorial sends (`POST /api/notifications`) per second per device user.
     public var tutorialSendsPerUserPerSecond: Int
     /// How long a verified API key is reused without a database check: a revoked key stops
-    /// working within this time in every API process.
+    /// working within this time in every API process. A well-formed key the database did not
+    /// know is refused from memory for as long.
     public var apiKeyCacheSeconds: Int
+    /// The most hub sends one notification may fan out into (one per format and chunk of 20 users).
+    public var maxHubSendsPerNotification: Int
+    /// The most hub sends one request may create (a batch's notifications together).
+    public var maxHubSendsPerRequest: Int
 
     /// `HERALD_API_KEY_RATE_LIMIT`.
     public static let keyRate = Setting.int(
@@ -91,18 +96,34 @@ public struct SendConfiguration: Sendable {
     public static let keyCacheSeconds = Setting.int(
         "api.key_cache_seconds", default: 5, range: 0...5, "how long a verified API key is trusted")
 
+    /// `HERALD_SEND_MAX_HUB_SENDS_PER_NOTIFICATION`. The default covers 10,000 users in two
+    /// formats (500 chunks of 20 × 2) or 5,000 in all four.
+    public static let maxHubSendsPerNotification = Setting.int(
+        "send.max_hub_sends_per_notification", default: 1000, range: 1...100_000,
+        "hub sends one notification may fan out into")
+    /// `HERALD_SEND_MAX_HUB_SENDS_PER_REQUEST`.
+    public static let maxHubSendsPerRequest = Setting.int(
+        "send.max_hub_sends_per_request", default: 10_000, range: 1...1_000_000,
+        "hub sends one request may create, a batch's notifications together")
+
     /// Every key this configuration reads.
-    public static let settings = [keyRate, tutorialRate, keyCacheSeconds].map(\.documentation)
+    public static let settings = [
+        keyRate, tutorialRate, keyCacheSeconds, maxHubSendsPerNotification, maxHubSendsPerRequest,
+    ].map(\.documentation)
 
     /// Creates settings; every default is the documented one.
     public init(
         defaultKeyRatePerSecond: Int = SendConfiguration.keyRate.defaultValue,
         tutorialSendsPerUserPerSecond: Int = SendConfiguration.tutorialRate.defaultValue,
-        apiKeyCacheSeconds: Int = SendConfiguration.keyCacheSeconds.defaultValue
+        apiKeyCacheSeconds: Int = SendConfiguration.keyCacheSeconds.defaultValue,
+        maxHubSendsPerNotification: Int = SendConfiguration.maxHubSendsPerNotification.defaultValue,
+        maxHubSendsPerRequest: Int = SendConfiguration.maxHubSendsPerRequest.defaultValue
     ) {
         self.defaultKeyRatePerSecond = defaultKeyRatePerSecond
         self.tutorialSendsPerUserPerSecond = tutorialSendsPerUserPerSecond
         self.apiKeyCacheSeconds = apiKeyCacheSeconds
+        self.maxHubSendsPerNotification = maxHubSendsPerNotification
+        self.maxHubSendsPerRequest = maxHubSendsPerRequest
     }
 
     /// Reads every key.
@@ -110,7 +131,9 @@ public struct SendConfiguration: Sendable {
         self.init(
             defaultKeyRatePerSecond: try reader.value(Self.keyRate),
             tutorialSendsPerUserPerSecond: try reader.value(Self.tutorialRate),
-            apiKeyCacheSeconds: try reader.value(Self.keyCacheSeconds))
+            apiKeyCacheSeconds: try reader.value(Self.keyCacheSeconds),
+            maxHubSendsPerNotification: try reader.value(Self.maxHubSendsPerNotification),
+            maxHubSendsPerRequest: try reader.value(Self.maxHubSendsPerRequest))
     }
 }
 
@@ -135,6 +158,12 @@ public struct AuthConfiguration: Sendable {
     public var bcryptConcurrency: Int
     /// bcrypt checks that may wait for a thread; beyond it sign-ins get 503 with `Retry-After`.
     public var bcryptQueueLimit: Int
+    /// bcrypt checks (running or waiting) one client address may hold; beyond, its sign-ins get
+    /// 429. 0: a quarter of ``bcryptConcurrency`` + ``bcryptQueueLimit`` (at least 1).
+    public var bcryptPerClient: Int
+    /// Failed sign-ins (Basic or API key) one client address may have per minute; beyond, its
+    /// sign-ins that need bcrypt or a database lookup get 429. 0 turns the limit off.
+    public var failedSignInsPerMinute: Int
     /// The cost of the dummy hash checked for unknown users; set it to the cost new password
     /// hashes get (`StorageConfiguration.bcryptCost`), so an unknown name costs what a known one does.
     public var bcryptCost: Int
@@ -165,11 +194,20 @@ public struct AuthConfiguration: Sendable {
     /// `HERALD_AUTH_BCRYPT_QUEUE`.
     public static let bcryptQueue = Setting.int(
         "auth.bcrypt_queue", default: 256, range: 0...100_000, "bcrypt checks that may wait")
+    /// `HERALD_AUTH_BCRYPT_PER_CLIENT`.
+    public static let bcryptPerClient = Setting.int(
+        "auth.bcrypt_per_client", default: 0, range: 0...100_000, defaultText: "0 (a quarter of concurrency + queue)",
+        "bcrypt checks one client address may hold")
+    /// `HERALD_AUTH_FAILED_SIGNINS_PER_MINUTE`.
+    public static let failedSignInsPerMinute = Setting.int(
+        "auth.failed_signins_per_minute", default: 30, range: 0...1_000_000,
+        "failed sign-ins one client address may have per minute")
     /// Every key this configuration reads.
     public static let settings = [
         jwtHS256Secret.documentation, jwtPublicKeysFile.documentation, jwtIssuer.documentation,
         jwtAudience.documentation, basicCacheSeconds.documentation, basicCacheEntries.documentation,
-        bcryptConcurrency.documentation, bcryptQueue.documentation,
+        bcryptConcurrency.documentation, bcryptQueue.documentation, bcryptPerClient.documentation,
+        failedSignInsPerMinute.documentation,
     ]
 
     /// Creates settings; every default is the documented one (no JWT).
@@ -179,6 +217,8 @@ public struct AuthConfiguration: Sendable {
         basicCacheEntries: Int = AuthConfiguration.basicCacheEntries.defaultValue,
         bcryptConcurrency: Int = AuthConfiguration.bcryptConcurrency.defaultValue,
         bcryptQueueLimit: Int = AuthConfiguration.bcryptQueue.defaultValue,
+        bcryptPerClient: Int = AuthConfiguration.bcryptPerClient.defaultValue,
+        failedSignInsPerMinute: Int = AuthConfiguration.failedSignInsPerMinute.defaultValue,
         bcryptCost: Int = StorageConfiguration.bcryptCost.defaultValue
     ) {
         self.jwtHS256Secret = jwtHS256Secret
@@ -189,6 +229,8 @@ public struct AuthConfiguration: Sendable {
         self.basicCacheEntries = basicCacheEntries
         self.bcryptConcurrency = bcryptConcurrency
         self.bcryptQueueLimit = bcryptQueueLimit
+        self.bcryptPerClient = bcryptPerClient
+        self.failedSignInsPerMinute = failedSignInsPerMinute
         self.bcryptCost = bcryptCost
     }
 
@@ -207,6 +249,8 @@ public struct AuthConfiguration: Sendable {
             basicCacheSeconds: try reader.value(Self.basicCacheSeconds),
             basicCacheEntries: try reader.value(Self.basicCacheEntries),
             bcryptConcurrency: try reader.value(Self.bcryptConcurrency), bcryptQueueLimit: try reader.value(Self.bcryptQueue),
+            bcryptPerClient: try reader.value(Self.bcryptPerClient),
+            failedSignInsPerMinute: try reader.value(Self.failedSignInsPerMinute),
             bcryptCost: try reader.value(StorageConfiguration.bcryptCost))
     }
 

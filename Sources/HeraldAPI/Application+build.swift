@@ -34,13 +34,19 @@ public func buildApplication(
     let auth = configuration.auth
     let sends = configuration.sends
     let registry = metrics ?? PrometheusCollectorRegistry()
+    // Failed sign-ins per client address, Basic and API keys alike.
+    let clientLimits = ClientLimits(perMinute: auth.failedSignInsPerMinute)
     let authenticator = DeviceAuthenticator(
         users: stores.users,
         passwords: try await PasswordChecker.make(
-            concurrency: auth.bcryptConcurrency, queueLimit: auth.bcryptQueueLimit, cost: auth.bcryptCost),
+            concurrency: auth.bcryptConcurrency, queueLimit: auth.bcryptQueueLimit, perClient: auth.bcryptPerClient,
+            cost: auth.bcryptCost),
         cache: BasicCredentialCache(seconds: auth.basicCacheSeconds, capacity: auth.basicCacheEntries),
-        tokens: try await TokenVerifier.make(auth))
+        // Failures are remembered for at most 5 s, and not at all with the credential cache off.
+        failures: RecentFailures(seconds: min(5, auth.basicCacheSeconds), capacity: auth.basicCacheEntries),
+        limits: clientLimits, tokens: try await TokenVerifier.make(auth))
     let limiter = RateLimiter()
+    let rates = KeyRates(limiter: limiter, defaultRate: sends.defaultKeyRatePerSecond)
     let handlers = RouteHandlers(
         ops: OpsRoutes(migrations: stores.migrations, registry: registry, availability: stores.availability),
         openAPI: try OpenAPIDocument.load(),
@@ -52,7 +58,10 @@ public func buildApplication(
             maxBodyBytes: configuration.maxBodyBytes),
         notifications: NotificationController(
             store: stores.notifications, maxBodyBytes: configuration.maxBodyBytes,
-            maxBatchBodyBytes: configuration.maxBatchBodyBytes))
+            maxBatchBodyBytes: configuration.maxBatchBodyBytes,
+            hubSendLimits: HubSendLimits(
+                perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest),
+            rates: rates))
     let keys = APIKeyVerifier(keys: stores.apiKeys, cacheSeconds: sends.apiKeyCacheSeconds)
 
     let router = Router(context: HeraldRequestContext.self)
@@ -71,8 +80,7 @@ public func buildApplication(
     let devices = router.group().add(middleware: gate).add(middleware: authenticator)
     let senders = router.group().add(middleware: gate).add(
         middleware: APIKeyAuthenticator(
-            keys: keys, limiter: limiter, defaultRate: sends.defaultKeyRatePerSecond,
-            requiredScope: APIKeyAuthenticator.byMethod))
+            keys: keys, limits: clientLimits, rates: rates, requiredScope: APIKeyAuthenticator.byMethod))
     for route in APIRoutes.all {
         let handler = handlers.handler(for: route.operation)
         switch route.access {

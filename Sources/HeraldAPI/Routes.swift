@@ -40,9 +40,10 @@ struct RouteSpec: Sendable {
 
 /// Every route of the API.
 enum APIRoutes {
-    /// Statuses every route behind device sign-in can add: 401, and 503 (sign-ins overloaded,
+    /// Statuses every route behind device sign-in can add: 401, 429 (this client address holds
+    /// its share of sign-in checks or used its failed sign-ins), 503 (sign-ins overloaded,
     /// database unavailable), 500.
-    static let device: Set<Int> = [401, 500, 503]
+    static let device: Set<Int> = [401, 429, 500, 503]
     /// Statuses every route behind an API key can add: 401, 403 (scope), 429 (rate), 500, 503.
     static let apiKey: Set<Int> = [401, 403, 429, 500, 503]
 

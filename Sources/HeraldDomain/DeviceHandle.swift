@@ -6,8 +6,8 @@ public enum DeviceHandle {
 
     /// Normalises and checks a handle for `platform`. APNs tokens are hex (the tutorial
     /// client sends upper-case hex without spaces or brackets; spaces and `<>` are removed
-    /// and the result upper-cased); WNS handles are `https` channel URIs; FCM tokens are
-    /// printable text without spaces.
+    /// and the result upper-cased); WNS handles are `https` channel URIs and FCM tokens printable
+    /// ASCII without spaces (a direct send carries the handle in a request header).
     public static func normalized(_ handle: String, for platform: Platform) throws(DomainError) -> String {
         let trimmed = handle.trimmingCharacters(in: " \t\r\n")
         guard !trimmed.isEmpty, trimmed.count <= maxLength else {
@@ -26,8 +26,11 @@ public enum DeviceHandle {
             }
             return trimmed
         case .wns:
-            guard trimmed.lowercased().hasPrefix("https://"), !trimmed.contains(" ") else {
-                throw DomainError(code: "invalid_handle", message: "a WNS channel is an https:// URI")
+            // Printable ASCII only: a direct send carries the handle in a request header.
+            guard trimmed.lowercased().hasPrefix("https://"),
+                trimmed.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
+            else {
+                throw DomainError(code: "invalid_handle", message: "a WNS channel is an https:// URI of printable ASCII")
             }
             return trimmed
         }

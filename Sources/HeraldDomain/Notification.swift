@@ -108,17 +108,25 @@ public enum NotificationTarget: Sendable, Hashable {
             try TagExpressionRules.check(expression)
             return .tags(expression.trimmingCharacters(in: .whitespaces))
         case .installation(let id):
-            guard !id.isEmpty, id.count <= 200,
-                id.unicodeScalars.allSatisfy({
-                    $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0))
-                })
-            else {
+            // The id becomes the tag `$InstallationId:{id}` in a hub request header: the rules of the
+            // installation ids devices register with, which keep that tag within the hub's 120 characters.
+            guard (try? InstallationID(id)) != nil else {
                 throw DomainError(
-                    code: "invalid_target", message: "target.installationId is 1 to 200 ASCII letters, digits and - _ .")
+                    code: "invalid_target",
+                    message: "target.installationId is 1 to \(InstallationID.maxLength) ASCII letters, digits and - _ .")
             }
             return self
         case .device(let handle, let platform):
             return .device(handle: try DeviceHandle.normalized(handle, for: platform), platform: platform)
+        }
+    }
+
+    /// How many tag expressions (or direct sends) the target fans out into, computed without
+    /// building them: ``tagExpressions``' count.
+    public var hubSendChunks: Int {
+        switch self {
+        case .users(let names): (names.count + Self.tagsPerHubSend - 1) / Self.tagsPerHubSend
+        case .user, .tags, .installation, .device: 1
         }
     }
 
@@ -319,8 +327,12 @@ public struct NotificationOptions: Sendable, Hashable, Codable {
                 message:
                     "apnsPushType \"\(type.prefix(30))\" is not one of \(Self.apnsPushTypes.sorted().joined(separator: ", "))")
         }
-        if let id = collapseId, id.isEmpty || id.utf8.count > 64 {
-            throw DomainError(code: "invalid_option", message: "collapseId is 1 to 64 bytes (the APNs limit)")
+        if let id = collapseId, id.isEmpty || id.utf8.count > 64 || !HeaderValue.isSafe(id) {
+            throw DomainError(
+                code: "invalid_option",
+                message:
+                    "collapseId is 1 to 64 bytes (the APNs limit) without control characters or surrounding spaces: "
+                    + "it is sent as the apns-collapse-id header")
         }
     }
 }
@@ -402,6 +414,14 @@ public struct NotificationRequest: Sendable, Hashable, Codable {
 
     /// Whether it waits for `sendAt`.
     public func isScheduled(now: Date) -> Bool { (sendAt ?? now) > now }
+
+    /// How many hub sends it fans out into (``hubSends``' count), in constant time: one per
+    /// format and tag-expression chunk, or one for a device handle. Meaningful for a validated
+    /// request (a device send carries one format).
+    public var hubSendCount: Int {
+        if case .device = target { return 1 }
+        return target.hubSendChunks * content.formats.count
+    }
 
     /// The hub sends it fans out into: one per format and per tag-expression chunk.
     public var hubSends: [HubSendPlan] {

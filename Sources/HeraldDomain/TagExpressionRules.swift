@@ -3,7 +3,8 @@
 ///
 /// An expression combines tags with `&&`, `||`, `!` and parentheses. When it uses only `||` it
 /// may name at most 20 tags, otherwise at most 6. Tags are 1 to 120 characters of letters,
-/// digits and `_ @ # . : -`, or the hub's `$InstallationId:{…}` and `$UserId:{…}`.
+/// digits and `_ @ # . : -`, or the hub's `$InstallationId:{…}` and `$UserId:{…}` (whose id is
+/// letters, digits and `_ @ # . : - =`, within the same 120 characters).
 public enum TagExpressionRules {
     /// The longest expression accepted, in characters.
     public static let maxLength = 3000
@@ -68,14 +69,20 @@ public enum TagExpressionRules {
                 tokens.append(scalar == "&" ? .and : .or)
                 index += 2
             case "$":
-                var end = index
-                while end < scalars.count, scalars[end] != "}" { end += 1 }
-                guard end < scalars.count else { throw invalid("an unterminated $…{…} tag") }
-                let tag = String(String.UnicodeScalarView(scalars[index...end]))
-                guard tag.hasPrefix("$InstallationId:{") || tag.hasPrefix("$UserId:{"), tag.count > 10 else {
-                    throw invalid("\"\(tag.prefix(40))\" is not $InstallationId:{…} or $UserId:{…}")
+                // `$InstallationId:{id}` or `$UserId:{id}`: the id is what the hub allows inside
+                // (letters, digits, `_ @ # . : - =`), so nothing else reaches the request header.
+                guard let prefix = builtInPrefixes.first(where: { matches($0, scalars, at: index) }) else {
+                    throw invalid("a $ tag is $InstallationId:{…} or $UserId:{…}")
                 }
-                tokens.append(.tag(tag))
+                var end = index + prefix.count
+                while end < scalars.count, isTagScalar(scalars[end]) || scalars[end] == "=" { end += 1 }
+                guard end < scalars.count, scalars[end] == "}", end > index + prefix.count else {
+                    throw invalid(
+                        "the id inside \(String(String.UnicodeScalarView(prefix)))…} is 1 or more letters, digits and _ @ # . : - ="
+                    )
+                }
+                guard end + 1 - index <= TagPolicy.maxTagLength else { throw invalid("a tag longer than 120 characters") }
+                tokens.append(.tag(String(String.UnicodeScalarView(scalars[index...end]))))
                 index = end + 1
             default:
                 var end = index
@@ -89,6 +96,13 @@ public enum TagExpressionRules {
         }
         guard !tokens.isEmpty else { throw invalid("the expression is empty") }
         return tokens
+    }
+
+    /// The built-in tags' openings, `$InstallationId:{` and `$UserId:{`.
+    private static let builtInPrefixes = ["$InstallationId:{", "$UserId:{"].map { Array($0.unicodeScalars) }
+
+    private static func matches(_ prefix: [Unicode.Scalar], _ scalars: [Unicode.Scalar], at index: Int) -> Bool {
+        scalars.count - index >= prefix.count && zip(prefix, scalars[index...]).allSatisfy { $0 == $1 }
     }
 
     private static func isTagScalar(_ scalar: Unicode.Scalar) -> Bool {

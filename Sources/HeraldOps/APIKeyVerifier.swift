@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HeraldDomain
 public import HeraldStorage
 public import Hummingbird
 public import Logging
@@ -12,7 +13,9 @@ import Synchronization
 /// The key is `Authorization: Bearer <key>` or `X-API-Key: <key>`, exactly one of the two
 /// headers. A malformed key (shape or checksum) is refused without a database query; a
 /// verified key is cached for at most 5 s (so **a revoked key stops working within 5 s in
-/// every process**). The key itself is never logged or stored.
+/// every process**), and so is a well-formed key the database does not know (the checksum is
+/// public, so made-up keys are easy: repeating one costs no query). The key itself is never
+/// logged or stored.
 ///
 /// A refusal is answered the same everywhere: ``refusal()``, a 401 with
 /// `WWW-Authenticate: Bearer realm="herald"` and the JSON error ``refusalJSON``.
@@ -49,16 +52,29 @@ public struct APIKeyVerifier: Sendable {
 
     /// The live key the request presents, or nil when it presents none, a malformed one, or
     /// one that is unknown or revoked. Throws a `StorageError` when the database cannot tell.
-    public func verify(_ request: Request, logger: Logger) async throws -> APIKeyRecord? {
+    ///
+    /// `beforeLookup` runs only when the answer needs the database (a well-formed key that is not
+    /// cached); what it throws ends the verification before the query.
+    public func verify(
+        _ request: Request, logger: Logger, beforeLookup: () throws -> Void = {}
+    ) async throws -> APIKeyRecord? {
         guard let key = Self.presentedKey(in: request.headers) else {
             logger.debug("herald.auth.refused", metadata: ["auth.reason": "missing or malformed API key"])
             return nil
         }
         let digest = SHA256.hash(data: Array(key.utf8))
-        if let cached = cache.lookup(digest) { return cached }
+        switch cache.lookup(digest) {
+        case .known(let record): return record
+        case .unknown:
+            logger.debug("herald.auth.refused", metadata: ["auth.reason": "unknown or revoked API key (cached)"])
+            return nil
+        case nil: break
+        }
+        if APIKeyFormat.isWellFormed(key) { try beforeLookup() }
         // `authenticate` refuses a key of the wrong shape or checksum before any query.
         guard let record = try await keys.authenticate(key) else {
             logger.debug("herald.auth.refused", metadata: ["auth.reason": "unknown, revoked or malformed API key"])
+            if APIKeyFormat.isWellFormed(key) { cache.insertMiss(digest) }
             return nil
         }
         cache.insert(digest, record)
@@ -101,32 +117,55 @@ public struct APIKeyVerifier: Sendable {
 }
 
 /// A short-lived cache of verified API keys, so a high-rate caller does not cost a database
-/// round trip (and a `last_used_at` write) per request.
+/// round trip (and a `last_used_at` write) per request, and of well-formed keys the database
+/// did not know, so a repeated made-up key costs no query either.
 ///
 /// Keyed by the SHA-256 of the key (the key itself is never stored); an entry lives at most
-/// ``APIKeyVerifier/maxCacheSeconds``. At most `capacity` entries: expired ones go first, then everything (the
-/// cache refills from the database).
+/// ``APIKeyVerifier/maxCacheSeconds``. Known keys and misses are kept apart, at most `capacity`
+/// of each, so a flood of made-up keys cannot push out the keys in use: when full, expired
+/// entries go first, then everything of that kind (it refills from the database).
 final class APIKeyCache: Sendable {
+    /// What the cache knows of a key.
+    enum Answer {
+        /// A live key.
+        case known(APIKeyRecord)
+        /// The database had no live key with this hash.
+        case unknown
+    }
+
+    private struct State {
+        var known: [SHA256.Digest: (record: APIKeyRecord, expires: ContinuousClock.Instant)] = [:]
+        var misses: [SHA256.Digest: ContinuousClock.Instant] = [:]
+    }
+
     private let ttl: Duration
     private let capacity: Int
-    private let entries = Mutex([SHA256.Digest: (record: APIKeyRecord, expires: ContinuousClock.Instant)]())
+    private let state = Mutex(State())
 
-    /// A cache of at most `capacity` keys, each trusted for `seconds` (0...5; 0 turns it off).
+    /// A cache of at most `capacity` keys and as many misses, each kept for `seconds` (0...5;
+    /// 0 turns it off).
     init(seconds: Int, capacity: Int) {
         self.ttl = .seconds(min(APIKeyVerifier.maxCacheSeconds, max(0, seconds)))
         self.capacity = max(0, capacity)
     }
 
-    /// The cached record for `digest`, if still fresh.
-    func lookup(_ digest: SHA256.Digest) -> APIKeyRecord? {
+    /// What is cached for `digest`, if still fresh.
+    func lookup(_ digest: SHA256.Digest) -> Answer? {
         let now = ContinuousClock.now
-        return entries.withLock { entries in
-            guard let entry = entries[digest] else { return nil }
-            guard entry.expires > now else {
-                entries[digest] = nil
+        return state.withLock { state in
+            if let entry = state.known[digest] {
+                guard entry.expires > now else {
+                    state.known[digest] = nil
+                    return nil
+                }
+                return .known(entry.record)
+            }
+            guard let expires = state.misses[digest] else { return nil }
+            guard expires > now else {
+                state.misses[digest] = nil
                 return nil
             }
-            return entry.record
+            return .unknown
         }
     }
 
@@ -134,12 +173,30 @@ final class APIKeyCache: Sendable {
     func insert(_ digest: SHA256.Digest, _ record: APIKeyRecord) {
         guard capacity > 0, ttl > .zero else { return }
         let now = ContinuousClock.now
-        entries.withLock { entries in
-            if entries.count >= capacity {
-                entries = entries.filter { $0.value.expires > now }
-                if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
-            }
-            entries[digest] = (record, now + ttl)
+        state.withLock { state in
+            Self.makeRoom(&state.known, capacity: capacity, now: now) { $0.expires }
+            state.known[digest] = (record, now + ttl)
+            state.misses[digest] = nil
         }
+    }
+
+    /// Remembers that the database knows no live key with this hash.
+    func insertMiss(_ digest: SHA256.Digest) {
+        guard capacity > 0, ttl > .zero else { return }
+        let now = ContinuousClock.now
+        state.withLock { state in
+            Self.makeRoom(&state.misses, capacity: capacity, now: now) { $0 }
+            state.misses[digest] = now + ttl
+        }
+    }
+
+    /// Drops expired entries when `entries` is full, then all of them if that was not enough.
+    private static func makeRoom<Value>(
+        _ entries: inout [SHA256.Digest: Value], capacity: Int, now: ContinuousClock.Instant,
+        expiry: (Value) -> ContinuousClock.Instant
+    ) {
+        guard entries.count >= capacity else { return }
+        entries = entries.filter { expiry($0.value) > now }
+        if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
     }
 }

@@ -24,6 +24,19 @@ struct RateLimiterTests {
         #expect(slow.acquire("s", rate: 1, now: start) == 1)
     }
 
+    @Test("a cost of several tokens: over the remaining budget waits; over the burst goes on a full bucket, then owes")
+    func cost() {
+        let limiter = RateLimiter()
+        let start = ContinuousClock.now
+        #expect(limiter.acquire("k", rate: 10, cost: 15, now: start) == nil, "15 of a burst of 20")
+        #expect(limiter.acquire("k", rate: 10, cost: 15, now: start) == 1, "5 left: 10 more take a second")
+        #expect(limiter.acquire("k", rate: 10, cost: 15, now: start + .seconds(1)) == nil)
+        // Above the burst: only on a full bucket, which then owes the rest.
+        #expect(limiter.acquire("k", rate: 10, cost: 50, now: start + .seconds(1)) == 2, "needs the full 20")
+        #expect(limiter.acquire("k", rate: 10, cost: 50, now: start + .seconds(3)) == nil)
+        #expect(limiter.acquire("k", rate: 10, now: start + .seconds(3)) == 4, "30 owed, then one token: 3.1 s")
+    }
+
     @Test("memory is bounded: idle buckets go first, and the count never passes the capacity")
     func bounded() {
         let limiter = RateLimiter(capacity: 10)

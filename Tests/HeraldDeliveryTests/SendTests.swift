@@ -211,6 +211,30 @@ struct SendTests {
         }
     }
 
+    @Test("a hub send with neither tag expression nor device handle ends Abandoned without a hub call, never a broadcast")
+    func targetlessSendIsNotBroadcast() async throws {
+        try await withSends { world in
+            try await world.device("bob")  // unrelated: a broadcast would reach him
+            let id = try await world.send(
+                NotificationRequest(
+                    target: .user("alice"), content: .init(apple: #"{"aps":{"alert":"not for bob"}}"#),
+                    sendAt: Date().addingTimeInterval(3600)))
+            // A row without a target (the API never writes one; a hand edit or a bug could), then its job runs now.
+            try await world.db.client.query(
+                "UPDATE hub_sends SET tag_expression = NULL WHERE notification_id = \(id)", logger: world.db.logger)
+            try await world.db.client.query(
+                "UPDATE pgqueue.jobs SET run_at = now() WHERE kind = \(NotificationJobs.send)", logger: world.db.logger)
+            try await world.settled([id], .abandoned)
+            #expect(try await world.sendRequests().isEmpty, "no hub call")
+            #expect(try await world.deliveries().isEmpty, "nothing reached bob's device")
+            let outcomes = try await world.outcomes(id)
+            #expect(outcomes.count == 1)
+            #expect(outcomes.first?.status == nil)
+            #expect(outcomes.first?.decision == "abandoned")
+            #expect(outcomes.first?.error.contains("neither a tag expression nor a device handle") == true)
+        }
+    }
+
     @Test("telemetry: 404 means not yet; polling continues until a terminal state with per-PNS counts")
     func telemetryNotYet() async throws {
         try await withSends { world in

@@ -127,7 +127,7 @@ struct EmulatorContractTests {
             try await #require(hub.inspection).addFaults([
                 FaultRule(pathPattern: "/messages$", status: 403, retryAfterSeconds: 3, count: 1)
             ])
-            let error = await hubError { _ = try await client.send(.template(["m": "x"])) }
+            let error = await hubError { _ = try await client.send(.template(["m": "x"]), to: .tag("t")) }
             #expect(error?.status == 403)
             #expect(error?.retryAfter == .seconds(3))
             #expect(error?.isThrottled == true)
@@ -158,7 +158,7 @@ struct EmulatorContractTests {
             // The answer comes far later than the timeout, so even a loaded machine tells them apart.
             try await #require(hub.inspection).addFaults([FaultRule(pathPattern: "/messages$", delayMs: 5000, count: 1)])
             let started = ContinuousClock.now
-            let error = await hubError { _ = try await client.send(.template(["m": "x"])) }
+            let error = await hubError { _ = try await client.send(.template(["m": "x"]), to: .tag("t")) }
             #expect(error?.code == .timeout)
             #expect(error?.status == nil)
             #expect(error?.isTransient == true)
@@ -185,7 +185,9 @@ struct EmulatorContractTests {
             let client = try hub.client()
             let inspection = try #require(hub.inspection)
             let before = try await inspection.requests().count
-            let oversized = await hubError { _ = try await client.send(.apple(String(repeating: "x", count: 5000))) }
+            let oversized = await hubError {
+                _ = try await client.send(.apple(String(repeating: "x", count: 5000)), to: .tag("t"))
+            }
             #expect(oversized?.code == .invalidArgument)
             #expect(oversized?.operation.rawValue == "send")
             let badTag = await hubError { _ = try await client.send(.template(["m": "x"]), to: .tag("bad tag")) }
@@ -215,7 +217,7 @@ struct EmulatorContractTests {
 
             // A Retry-After beyond maxDelay is not waited for: thrown at once.
             try await inspection.addFaults([FaultRule(pathPattern: "/messages$", status: 429, retryAfterSeconds: 120, count: 1)])
-            let error = await hubError { _ = try await client.send(.template(["m": "x"])) }
+            let error = await hubError { _ = try await client.send(.template(["m": "x"]), to: .tag("t")) }
             #expect(error?.retryAfter == .seconds(120))
         }
     }
@@ -226,7 +228,7 @@ struct EmulatorContractTests {
             let client = try hub.client()
             let inspection = try #require(hub.inspection)
             try await inspection.addFaults([FaultRule(pathPattern: "/messages$", status: 503, count: 5)])
-            _ = await hubError { _ = try await client.send(.template(["m": "x"])) }
+            _ = await hubError { _ = try await client.send(.template(["m": "x"]), to: .tag("t")) }
             let posts = try await inspection.requests().filter { ($0.path ?? "").hasSuffix("/messages") }
             #expect(posts.count == 1)
         }
@@ -259,7 +261,7 @@ struct EmulatorContractTests {
                 #expect(telemetry?.isQuota == true)
             }
             let scheduled = await hubError {
-                _ = try await client.schedule(.template(["m": "x"]), at: Date().addingTimeInterval(600))
+                _ = try await client.schedule(.template(["m": "x"]), at: Date().addingTimeInterval(600), to: .tag("t"))
             }
             #expect(scheduled?.status == 403)
             #expect(scheduled?.isQuota == true)
@@ -276,7 +278,7 @@ struct EmulatorContractTests {
         configuration.timeout = .seconds(1)
         let client = try NotificationHubClient(
             connectionString: connectionString, hubName: "hub", configuration: configuration)
-        let error = await hubError { _ = try await client.send(.template(["m": "x"])) }
+        let error = await hubError { _ = try await client.send(.template(["m": "x"]), to: .tag("t")) }
         #expect(error?.code == .connection)
         #expect(error?.isTransient == true)
         #expect(error?.status == nil)

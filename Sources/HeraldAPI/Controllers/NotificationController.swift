@@ -15,10 +15,16 @@ import Logging
 /// | `DELETE /v1/notifications/{id}` | send | 200 the detail, `Cancelled`; 409 once a send went out |
 ///
 /// A `read` key sees every notification (dashboards); a `send` key cancels only its own.
+///
+/// A batch costs its key one rate-limit token per item (``KeyRates``; the authenticator took the
+/// first), after it is read and checked, so an invalid batch costs one.
 struct NotificationController: Sendable {
     let store: NotificationStore
     let maxBodyBytes: Int
     let maxBatchBodyBytes: Int
+    var hubSendLimits = HubSendLimits()
+    /// The key's token buckets; nil: batches cost one token like any request.
+    var rates: KeyRates?
 
     static let idempotencyKeyHeader = HTTPField.Name("Idempotency-Key")!
     static let replayedHeader = HTTPField.Name("Idempotent-Replayed")!
@@ -37,7 +43,8 @@ struct NotificationController: Sendable {
             }
             idempotencyKey = value
         }
-        let item = try NotificationRequestReader.notification(body, idempotencyKey: idempotencyKey, now: Date())
+        let item = try NotificationRequestReader.notification(
+            body, idempotencyKey: idempotencyKey, now: Date(), limits: hubSendLimits)
         guard let answer = try await store.create([item], sender: .apiKey(key.id)).first else {
             throw APIError.internalError
         }
@@ -54,7 +61,8 @@ struct NotificationController: Sendable {
     func createBatch(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let key = try requireKey(context)
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBatchBodyBytes), rules: .senderAPI)
-        let items = try NotificationRequestReader.batch(body, now: Date())
+        let items = try NotificationRequestReader.batch(body, now: Date(), limits: hubSendLimits)
+        try rates?.charge(key, cost: items.count - 1, prepaid: 1)
         let answers = try await store.create(items, sender: .apiKey(key.id))
         context.logger.debug(
             "herald.notification.batch_accepted", metadata: ["count": "\(answers.count)", "api_key.id": "\(key.id)"])

@@ -29,10 +29,11 @@ enum NotificationRequestReader {
     /// `POST /v1/notifications`: the body as one notification. With an idempotency key (from
     /// the header) the request hash covers the whole body.
     static func notification(
-        _ body: JSONObjectCursor, idempotencyKey: IdempotencyKey?, now: Date
+        _ body: JSONObjectCursor, idempotencyKey: IdempotencyKey?, now: Date, limits: HubSendLimits = .init()
     ) throws(APIError) -> NewNotification {
         try checkFields(body, allowsKey: false)
         let request = try checkedRequest(body, now: now)
+        try limits.check(total: limits.check(request, at: body))
         return NewNotification(
             request: request, idempotencyKey: idempotencyKey, requestHash: idempotencyKey.map { _ in hash(body.value) })
     }
@@ -40,7 +41,12 @@ enum NotificationRequestReader {
     /// `POST /v1/notifications:batch`: `{"notifications": [...]}` with 1 to
     /// ``NotificationStore/maxBatch`` notifications, each with an optional `idempotencyKey`
     /// whose request hash covers the item without the key.
-    static func batch(_ body: JSONObjectCursor, now: Date) throws(APIError) -> [NewNotification] {
+    ///
+    /// Each item may need at most ``HubSendLimits/perNotification`` hub sends, the batch at most
+    /// ``HubSendLimits/perRequest``.
+    static func batch(
+        _ body: JSONObjectCursor, now: Date, limits: HubSendLimits = .init()
+    ) throws(APIError) -> [NewNotification] {
         for field in batchRequiredFields { _ = try body.required(field) }
         try body.refuseUnknownKeys(Set(batchRequiredFields), "is not a field of a batch")
         let list = try body.field("notifications").array()
@@ -51,6 +57,7 @@ enum NotificationRequestReader {
         }
         var items: [NewNotification] = []
         items.reserveCapacity(list.count)
+        var hubSends = 0
         for element in list {
             let item = try element.object()
             try checkFields(item, allowsKey: true)
@@ -62,6 +69,7 @@ enum NotificationRequestReader {
                 idempotencyKey = key
             }
             let request = try checkedRequest(item, now: now)
+            hubSends += try limits.check(request, at: item)
             var hash: Data?
             if idempotencyKey != nil {
                 var hashed = item.fields
@@ -70,6 +78,7 @@ enum NotificationRequestReader {
             }
             items.append(NewNotification(request: request, idempotencyKey: idempotencyKey, requestHash: hash))
         }
+        try limits.check(total: hubSends)
         return items
     }
 
@@ -194,5 +203,41 @@ enum NotificationRequestReader {
         case .bool(let flag): return flag ? "true" : "false"
         default: throw parameter.refusal("must be a string, number or boolean")
         }
+    }
+}
+
+/// How many hub sends (rows, jobs and hub calls) one request may create: a notification fans
+/// out into one hub send per format and per chunk of 20 users, so without a limit one batch of
+/// 1,000 notifications to 10,000 users in four formats would be two million. Checked in
+/// constant time per notification, before anything is written; over a limit is a `400`
+/// `too_many_hub_sends` naming it.
+struct HubSendLimits: Sendable {
+    /// The most hub sends one notification may need.
+    var perNotification = SendConfiguration.maxHubSendsPerNotification.defaultValue
+    /// The most hub sends one request (a batch's notifications together) may need.
+    var perRequest = SendConfiguration.maxHubSendsPerRequest.defaultValue
+
+    /// `request`'s hub sends, or a 400 naming `object`'s path when they are over ``perNotification``.
+    func check(_ request: NotificationRequest, at object: JSONObjectCursor) throws(APIError) -> Int {
+        let count = request.hubSendCount
+        guard count > perNotification else { return count }
+        let chunks = request.target.hubSendChunks
+        let formats = request.content.formats.count
+        let message =
+            "the notification needs \(count) hub sends (\(chunks) tag chunk\(chunks == 1 ? "" : "s") × \(formats) "
+            + "format\(formats == 1 ? "" : "s")); at most \(perNotification) per notification "
+            + "(\(SendConfiguration.maxHubSendsPerNotification.environmentName))"
+        throw APIError(
+            .badRequest, code: "too_many_hub_sends", message: object.path.isRoot ? message : "\(object.path): \(message)")
+    }
+
+    /// Throws a 400 when `total` hub sends are over ``perRequest``.
+    func check(total: Int) throws(APIError) {
+        guard total > perRequest else { return }
+        throw APIError(
+            .badRequest, code: "too_many_hub_sends",
+            message:
+                "the request needs \(total) hub sends; at most \(perRequest) per request "
+                + "(\(SendConfiguration.maxHubSendsPerRequest.environmentName)): split it")
     }
 }

@@ -30,11 +30,21 @@ final class RateLimiter: Sendable {
         self.state = Mutex(State(lastSweep: .now))
     }
 
-    /// Takes one token from `key`'s bucket (`rate` per second, burst `2 × rate`). Returns nil
-    /// when the request may go ahead, else the whole seconds (at least 1) until it may.
-    func acquire(_ key: String, rate: Int, now: ContinuousClock.Instant = .now) -> Int? {
+    /// Takes `cost` tokens (a request: 1; a batch: its items) from `key`'s bucket (`rate` per
+    /// second, burst `2 × rate`). Returns nil when the request may go ahead, else the whole
+    /// seconds (at least 1) until it may.
+    ///
+    /// A cost above the burst can never be covered, so it goes ahead once the bucket is full and
+    /// leaves it in debt: the key then waits until its tokens are paid back, and its rate over
+    /// time stays `rate`. `prepaid` is what the same request took already (a batch's first token,
+    /// taken before its body was read): a full bucket then holds `burst - prepaid`.
+    func acquire(
+        _ key: String, rate: Int, cost: Int = 1, prepaid: Int = 0, now: ContinuousClock.Instant = .now
+    ) -> Int? {
         let rate = Double(max(1, rate))
         let burst = 2 * rate
+        let cost = Double(max(1, cost))
+        let needed = min(cost, max(1, burst - Double(max(0, prepaid))))
         return state.withLock { state in
             var bucket = state.buckets[key] ?? Bucket(tokens: burst, updated: now)
             if bucket.updated < now {
@@ -42,11 +52,11 @@ final class RateLimiter: Sendable {
                 bucket.updated = now
             }
             let wait: Int?
-            if bucket.tokens >= 1 {
-                bucket.tokens -= 1
+            if bucket.tokens >= needed {
+                bucket.tokens -= cost
                 wait = nil
             } else {
-                wait = max(1, Int(((1 - bucket.tokens) / rate).rounded(.up)))
+                wait = max(1, Int(((needed - bucket.tokens) / rate).rounded(.up)))
             }
             if state.buckets[key] == nil, state.buckets.count >= capacity { evict(&state, now: now) }
             state.buckets[key] = bucket
@@ -61,8 +71,10 @@ final class RateLimiter: Sendable {
         // A full sweep at most once a second keeps a flood of new keys from costing O(n) each.
         if now - state.lastSweep >= .seconds(1) {
             state.lastSweep = now
-            // A bucket idle for 2 s is full again at any rate (burst = 2 s of tokens).
-            state.buckets = state.buckets.filter { now - $0.value.updated < .seconds(2) }
+            // A bucket idle for 2 s is full again at any rate (burst = 2 s of tokens), unless a
+            // batch left it in debt: then it is kept a second longer per token owed (at least as
+            // long as repaying takes at any rate of 1 or more).
+            state.buckets = state.buckets.filter { now - $0.value.updated < .seconds(2 + max(0, -$0.value.tokens)) }
         }
         if state.buckets.count >= capacity, let victim = state.buckets.keys.first {
             state.buckets[victim] = nil

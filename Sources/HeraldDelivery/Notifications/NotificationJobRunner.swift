@@ -78,21 +78,25 @@ struct NotificationJobRunner: Sendable {
         }
         log.notificationID = attempt.notificationID
         let logger = log.forCallees
-        let notification = Self.pushNotification(for: attempt)
-        let target: SendTarget =
-            attempt.deviceHandle.map { SendTarget.device(handle: $0) } ?? .tagExpression(attempt.tagExpression ?? "")
-        let started = ContinuousClock.now
         var result = HubSendResult(
             hubSendID: attempt.hubSendID, notificationID: attempt.notificationID, attempt: attempt.attempt,
             state: .queued, decision: .retry, startedAt: attempt.startedAt)
+        // Herald never broadcasts: a hub send with neither a tag expression nor a device handle
+        // (which the API does not write) ends Abandoned without a hub call.
+        guard let target = Self.sendTarget(for: attempt) else {
+            result.state = .abandoned
+            result.decision = .abandoned
+            result.error = Self.noTargetReason
+            try await writer.record(result)
+            DeliveryMetrics.outcome(state: result.state.rawValue, reason: "no_target")
+            log.write(.error, "herald.send.failed", ["reason": "\(Self.noTargetReason)"])
+            return .discard(reason: Self.noTargetReason)
+        }
+        let notification = Self.pushNotification(for: attempt)
+        let started = ContinuousClock.now
         let outcome: JobOutcome
         do {
-            let sent: NotificationOutcome
-            if attempt.deviceHandle == nil && (attempt.tagExpression ?? "").isEmpty {
-                sent = try await hub.send(notification, to: .allDevices, logger: logger)
-            } else {
-                sent = try await hub.send(notification, to: target, logger: logger)
-            }
+            let sent = try await hub.send(notification, to: target, logger: logger)
             let elapsed = ContinuousClock.now - started
             DeliveryMetrics.hubCallTime(operation: "send", statusClass: "2xx", elapsed)
             result.durationMilliseconds = elapsed.milliseconds
@@ -156,6 +160,19 @@ struct NotificationJobRunner: Sendable {
                 "send.attempt": "\(attempt.attempt)",
             ])
         return outcome
+    }
+
+    /// Why a hub send without a target is abandoned.
+    static let noTargetReason = "the hub send has neither a tag expression nor a device handle; Herald never broadcasts"
+
+    /// Where an attempt goes: its device handle (a direct send) or its tag expression; nil when
+    /// it has neither (an empty or blank value counts as none), which would be a broadcast.
+    static func sendTarget(for attempt: SendAttempt) -> SendTarget? {
+        if let handle = attempt.deviceHandle, !handle.isEmpty { return .device(handle: handle) }
+        if let expression = attempt.tagExpression, expression.contains(where: { !$0.isWhitespace }) {
+            return .tagExpression(expression)
+        }
+        return nil
     }
 
     /// The hub request for an attempt: the format's payload with its platform headers.

@@ -33,6 +33,14 @@ extension NotificationHubClient {
         logger: Logger?
     ) async throws(NotificationHubsError) -> HubResponse {
         let logger = logger ?? self.logger
+        // A value the HTTP client would refuse (CR/LF, NUL, other control characters) fails the
+        // same way on every try: refuse it here, permanently, instead of letting it surface as a
+        // connection error that a caller retries until its attempts run out.
+        if let name = Self.unsendableHeader(in: headers) {
+            throw .invalidArgument(
+                operation, "a header name or value holds a character HTTP does not allow (a control character)",
+                detail: "header \(name.utf8.allSatisfy(Self.isTokenByte) ? name : "with an invalid name")")
+        }
         var attempt = 1
         while true {
             do {
@@ -121,6 +129,29 @@ extension NotificationHubClient {
         throw Self.statusError(
             operation: operation, status: status, headers: responseHeaders, body: responseBody,
             sentTrackingID: sentTrackingID)
+    }
+
+    // MARK: Header checks
+
+    /// The name of the first header whose name is not an RFC 9110 token or whose value holds a
+    /// control character other than a tab (what AsyncHTTPClient refuses to send); nil when every
+    /// header can be sent.
+    static func unsendableHeader(in headers: HTTPHeaders) -> String? {
+        for (name, value) in headers {
+            guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte) else { return name }
+            guard value.utf8.allSatisfy({ $0 == UInt8(ascii: "\t") || ($0 >= 0x20 && $0 != 0x7F) }) else { return name }
+        }
+        return nil
+    }
+
+    /// A byte of an RFC 9110 token: letters, digits and ``!#$%&'*+-.^_`|~``.
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        default:
+            "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
     }
 
     // MARK: Error mapping

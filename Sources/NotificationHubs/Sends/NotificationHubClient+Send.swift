@@ -19,14 +19,40 @@ extension NotificationHubClient {
     /// )
     /// ```
     ///
+    /// A send without tags or a device handle reaches every device, so it is never the default:
+    /// ``SendTarget/allDevices`` is refused here; call ``broadcast(_:logger:)`` to mean it.
+    ///
     /// - Returns: the notification id (from `Location`), the tracking id and
     ///   ``NotificationOutcomeState/enqueued``.
-    /// - Throws: ``NotificationHubsError``: `invalid_argument` for a bad tag expression or an
-    ///   oversized payload (nothing is sent), or the hub's error.
+    /// - Throws: ``NotificationHubsError``: `invalid_argument` for ``SendTarget/allDevices``, a bad
+    ///   tag expression, a header value with a control character or an oversized payload (nothing
+    ///   is sent), or the hub's error.
     public func send(
         _ notification: PushNotification,
-        to target: SendTarget = .allDevices,
+        to target: SendTarget,
         logger: Logger? = nil
+    ) async throws(NotificationHubsError) -> NotificationOutcome {
+        try Self.refuseImplicitBroadcast(target, operation: .send)
+        return try await post(notification, to: target, logger: logger)
+    }
+
+    /// Sends a notification to **every** device: every native registration of its platform, or
+    /// every template registration for a template send (`POST /messages` without
+    /// `ServiceBusNotification-Tags`). The one way to broadcast: ``send(_:to:logger:)`` refuses a
+    /// target without tags or device handle.
+    ///
+    /// - Throws: `invalid_argument` for an oversized payload or a bad header value; or the hub's error.
+    public func broadcast(
+        _ notification: PushNotification, logger: Logger? = nil
+    ) async throws(NotificationHubsError)
+        -> NotificationOutcome
+    {
+        try await post(notification, to: .allDevices, logger: logger)
+    }
+
+    /// `POST /messages` (or `?direct`) for `target`, broadcast included.
+    private func post(
+        _ notification: PushNotification, to target: SendTarget, logger: Logger?
     ) async throws(NotificationHubsError) -> NotificationOutcome {
         let operation: NotificationHubsError.Operation
         let url: String
@@ -104,16 +130,17 @@ extension NotificationHubClient {
 
     /// A test ("debug") send (`POST /messages?test`): served synchronously, to at most 10
     /// devices and at most 10 times a minute, answering with each device's result.
-    /// Tag and broadcast targets only.
+    /// Tag targets only (``SendTarget/allDevices`` is refused, as by ``send(_:to:logger:)``).
     ///
     /// - Returns: ``NotificationOutcomeState/detailedStateAvailable`` with `success`, `failure` and
     ///   `results` filled in.
     public func sendTest(
         _ notification: PushNotification,
-        to target: SendTarget = .allDevices,
+        to target: SendTarget,
         logger: Logger? = nil
     ) async throws(NotificationHubsError) -> NotificationOutcome {
         let operation = NotificationHubsError.Operation.sendTest
+        try Self.refuseImplicitBroadcast(target, operation: operation)
         if case .device = target.kind {
             throw .invalidArgument(operation, "test sends cannot be direct sends")
         }
@@ -150,15 +177,17 @@ extension NotificationHubClient {
     ///
     /// - Returns: the scheduled notification's id (for ``cancelScheduledNotification(id:logger:)``)
     ///   and ``NotificationOutcomeState/scheduled``.
-    /// - Throws: `invalid_argument` for a direct target or a time more than 7 days ahead; a
-    ///   `403` (``NotificationHubsError/isQuota``) on the Free and Basic tiers.
+    /// - Throws: `invalid_argument` for ``SendTarget/allDevices`` (no broadcast by omission), a
+    ///   direct target or a time more than 7 days ahead; a `403` (``NotificationHubsError/isQuota``)
+    ///   on the Free and Basic tiers.
     public func schedule(
         _ notification: PushNotification,
         at date: Date,
-        to target: SendTarget = .allDevices,
+        to target: SendTarget,
         logger: Logger? = nil
     ) async throws(NotificationHubsError) -> NotificationOutcome {
         let operation = NotificationHubsError.Operation.schedule
+        try Self.refuseImplicitBroadcast(target, operation: operation)
         if case .device = target.kind {
             throw .invalidArgument(operation, "scheduled sends cannot be direct sends")
         }
@@ -198,6 +227,17 @@ extension NotificationHubClient {
     // MARK: Helpers
 
     static let isSendSuccess: @Sendable (Int) -> Bool = { $0 == 201 || $0 == 200 }
+
+    /// Refuses ``SendTarget/allDevices``: a send without tags or device handle would reach every
+    /// device, which only ``broadcast(_:logger:)`` may do.
+    static func refuseImplicitBroadcast(
+        _ target: SendTarget, operation: NotificationHubsError.Operation
+    ) throws(NotificationHubsError) {
+        if case .all = target.kind {
+            throw .invalidArgument(
+                operation, "a send without tags or device handle would reach every device; call broadcast(_:) for that")
+        }
+    }
 
     /// `ServiceBusNotification-Format`, `Content-Type` and the notification's own headers.
     func notificationHeaders(_ notification: PushNotification, extra: Int) -> HTTPHeaders {

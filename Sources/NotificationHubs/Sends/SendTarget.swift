@@ -1,7 +1,6 @@
 /// Who a send reaches.
 ///
 /// ```swift
-/// .allDevices                          // broadcast: no tags header
 /// .tag("username:alice")
 /// .tags(["username:alice", "username:bob"])   // OR: alice || bob (at most 20)
 /// .tagExpression("(sports || news) && lang:en")
@@ -10,7 +9,9 @@
 /// .device(handle: "62BC…")             // direct send, no registration needed
 /// ```
 ///
-/// Expressions are checked (characters, length, operators, tag counts) when sent.
+/// Expressions are checked (characters, length, operators, tag counts) when sent. A send to every
+/// device is ``NotificationHubClient/broadcast(_:logger:)``, never a target: `send`, `sendTest`
+/// and `schedule` refuse ``allDevices``.
 public struct SendTarget: Sendable, Hashable {
     enum Kind: Sendable, Hashable {
         case all
@@ -21,8 +22,11 @@ public struct SendTarget: Sendable, Hashable {
 
     let kind: Kind
 
-    /// Every registration of the send's platform (native sends) or every template
-    /// registration (template sends).
+    /// Every registration of the send's platform (native sends) or every template registration
+    /// (template sends): what a send without tags or device handle would reach. Refused by
+    /// `send`, `sendTest` and `schedule` with `invalid_argument`, so a target that lost its tags
+    /// cannot become a broadcast; ``NotificationHubClient/broadcast(_:logger:)`` is the way to
+    /// send to every device.
     public static let allDevices = SendTarget(kind: .all)
 
     /// Registrations with this tag.
