@@ -297,6 +297,19 @@ extension NotificationStore {
                           CASE WHEN h.format = 'template' THEN (n.content -> 'template')::text
                                ELSE n.content ->> h.format END AS body,
                           n.options::text AS options
+            ),
+            -- A start that finds the previous attempt still in flight: its worker stopped (or
+            -- lost its lease) during the hub call, and the call may have gone out. That attempt
+            -- gets its outcome row now, so every attempt has one; its worker's late result, if
+            -- it ever comes, is fenced out by the attempt number.
+            lost AS (
+                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
+                                                   decision, state, started_at)
+                SELECT h.id, h.notification_id, \(HubSendResult.Kind.send.rawValue), h.attempts,
+                       extract(epoch FROM now() - h.in_flight_since) * 1000, \(NotificationStore.lostAttemptReason),
+                       \(HubSendResult.Decision.unknown.rawValue), 'Queued', h.in_flight_since
+                FROM hub_sends h JOIN started s ON s.id = h.id
+                WHERE h.in_flight_since IS NOT NULL
             )
             SELECT h.id AS hub_send_id, h.notification_id, h.format, h.tag_expression, h.device_handle,
                    h.state AS send_state, n.state AS notification_state, n.deadline,

@@ -124,6 +124,15 @@ struct LostAttemptTests {
                 return
             }
             #expect(next.attempt == 2)
+            // The lost attempt 1 got its outcome row when attempt 2 started: every attempt has one.
+            #expect(
+                try await db.count(
+                    """
+                    SELECT count(*) FROM notification_outcomes
+                    WHERE hub_send_id = \(retried.hubSend) AND attempt = 1 AND kind = 'send' AND decision = 'unknown'
+                      AND error = \(reason) AND started_at IS NOT NULL
+                    """) == 1)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes WHERE hub_send_id = \(retried.hubSend)") == 1)
 
             // Pruned like any finished notification once past the retention.
             try await db.client.query(
