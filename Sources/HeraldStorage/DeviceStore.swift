@@ -152,17 +152,15 @@ public struct DeviceStore: Sendable {
             let current = try await lockDevice(id, on: connection)
             if let current {
                 guard current.userID == owner.id else { throw Self.notYours }
-                guard current.kind == .registration else {
-                    throw DomainError(
-                        code: "device_kind_mismatch",
-                        message: "this id belongs to an installation; register it with POST /api/register",
-                        kind: .conflict)
-                }
+                guard current.kind == .registration else { throw Self.kindMismatch }
                 if current.deleted { try await checkDeviceLimit(owner: owner, on: connection) }
             } else {
                 try await checkDeviceLimit(owner: owner, on: connection)
             }
             var jobs = try await moveHandle(handle, to: id, on: connection)
+            // The row was absent when it was locked above, so another request may have created
+            // it since (two users racing on a new id): the update applies only to the caller's
+            // own registration, and no row means the id went to someone else first.
             let rows = try await connection.query(
                 """
                 INSERT INTO devices (id, user_id, kind, platform, handle, tags, template_body, template_headers)
@@ -173,9 +171,12 @@ public struct DeviceStore: Sendable {
                     template_body = EXCLUDED.template_body, template_headers = EXCLUDED.template_headers,
                     deleted_at = NULL, sync_state = 'pending', last_error = NULL,
                     version = devices.version + 1, updated_at = now()
+                WHERE devices.user_id = EXCLUDED.user_id AND devices.kind = 'registration'
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
-            let record = try await Self.single(rows)
+            guard let record = try await Self.records(rows).first else {
+                throw try await refusal(for: id, owner: owner, on: connection)
+            }
             jobs.append(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: .registration))
             _ = try await queue.enqueue(jobs, on: connection)
             return record
@@ -209,6 +210,9 @@ public struct DeviceStore: Sendable {
             }
             if !found { try await checkDeviceLimit(owner: owner, on: connection) }
             var jobs = try await moveHandle(handle, to: id, on: connection)
+            // A new installation id races on its unique index (the transaction is retried and
+            // finds the winner's row above); the owner check keeps any other race from writing
+            // into someone else's row.
             let rows = try await connection.query(
                 """
                 INSERT INTO devices (id, user_id, kind, platform, handle, tags, installation_id, templates)
@@ -218,9 +222,10 @@ public struct DeviceStore: Sendable {
                     platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
                     templates = EXCLUDED.templates, deleted_at = NULL, sync_state = 'pending', last_error = NULL,
                     version = devices.version + 1, updated_at = now()
+                WHERE devices.user_id = EXCLUDED.user_id
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
-            let record = try await Self.single(rows)
+            guard let record = try await Self.records(rows).first else { throw Self.notYours }
             jobs.append(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: .installation))
             _ = try await queue.enqueue(jobs, on: connection)
             return record
@@ -413,6 +418,17 @@ public struct DeviceStore: Sendable {
         var deleted: Bool
     }
 
+    /// Why a registration's write matched no row: the id belongs to another user (`410`), or
+    /// it is the caller's installation (`409`).
+    private func refusal(for id: DeviceID, owner: DeviceOwner, on connection: PostgresConnection) async throws -> DomainError {
+        guard let current = try await lockDevice(id, on: connection), current.userID == owner.id else { return Self.notYours }
+        return Self.kindMismatch
+    }
+
+    private static let kindMismatch = DomainError(
+        code: "device_kind_mismatch", message: "this id belongs to an installation; register it with POST /api/register",
+        kind: .conflict)
+
     private static let notYours = DomainError(
         code: "device_gone", message: "this device registration is gone; create a new one with POST /api/register",
         kind: .gone)
@@ -479,13 +495,6 @@ public struct DeviceStore: Sendable {
         installation_id, templates::text AS templates, hub_registration_id, hub_expires_at, sync_state, last_error,
         version, synced_version, deleted_at, created_at, updated_at
         """
-
-    static func single(_ rows: PostgresRowSequence) async throws -> DeviceRecord {
-        guard let record = try await records(rows).first else {
-            throw StorageError(.query, "the device write returned no row")
-        }
-        return record
-    }
 
     static func records(_ rows: PostgresRowSequence) async throws -> [DeviceRecord] {
         let decoder = JSONDecoder()

@@ -1,0 +1,105 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+import HeraldTestSupport
+import PostgresNIO
+import PostgresQueue
+import Testing
+
+/// Issue 12, defects 4, 7 and 9 at the store: who owns a new id two users race for, the audit
+/// of a handle moving between users, and user names compared ignoring case.
+@Suite("Device hygiene (store)", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct DeviceHygieneTests {
+    static let tokenA = DeviceStoreTests.tokenA
+    static let tokenB = DeviceStoreTests.tokenB
+    /// `DeviceStore.handleLockClass`: the first key of the advisory lock a registration takes on
+    /// its handle before it writes the row.
+    static let handleLockClass: Int32 = 0x4844
+
+    /// Waits until `condition` holds, checking the database again after each short pause (the
+    /// event waited for is a state of the database); fails after 60 s.
+    static func waitFor(_ what: String, _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while try await !condition() {
+            guard ContinuousClock.now < deadline else { throw TestSupportError("timed out waiting for \(what)") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// The result of a registration, error included.
+    static func attempt(_ body: () async throws -> DeviceRecord) async -> Result<DeviceRecord, any Error> {
+        do { return .success(try await body()) } catch { return .failure(error) }
+    }
+
+    // MARK: Defect 4
+
+    @Test("two users racing on a never-seen id: one owner, the other gets device_gone, no row mixes them")
+    func newIDRace() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, bob) = try await DeviceStoreTests.fixture(db)
+            let id = DeviceID.random()
+            // The interleaving, built exactly: bob's request finds no row at `id` and then waits
+            // on its handle's lock (held here); alice creates the device at `id` and commits;
+            // then bob's request goes on to write the row.
+            let blocker = db.makeClient(poolSize: 1)
+            try await TestDatabase.withRunning(blocker) {
+                try await blocker.withConnection { connection in
+                    try await connection.query(
+                        "SELECT pg_advisory_lock(\(Self.handleLockClass), hashtext(\(Self.tokenB)))", logger: db.logger)
+                    async let bobResult = Self.attempt {
+                        try await store.register(
+                            try DeviceStoreTests.registration(bob, .apns, Self.tokenB, tags: ["BobsTag"]), id: id, owner: bob)
+                    }
+                    try await Self.waitFor("bob's registration to wait for the handle lock") {
+                        try await db.count(
+                            """
+                            SELECT count(*) FROM pg_locks
+                            WHERE locktype = 'advisory' AND NOT granted AND classid = 18500  -- handleLockClass
+                              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                            """) == 1
+                    }
+                    let aliceRecord = try await store.register(
+                        try DeviceStoreTests.registration(alice, .apns, Self.tokenA, tags: ["AlicesTag"]), id: id, owner: alice)
+                    try await connection.query(
+                        "SELECT pg_advisory_unlock(\(Self.handleLockClass), hashtext(\(Self.tokenB)))", logger: db.logger)
+                    switch await bobResult {
+                    case .success(let record):
+                        Issue.record("bob's registration wrote alice's device: \(record.tags), user \(record.userID)")
+                    case .failure(let error):
+                        let domain = try #require(error as? DomainError, "\(error)")
+                        #expect(domain.kind == .gone && domain.code == "device_gone")
+                    }
+                    let row = try #require(try await store.device(id: id))
+                    #expect(row.userID == alice.id)
+                    #expect(row.handle == Self.tokenA && row.tags == ["AlicesTag", "username:alice"])
+                    #expect(row.version == aliceRecord.version)
+                    #expect(try await store.devices(handle: Self.tokenB).isEmpty, "bob's write left nothing behind")
+                }
+            }
+
+            // And under real concurrency, many pairs: every row has one owner's user, handle and tags.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<40 {
+                    let shared = DeviceID.random()
+                    for (owner, token) in [(alice, "A\(UUID())"), (bob, "B\(UUID())")] {
+                        group.addTask {
+                            do {
+                                try await store.register(
+                                    try DeviceStoreTests.registration(owner, .fcmv1, token), id: shared, owner: owner)
+                            } catch let error as DomainError where error.kind == .gone {}
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(
+                try await db.count(
+                    """
+                    SELECT count(*) FROM devices d JOIN users u ON u.id = d.user_id
+                    WHERE NOT (d.tags @> ARRAY['username:' || u.name])
+                       OR left(d.handle, 1) <> CASE u.name WHEN 'alice' THEN 'A' ELSE 'B' END
+                    """) == 0, "a row mixes two users")
+            #expect(try await db.count("SELECT count(*) FROM devices") == 41)
+        }
+    }
+}
