@@ -157,7 +157,7 @@ public struct DeviceStore: Sendable {
             } else {
                 try await checkDeviceLimit(owner: owner, on: connection)
             }
-            var jobs = try await moveHandle(handle, to: id, on: connection)
+            var jobs = try await moveHandle(handle, to: id, owner: owner, on: connection)
             // The row was absent when it was locked above, so another request may have created
             // it since (two users racing on a new id): the update applies only to the caller's
             // own registration, and no row means the id went to someone else first.
@@ -209,7 +209,7 @@ public struct DeviceStore: Sendable {
                 found = true
             }
             if !found { try await checkDeviceLimit(owner: owner, on: connection) }
-            var jobs = try await moveHandle(handle, to: id, on: connection)
+            var jobs = try await moveHandle(handle, to: id, owner: owner, on: connection)
             // A new installation id races on its unique index (the transaction is retried and
             // finds the winner's row above); the owner check keeps any other race from writing
             // into someone else's row.
@@ -455,25 +455,37 @@ public struct DeviceStore: Sendable {
     }
 
     /// Deletes every other live device holding `handle` (another user signed in on the same
-    /// phone, or a stale duplicate) and returns the sync jobs that remove them from the hub.
+    /// phone, or a stale duplicate), records each move in `device_handle_moves` (both devices,
+    /// both users, the handle's fingerprint), and returns the sync jobs that remove them from
+    /// the hub.
     ///
     /// Registrations of one handle are serialised by a transaction-scoped advisory lock on the
     /// handle, so two users registering the same phone at once end with exactly one device.
-    private func moveHandle(_ handle: String, to id: DeviceID, on connection: PostgresConnection) async throws -> [NewJob] {
+    private func moveHandle(
+        _ handle: String, to id: DeviceID, owner: DeviceOwner, on connection: PostgresConnection
+    ) async throws -> [NewJob] {
         try await connection.query(
             "SELECT pg_advisory_xact_lock(\(Self.handleLockClass), hashtext(\(handle)))", logger: logger)
+        let fingerprint = DeviceHandle.fingerprint(handle)
         let rows = try await connection.query(
             """
-            UPDATE devices SET deleted_at = now(), version = version + 1, sync_state = 'pending', updated_at = now()
-            WHERE handle = \(handle) AND platform IS NOT NULL AND deleted_at IS NULL AND id <> \(id.uuid)
-            RETURNING id, kind
+            WITH moved AS (
+                UPDATE devices SET deleted_at = now(), version = version + 1, sync_state = 'pending', updated_at = now()
+                WHERE handle = \(handle) AND platform IS NOT NULL AND deleted_at IS NULL AND id <> \(id.uuid)
+                RETURNING id, kind, user_id
+            ), audit AS (
+                INSERT INTO device_handle_moves (handle_fingerprint, from_device_id, from_user_id, to_device_id, to_user_id)
+                SELECT \(fingerprint), id, user_id, \(id.uuid), \(owner.id) FROM moved
+            )
+            SELECT id, kind, user_id FROM moved
             """, logger: logger)
         var jobs: [NewJob] = []
-        for try await (moved, kind) in rows.decode((UUID, String).self) {
+        for try await (moved, kind, fromUser) in rows.decode((UUID, String, Int64).self) {
             logger.info(
                 "herald.device.handle_moved",
                 metadata: [
-                    "from_device": "\(DeviceID(moved))", "to_device": "\(id)", "handle": "\(DeviceHandle.redacted(handle))",
+                    "from_device": "\(DeviceID(moved))", "from_user": "\(fromUser)", "to_device": "\(id)",
+                    "to_user": "\(owner.id)", "handle": "\(fingerprint)",
                 ])
             jobs.append(
                 try .deviceSync(DeviceSyncArgs(deviceID: DeviceID(moved)), kind: DeviceKind(rawValue: kind) ?? .registration))

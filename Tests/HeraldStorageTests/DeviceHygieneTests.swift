@@ -102,4 +102,35 @@ struct DeviceHygieneTests {
             #expect(try await db.count("SELECT count(*) FROM devices") == 41)
         }
     }
+
+    // MARK: Defect 7
+
+    @Test("a handle moving to another user's device writes one audit row naming both users and devices")
+    func handleMoveAudit() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, bob) = try await DeviceStoreTests.fixture(db)
+            let aliceDevice = DeviceID.random()
+            let bobDevice = DeviceID.random()
+            try await store.register(try DeviceStoreTests.registration(alice, .apns, Self.tokenA), id: aliceDevice, owner: alice)
+            try await store.register(try DeviceStoreTests.registration(bob, .apns, Self.tokenA), id: bobDevice, owner: bob)
+            var rows: [(Int64, Int64, UUID, UUID, String, Bool)] = []
+            for try await row in try await db.client.query(
+                """
+                SELECT from_user_id, to_user_id, from_device_id, to_device_id, handle_fingerprint, moved_at <= now()
+                FROM device_handle_moves
+                """, logger: db.logger
+            ).decode((Int64, Int64, UUID, UUID, String, Bool).self) {
+                rows.append(row)
+            }
+            #expect(rows.count == 1)
+            let move = try #require(rows.first)
+            #expect(move.0 == alice.id && move.1 == bob.id)
+            #expect(move.2 == aliceDevice.uuid && move.3 == bobDevice.uuid)
+            #expect(!move.4.contains(Self.tokenA) && move.4.hasSuffix(String(Self.tokenA.suffix(4))))
+            #expect(move.5)
+            // Bob writing his own device again moves nothing.
+            try await store.register(try DeviceStoreTests.registration(bob, .apns, Self.tokenA), id: bobDevice, owner: bob)
+            #expect(try await db.count("SELECT count(*) FROM device_handle_moves") == 1)
+        }
+    }
 }
