@@ -2,8 +2,9 @@ import HeraldDomain
 import Synchronization
 
 /// Token buckets by key (an API key's id, a device user's id): each key may make `rate`
-/// requests per second with bursts of twice that. The one limiter of the API, shared by the
-/// sender API and the tutorial send endpoint.
+/// requests per period (a second unless said otherwise) with bursts of twice that. The one
+/// limiter of the API, shared by the sender API, the tutorial send endpoint and the device
+/// routes (each with its own key prefix).
 ///
 /// Limits are **per API process**: with N processes behind a load balancer a key may reach N
 /// times its rate. Memory is bounded: at most `capacity` buckets; when full, buckets that have
@@ -13,6 +14,8 @@ final class RateLimiter: Sendable {
     private struct Bucket {
         var tokens: Double
         var updated: ContinuousClock.Instant
+        /// How long the bucket takes to refill from empty: idle that long, it is full again.
+        var refill: Duration
     }
 
     private struct State {
@@ -30,13 +33,18 @@ final class RateLimiter: Sendable {
         self.state = Mutex(State(lastSweep: .now))
     }
 
-    /// Takes one token from `key`'s bucket (`rate` per second, burst `2 × rate`). Returns nil
+    /// Takes one token from `key`'s bucket (`rate` per `period`, burst `2 × rate`). Returns nil
     /// when the request may go ahead, else the whole seconds (at least 1) until it may.
-    func acquire(_ key: String, rate: Int, now: ContinuousClock.Instant = .now) -> Int? {
-        let rate = Double(max(1, rate))
-        let burst = 2 * rate
+    func acquire(
+        _ key: String, rate: Int, per period: Duration = .seconds(1), now: ContinuousClock.Instant = .now
+    ) -> Int? {
+        let perPeriod = Double(max(1, rate))
+        let burst = 2 * perPeriod
+        let rate = perPeriod / max(Self.seconds(period), 0.001)  // tokens per second
+        let refill = period * 2
         return state.withLock { state in
-            var bucket = state.buckets[key] ?? Bucket(tokens: burst, updated: now)
+            var bucket = state.buckets[key] ?? Bucket(tokens: burst, updated: now, refill: refill)
+            bucket.refill = refill
             if bucket.updated < now {
                 bucket.tokens = min(burst, bucket.tokens + Self.seconds(now - bucket.updated) * rate)
                 bucket.updated = now
@@ -61,8 +69,8 @@ final class RateLimiter: Sendable {
         // A full sweep at most once a second keeps a flood of new keys from costing O(n) each.
         if now - state.lastSweep >= .seconds(1) {
             state.lastSweep = now
-            // A bucket idle for 2 s is full again at any rate (burst = 2 s of tokens).
-            state.buckets = state.buckets.filter { now - $0.value.updated < .seconds(2) }
+            // A bucket idle for two periods is full again (burst = two periods of tokens).
+            state.buckets = state.buckets.filter { now - $0.value.updated < $0.value.refill }
         }
         if state.buckets.count >= capacity, let victim = state.buckets.keys.first {
             state.buckets[victim] = nil
