@@ -133,4 +133,27 @@ struct DeviceHygieneTests {
             #expect(try await db.count("SELECT count(*) FROM device_handle_moves") == 1)
         }
     }
+
+    // MARK: Defect 9
+
+    @Test("user names are unique ignoring case: adding Bob next to bob fails and names bob")
+    func userNamesIgnoreCase() async throws {
+        try await TestDatabase.with { db async throws in
+            let users = UserStore(client: db.client, logger: db.logger)
+            try await users.add(name: "bob", passwordHash: "x")
+            for clash in ["Bob", "BOB", "bob"] {
+                do {
+                    try await users.add(name: clash, passwordHash: "x")
+                    Issue.record("\(clash) was added next to bob")
+                } catch let error as DomainError {
+                    #expect(error.code == "user_exists" && error.kind == .conflict)
+                    #expect(error.message.contains("bob"), "\(error.message)")
+                }
+            }
+            // A JWT subject differing only in case from a user is refused, not merged into it.
+            await #expect(throws: DomainError.self) { try await users.externalUser(name: "BoB") }
+            #expect(try await db.count("SELECT count(*) FROM users") == 1)
+            #expect(try await users.externalUser(name: "bob").name == "bob")
+        }
+    }
 }
