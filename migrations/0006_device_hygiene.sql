@@ -15,8 +15,7 @@ BEGIN
         FROM users GROUP BY lower(name) HAVING count(*) > 1
     ) AS groups;
     IF clashes IS NOT NULL THEN
-        RAISE EXCEPTION 'user names that differ only in case: %', clashes
-            USING HINT = 'user names are now unique ignoring case; rename all but one of each group, then migrate again';
+        RAISE EXCEPTION 'user names must be unique ignoring case, and these differ only in case: %; rename all but one of each (UPDATE users SET name = ... WHERE id = ...), then migrate again', clashes;
     END IF;
 END
 $$;

@@ -156,4 +156,25 @@ struct DeviceHygieneTests {
             #expect(try await users.externalUser(name: "bob").name == "bob")
         }
     }
+
+    @Test("migration 0006 stops on user names that differ only in case, and names them")
+    func migrationRefusesCaseClash() async throws {
+        try await TestDatabase.with(migrated: false) { db async throws in
+            let before = MigrationRunner.bundled.filter { !($0.component == "herald" && $0.version >= 6) }
+            try await MigrationRunner(client: db.client, logger: db.logger, migrations: before).migrate()
+            try await db.client.query(
+                "INSERT INTO users (name, password_hash) VALUES ('bob', 'x'), ('Bob', 'x'), ('carol', 'x')",
+                logger: db.logger)
+            do {
+                try await MigrationRunner(client: db.client, logger: db.logger).migrate()
+                Issue.record("0006 applied over bob and Bob")
+            } catch let error as StorageError {
+                #expect(error.message.contains("bob (id 1), Bob (id 2)"), "\(error.message)")
+                #expect(error.message.contains("rename"), "\(error.message)")
+            }
+            try await db.client.query("UPDATE users SET name = 'bob2' WHERE name = 'Bob'", logger: db.logger)
+            try await MigrationRunner(client: db.client, logger: db.logger).migrate()
+            #expect(try await db.count("SELECT count(*) FROM users") == 3)
+        }
+    }
 }
