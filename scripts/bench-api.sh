@@ -66,7 +66,8 @@ script("basic", [(basic(u), str(uuid.uuid4()), handle()) for u in range(1, 21) f
 PY
 
 bench_start_emulator
-bench_start_api HERALD_AUTH_JWT_HS256_SECRET="$secret" HERALD_MAX_DEVICES_PER_USER=1000
+# Every request is a device write: lift the per-user write limit so it measures the API, not the limiter.
+bench_start_api HERALD_AUTH_JWT_HS256_SECRET="$secret" HERALD_MAX_DEVICES_PER_USER=1000 HERALD_DEVICE_WRITE_RATE_PER_MINUTE=10000000
 "$bin/herald-worker" 2>"$work/worker.err" &
 pids+=($!)
 

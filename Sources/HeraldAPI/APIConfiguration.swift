@@ -69,13 +69,17 @@ public struct APIConfiguration: Sendable {
     }
 }
 
-/// Rate limits of the API (token buckets **per API process**, bursts of twice the rate) and
-/// how long a verified API key is trusted.
+/// Rate limits of the API (token buckets **per API process**, bursts of twice the rate): per
+/// API key, per device user on the tutorial send and on device writes; and how long a verified
+/// API key is trusted.
 public struct SendConfiguration: Sendable {
     /// Requests per second of an API key whose row sets no `rate_limit_per_second`.
     public var defaultKeyRatePerSecond: Int
     /// Tutorial sends (`POST /api/notifications`) per second per device user.
     public var tutorialSendsPerUserPerSecond: Int
+    /// Device writes (`POST /api/register`, `PUT` and `DELETE /api/register/{id}`) per minute
+    /// per device user.
+    public var deviceWritesPerUserPerMinute: Int
     /// How long a verified API key is reused without a database check: a revoked key stops
     /// working within this time in every API process. A well-formed key the database did not
     /// know is refused from memory for as long.
@@ -92,6 +96,10 @@ public struct SendConfiguration: Sendable {
     /// `HERALD_TUTORIAL_SEND_RATE_LIMIT`.
     public static let tutorialRate = Setting.int(
         "tutorial_send_rate_limit", default: 2, range: 1...10_000, "tutorial sends per second per device user")
+    /// `HERALD_DEVICE_WRITE_RATE_PER_MINUTE`.
+    public static let deviceWriteRate = Setting.int(
+        "device_write_rate_per_minute", default: 10, range: 1...10_000_000,
+        "device writes (`POST /api/register`, `PUT`/`DELETE /api/register/{id}`) per minute per device user")
     /// `HERALD_API_KEY_CACHE_SECONDS`.
     public static let keyCacheSeconds = Setting.int(
         "api.key_cache_seconds", default: 5, range: 0...5, "how long a verified API key is trusted")
@@ -108,19 +116,21 @@ public struct SendConfiguration: Sendable {
 
     /// Every key this configuration reads.
     public static let settings = [
-        keyRate, tutorialRate, keyCacheSeconds, maxHubSendsPerNotification, maxHubSendsPerRequest,
+        keyRate, tutorialRate, deviceWriteRate, keyCacheSeconds, maxHubSendsPerNotification, maxHubSendsPerRequest,
     ].map(\.documentation)
 
     /// Creates settings; every default is the documented one.
     public init(
         defaultKeyRatePerSecond: Int = SendConfiguration.keyRate.defaultValue,
         tutorialSendsPerUserPerSecond: Int = SendConfiguration.tutorialRate.defaultValue,
+        deviceWritesPerUserPerMinute: Int = SendConfiguration.deviceWriteRate.defaultValue,
         apiKeyCacheSeconds: Int = SendConfiguration.keyCacheSeconds.defaultValue,
         maxHubSendsPerNotification: Int = SendConfiguration.maxHubSendsPerNotification.defaultValue,
         maxHubSendsPerRequest: Int = SendConfiguration.maxHubSendsPerRequest.defaultValue
     ) {
         self.defaultKeyRatePerSecond = defaultKeyRatePerSecond
         self.tutorialSendsPerUserPerSecond = tutorialSendsPerUserPerSecond
+        self.deviceWritesPerUserPerMinute = deviceWritesPerUserPerMinute
         self.apiKeyCacheSeconds = apiKeyCacheSeconds
         self.maxHubSendsPerNotification = maxHubSendsPerNotification
         self.maxHubSendsPerRequest = maxHubSendsPerRequest
@@ -131,6 +141,7 @@ public struct SendConfiguration: Sendable {
         self.init(
             defaultKeyRatePerSecond: try reader.value(Self.keyRate),
             tutorialSendsPerUserPerSecond: try reader.value(Self.tutorialRate),
+            deviceWritesPerUserPerMinute: try reader.value(Self.deviceWriteRate),
             apiKeyCacheSeconds: try reader.value(Self.keyCacheSeconds),
             maxHubSendsPerNotification: try reader.value(Self.maxHubSendsPerNotification),
             maxHubSendsPerRequest: try reader.value(Self.maxHubSendsPerRequest))

@@ -52,6 +52,7 @@ public func buildApplication(
         openAPI: try OpenAPIDocument.load(),
         devices: DeviceController(
             devices: stores.devices, tagPolicy: TagPolicy(maxClientTags: configuration.maxClientTags),
+            limiter: limiter, writesPerUserPerMinute: sends.deviceWritesPerUserPerMinute,
             maxBodyBytes: configuration.maxBodyBytes),
         tutorial: TutorialSendController(
             store: stores.notifications, limiter: limiter, perUserRate: sends.tutorialSendsPerUserPerSecond,

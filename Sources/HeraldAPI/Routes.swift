@@ -54,15 +54,15 @@ enum APIRoutes {
         RouteSpec(method: .get, path: "/metrics", operation: .metrics, access: .apiKey, statuses: apiKey.union([200])),
         RouteSpec(
             method: .post, path: "/api/register", operation: .deviceRegister, access: .device,
-            statuses: device.union([200, 400, 409, 410, 413]),
+            statuses: device.union([200, 400, 409, 410, 413, 429]),
             body: .init(schema: "Installation", required: DeviceController.installationRequiredFields)),
         RouteSpec(
             method: .put, path: "/api/register/{id}", operation: .deviceUpdate, access: .device,
-            statuses: device.union([200, 400, 409, 410, 413]),
+            statuses: device.union([200, 400, 409, 410, 413, 429]),
             body: .init(schema: "DeviceRegistration", required: DeviceController.registrationRequiredFields)),
         RouteSpec(
             method: .delete, path: "/api/register/{id}", operation: .deviceDelete, access: .device,
-            statuses: device.union([200, 400, 410])),
+            statuses: device.union([200, 400, 410, 429])),
         RouteSpec(
             method: .post, path: "/api/notifications", operation: .tutorialSend, access: .device,
             statuses: device.union([200, 400, 413, 429]), body: .init(schema: "TutorialMessage", required: [])),

@@ -1,7 +1,7 @@
 public import HeraldSettings
 
 /// Settings of `herald-worker`: the hub, how many jobs run at once and for how long they are
-/// leased, history retention, and the limits of the job handlers. Each key is declared once
+/// leased, history, notification and device retention, and the limits of the job handlers. Each key is declared once
 /// below with its default; limits without a key are plain defaults of the initializer.
 public struct DeliveryConfiguration: Sendable {
     /// The hub's connection string (a secret: never logged or stored).
@@ -23,6 +23,11 @@ public struct DeliveryConfiguration: Sendable {
     public var historyRetention: Duration
     /// How long finished notifications, their hub sends and outcomes are kept.
     public var notificationRetention: Duration
+    /// How long a deleted device is kept once its hub registration is removed (while kept, its
+    /// id still answers `410` to other users).
+    public var deletedDeviceRetention: Duration
+    /// How long `device_hub_calls` rows are kept.
+    public var deviceHubCallRetention: Duration
     /// The longest hub `Retry-After` a send honours; beyond it the notification's deadline decides.
     public var retryAfterCap: Duration
     /// The worker's ops listener (`/health/*`, `/metrics`) address.
@@ -74,6 +79,14 @@ public struct DeliveryConfiguration: Sendable {
     public static let notificationRetentionHours = Setting.int(
         "notification_retention_hours", default: 720, range: 1...87_600,
         "finished notifications (with their hub sends and outcomes) are pruned after this")
+    /// `HERALD_DEVICE_RETENTION_HOURS`.
+    public static let deviceRetentionHours = Setting.int(
+        "device_retention_hours", default: 720, range: 1...87_600,
+        "deleted devices are purged this long after their deletion, once their hub registration is removed")
+    /// `HERALD_DEVICE_HUB_CALL_RETENTION_HOURS`.
+    public static let deviceHubCallRetentionHours = Setting.int(
+        "device_hub_call_retention_hours", default: 720, range: 1...87_600,
+        "`device_hub_calls` rows are pruned after this")
     /// `HERALD_SEND_RETRY_AFTER_CAP_SECONDS`.
     public static let retryAfterCapSeconds = Setting.int(
         "send.retry_after_cap_seconds", default: 300, range: 1...86_400, "the longest hub `Retry-After` a send waits for")
@@ -89,6 +102,7 @@ public struct DeliveryConfiguration: Sendable {
         hubConnectionString.documentation, hubName.documentation, concurrency.documentation,
         leaseSeconds.documentation, hotPollMilliseconds.documentation, synchronousCommit.documentation,
         historyRetentionHours.documentation, notificationRetentionHours.documentation,
+        deviceRetentionHours.documentation, deviceHubCallRetentionHours.documentation,
         retryAfterCapSeconds.documentation, metricsHost.documentation, metricsPort.documentation,
         hubTimeoutSeconds.documentation,
     ]
@@ -103,6 +117,8 @@ public struct DeliveryConfiguration: Sendable {
         synchronousCommit: Bool = DeliveryConfiguration.synchronousCommit.defaultValue,
         historyRetention: Duration = .seconds(DeliveryConfiguration.historyRetentionHours.defaultValue * 3600),
         notificationRetention: Duration = .seconds(DeliveryConfiguration.notificationRetentionHours.defaultValue * 3600),
+        deletedDeviceRetention: Duration = .seconds(DeliveryConfiguration.deviceRetentionHours.defaultValue * 3600),
+        deviceHubCallRetention: Duration = .seconds(DeliveryConfiguration.deviceHubCallRetentionHours.defaultValue * 3600),
         retryAfterCap: Duration = .seconds(DeliveryConfiguration.retryAfterCapSeconds.defaultValue),
         metricsHost: String = DeliveryConfiguration.metricsHost.defaultValue,
         metricsPort: Int = DeliveryConfiguration.metricsPort.defaultValue,
@@ -119,6 +135,8 @@ public struct DeliveryConfiguration: Sendable {
         self.synchronousCommit = synchronousCommit
         self.historyRetention = historyRetention
         self.notificationRetention = notificationRetention
+        self.deletedDeviceRetention = deletedDeviceRetention
+        self.deviceHubCallRetention = deviceHubCallRetention
         self.retryAfterCap = retryAfterCap
         self.metricsHost = metricsHost
         self.metricsPort = metricsPort
@@ -147,6 +165,8 @@ public struct DeliveryConfiguration: Sendable {
             synchronousCommit: try reader.value(Self.synchronousCommit),
             historyRetention: .seconds(try reader.value(Self.historyRetentionHours) * 3600),
             notificationRetention: .seconds(try reader.value(Self.notificationRetentionHours) * 3600),
+            deletedDeviceRetention: .seconds(try reader.value(Self.deviceRetentionHours) * 3600),
+            deviceHubCallRetention: .seconds(try reader.value(Self.deviceHubCallRetentionHours) * 3600),
             retryAfterCap: .seconds(try reader.value(Self.retryAfterCapSeconds)),
             metricsHost: try reader.value(Self.metricsHost), metricsPort: try reader.value(Self.metricsPort),
             hubCallTimeout: .seconds(try reader.value(Self.hubTimeoutSeconds)))

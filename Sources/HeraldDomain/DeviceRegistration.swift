@@ -75,7 +75,7 @@ public struct InstallationRegistration: Sendable, Hashable {
             guard name.count <= Self.maxTemplateNameLength, TagPolicy.isWellFormed(name) else {
                 throw DomainError(
                     code: "invalid_template",
-                    message: "a template name is 1 to \(Self.maxTemplateNameLength) letters, digits and _ @ # . : -")
+                    message: "a template name is 1 to \(Self.maxTemplateNameLength) ASCII letters, digits and _ @ # . : -")
             }
             _ = try DeviceTemplate(body: spec.body, headers: spec.headers).validated(for: platform)
             let templateTags = try policy.tags(for: user, clientTags: spec.tags).dropLast()

@@ -1,5 +1,7 @@
 /// Which tags a device may carry. The server adds `username:<user>` itself; clients may add
-/// their own tags (categories such as `World`), within the hub's rules and Herald's.
+/// their own tags (categories such as `World`), within the hub's rules and Herald's: ASCII
+/// only, and no reserved prefix in any case (the hub's case rule for tags is not documented,
+/// so Herald assumes it may ignore case).
 public struct TagPolicy: Sendable, Hashable {
     /// Prefixes only the server may use: `username:` and `from:` identify people, and `$` is
     /// the hub's own (`$InstallationId:{…}`, `$UserId:{…}`).
@@ -21,13 +23,25 @@ public struct TagPolicy: Sendable, Hashable {
     /// The tag that routes notifications to a user.
     public static func userTag(_ user: String) -> String { "username:\(user)" }
 
-    /// Whether `tag` is well-formed for the hub: 1–120 characters, letters, digits and `_ @ # . : -`.
+    /// Whether `tag` is well-formed for the hub: 1–120 ASCII letters, digits and `_ @ # . : -`
+    /// (the hub's documented tag characters). Only ASCII: the hub's own check takes any Unicode
+    /// letter and may compare tags ignoring case, so a letter that case-folds to an ASCII one
+    /// (`ſ` to `s`, `K` (Kelvin) to `k`) could make a tag equal to a reserved one at the hub.
     public static func isWellFormed(_ tag: String) -> Bool {
         guard !tag.isEmpty, tag.count <= maxTagLength else { return false }
         return tag.unicodeScalars.allSatisfy { scalar in
-            scalar.properties.isAlphabetic || scalar.properties.numericType == .decimal
-                || "_@#.:-".unicodeScalars.contains(scalar)
+            scalar.isASCII
+                && (("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar)
+                    || "_@#.:-".unicodeScalars.contains(scalar))
         }
+    }
+
+    /// The reserved prefix `tag` starts with, compared ignoring case the way a case-insensitive
+    /// hub might: after upper- and then lower-casing, so `USERNAME:`, `UserName:` and `uſername:`
+    /// (whose `ſ` upper-cases to `S`) all count as `username:`.
+    public static func reservedPrefix(of tag: String) -> String? {
+        let folded = tag.uppercased().lowercased()
+        return reservedPrefixes.first { folded.hasPrefix($0) || tag.lowercased().hasPrefix($0) }
     }
 
     /// Checks the tags a client asked for and returns the device's full tag set: the client's
@@ -36,16 +50,18 @@ public struct TagPolicy: Sendable, Hashable {
         var seen = Set<String>()
         var result: [String] = []
         for tag in clientTags {
-            if let prefix = Self.reservedPrefixes.first(where: { tag.lowercased().hasPrefix($0) }) {
+            if let prefix = Self.reservedPrefix(of: tag) {
                 throw DomainError(
                     code: "reserved_tag",
-                    message: "tag \"\(tag.prefix(40))\" uses the reserved prefix \"\(prefix)\"; the server sets those")
+                    message:
+                        "tag \"\(tag.prefix(40))\" uses the reserved prefix \"\(prefix)\" (in any case); the server sets those"
+                )
             }
             guard Self.isWellFormed(tag) else {
                 throw DomainError(
                     code: "invalid_tag",
                     message:
-                        "tag \"\(tag.prefix(40))\" must be 1 to \(Self.maxTagLength) characters of letters, digits and _ @ # . : -"
+                        "tag \"\(tag.prefix(40))\" must be 1 to \(Self.maxTagLength) ASCII letters, digits and _ @ # . : -"
                 )
             }
             if seen.insert(tag).inserted { result.append(tag) }

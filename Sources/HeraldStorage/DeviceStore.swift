@@ -152,17 +152,15 @@ public struct DeviceStore: Sendable {
             let current = try await lockDevice(id, on: connection)
             if let current {
                 guard current.userID == owner.id else { throw Self.notYours }
-                guard current.kind == .registration else {
-                    throw DomainError(
-                        code: "device_kind_mismatch",
-                        message: "this id belongs to an installation; register it with POST /api/register",
-                        kind: .conflict)
-                }
+                guard current.kind == .registration else { throw Self.kindMismatch }
                 if current.deleted { try await checkDeviceLimit(owner: owner, on: connection) }
             } else {
                 try await checkDeviceLimit(owner: owner, on: connection)
             }
-            var jobs = try await moveHandle(handle, to: id, on: connection)
+            var jobs = try await moveHandle(handle, to: id, owner: owner, on: connection)
+            // The row was absent when it was locked above, so another request may have created
+            // it since (two users racing on a new id): the update applies only to the caller's
+            // own registration, and no row means the id went to someone else first.
             let rows = try await connection.query(
                 """
                 INSERT INTO devices (id, user_id, kind, platform, handle, tags, template_body, template_headers)
@@ -173,9 +171,12 @@ public struct DeviceStore: Sendable {
                     template_body = EXCLUDED.template_body, template_headers = EXCLUDED.template_headers,
                     deleted_at = NULL, sync_state = 'pending', last_error = NULL,
                     version = devices.version + 1, updated_at = now()
+                WHERE devices.user_id = EXCLUDED.user_id AND devices.kind = 'registration'
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
-            let record = try await Self.single(rows)
+            guard let record = try await Self.records(rows).first else {
+                throw try await refusal(for: id, owner: owner, on: connection)
+            }
             jobs.append(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: .registration))
             _ = try await queue.enqueue(jobs, on: connection)
             return record
@@ -208,7 +209,10 @@ public struct DeviceStore: Sendable {
                 found = true
             }
             if !found { try await checkDeviceLimit(owner: owner, on: connection) }
-            var jobs = try await moveHandle(handle, to: id, on: connection)
+            var jobs = try await moveHandle(handle, to: id, owner: owner, on: connection)
+            // A new installation id races on its unique index (the transaction is retried and
+            // finds the winner's row above); the owner check keeps any other race from writing
+            // into someone else's row.
             let rows = try await connection.query(
                 """
                 INSERT INTO devices (id, user_id, kind, platform, handle, tags, installation_id, templates)
@@ -218,9 +222,10 @@ public struct DeviceStore: Sendable {
                     platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
                     templates = EXCLUDED.templates, deleted_at = NULL, sync_state = 'pending', last_error = NULL,
                     version = devices.version + 1, updated_at = now()
+                WHERE devices.user_id = EXCLUDED.user_id
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
-            let record = try await Self.single(rows)
+            guard let record = try await Self.records(rows).first else { throw Self.notYours }
             jobs.append(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: .installation))
             _ = try await queue.enqueue(jobs, on: connection)
             return record
@@ -405,6 +410,50 @@ public struct DeviceStore: Sendable {
         }
     }
 
+    // MARK: Retention (the worker's device maintenance)
+
+    /// Deletes up to `batch` devices deleted longer than `retention` ago whose removal from the
+    /// hub is done (`sync_state = 'deleted'`: every change since the delete would have made it
+    /// `pending` again), oldest first; returns how many. A device whose hub-side delete failed
+    /// (`failed`) or is still to run (`pending`) stays. A sync job that still finds one of
+    /// these ids later sees no device and ends without a hub call. Safe in many workers at
+    /// once (`SKIP LOCKED`); once purged, the id no longer answers `410` to other users.
+    public func purgeDeleted(olderThan retention: Duration, batch: Int = 1000) async throws -> Int {
+        let seconds = retention.seconds
+        return try await StorageSQL.run("purge deleted devices") {
+            let rows = try await client.query(
+                """
+                DELETE FROM devices WHERE id IN (
+                    SELECT id FROM devices
+                    WHERE deleted_at < now() - make_interval(secs => \(seconds)) AND sync_state = 'deleted'
+                    ORDER BY deleted_at LIMIT \(max(1, batch))
+                    FOR UPDATE SKIP LOCKED)
+                RETURNING id
+                """, logger: logger)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+
+    /// Deletes up to `batch` `device_hub_calls` rows older than `retention`, oldest first;
+    /// returns how many.
+    public func pruneHubCalls(olderThan retention: Duration, batch: Int = 1000) async throws -> Int {
+        let seconds = retention.seconds
+        return try await StorageSQL.run("prune hub calls") {
+            let rows = try await client.query(
+                """
+                DELETE FROM device_hub_calls WHERE id IN (
+                    SELECT id FROM device_hub_calls WHERE at < now() - make_interval(secs => \(seconds))
+                    ORDER BY at LIMIT \(max(1, batch)))
+                RETURNING id
+                """, logger: logger)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+
     // MARK: Helpers
 
     private struct Locked {
@@ -412,6 +461,17 @@ public struct DeviceStore: Sendable {
         var kind: DeviceKind
         var deleted: Bool
     }
+
+    /// Why a registration's write matched no row: the id belongs to another user (`410`), or
+    /// it is the caller's installation (`409`).
+    private func refusal(for id: DeviceID, owner: DeviceOwner, on connection: PostgresConnection) async throws -> DomainError {
+        guard let current = try await lockDevice(id, on: connection), current.userID == owner.id else { return Self.notYours }
+        return Self.kindMismatch
+    }
+
+    private static let kindMismatch = DomainError(
+        code: "device_kind_mismatch", message: "this id belongs to an installation; register it with POST /api/register",
+        kind: .conflict)
 
     private static let notYours = DomainError(
         code: "device_gone", message: "this device registration is gone; create a new one with POST /api/register",
@@ -439,25 +499,37 @@ public struct DeviceStore: Sendable {
     }
 
     /// Deletes every other live device holding `handle` (another user signed in on the same
-    /// phone, or a stale duplicate) and returns the sync jobs that remove them from the hub.
+    /// phone, or a stale duplicate), records each move in `device_handle_moves` (both devices,
+    /// both users, the handle's fingerprint), and returns the sync jobs that remove them from
+    /// the hub.
     ///
     /// Registrations of one handle are serialised by a transaction-scoped advisory lock on the
     /// handle, so two users registering the same phone at once end with exactly one device.
-    private func moveHandle(_ handle: String, to id: DeviceID, on connection: PostgresConnection) async throws -> [NewJob] {
+    private func moveHandle(
+        _ handle: String, to id: DeviceID, owner: DeviceOwner, on connection: PostgresConnection
+    ) async throws -> [NewJob] {
         try await connection.query(
             "SELECT pg_advisory_xact_lock(\(Self.handleLockClass), hashtext(\(handle)))", logger: logger)
+        let fingerprint = DeviceHandle.fingerprint(handle)
         let rows = try await connection.query(
             """
-            UPDATE devices SET deleted_at = now(), version = version + 1, sync_state = 'pending', updated_at = now()
-            WHERE handle = \(handle) AND platform IS NOT NULL AND deleted_at IS NULL AND id <> \(id.uuid)
-            RETURNING id, kind
+            WITH moved AS (
+                UPDATE devices SET deleted_at = now(), version = version + 1, sync_state = 'pending', updated_at = now()
+                WHERE handle = \(handle) AND platform IS NOT NULL AND deleted_at IS NULL AND id <> \(id.uuid)
+                RETURNING id, kind, user_id
+            ), audit AS (
+                INSERT INTO device_handle_moves (handle_fingerprint, from_device_id, from_user_id, to_device_id, to_user_id)
+                SELECT \(fingerprint), id, user_id, \(id.uuid), \(owner.id) FROM moved
+            )
+            SELECT id, kind, user_id FROM moved
             """, logger: logger)
         var jobs: [NewJob] = []
-        for try await (moved, kind) in rows.decode((UUID, String).self) {
+        for try await (moved, kind, fromUser) in rows.decode((UUID, String, Int64).self) {
             logger.info(
                 "herald.device.handle_moved",
                 metadata: [
-                    "from_device": "\(DeviceID(moved))", "to_device": "\(id)", "handle": "\(DeviceHandle.redacted(handle))",
+                    "from_device": "\(DeviceID(moved))", "from_user": "\(fromUser)", "to_device": "\(id)",
+                    "to_user": "\(owner.id)", "handle": "\(fingerprint)",
                 ])
             jobs.append(
                 try .deviceSync(DeviceSyncArgs(deviceID: DeviceID(moved)), kind: DeviceKind(rawValue: kind) ?? .registration))
@@ -479,13 +551,6 @@ public struct DeviceStore: Sendable {
         installation_id, templates::text AS templates, hub_registration_id, hub_expires_at, sync_state, last_error,
         version, synced_version, deleted_at, created_at, updated_at
         """
-
-    static func single(_ rows: PostgresRowSequence) async throws -> DeviceRecord {
-        guard let record = try await records(rows).first else {
-            throw StorageError(.query, "the device write returned no row")
-        }
-        return record
-    }
 
     static func records(_ rows: PostgresRowSequence) async throws -> [DeviceRecord] {
         let decoder = JSONDecoder()

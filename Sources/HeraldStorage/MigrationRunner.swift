@@ -194,6 +194,11 @@ public struct MigrationRunner: Sendable {
             throw error
         } catch let error as PostgresTransactionError {
             if let inner = error.closureError as? StorageError { throw inner }
+            // The server's own sentence, which is what a migration that refuses the data it finds
+            // (0006 on user names differing only in case) says to the operator; never SQL text.
+            if let server = error.closureError as? PSQLError, let message = server.serverInfo?[.message] {
+                throw StorageError(.query, "could not \(action): a migration failed: \(message)", underlying: error)
+            }
             throw StorageError(.query, "could not \(action): a migration failed", underlying: error)
         } catch let error as PSQLError {
             throw StorageError.from(error, action: action)

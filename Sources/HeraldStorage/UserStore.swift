@@ -46,22 +46,38 @@ public struct UserStore: Sendable {
         self.logger = logger
     }
 
-    /// Adds a user. Throws a `DomainError` (conflict) when the name is taken.
+    /// Adds a user. Throws a `DomainError` (conflict) when the name is taken, ignoring case:
+    /// names become `username:<name>` tags, which the hub may compare ignoring case, so `Bob`
+    /// cannot be added next to `bob`.
     @discardableResult
     public func add(name: String, passwordHash: String) async throws -> UserRecord {
         let name = try UserName.validated(name)
         return try await StorageSQL.run("add user") {
+            // No conflict target: the unique index on lower(name) is the one that matters.
             let rows = try await client.query(
                 """
                 INSERT INTO users (name, password_hash) VALUES (\(name), \(passwordHash))
-                ON CONFLICT (name) DO NOTHING
+                ON CONFLICT DO NOTHING
                 RETURNING id, name, disabled, password_hash IS NOT NULL, created_at
                 """, logger: logger)
             for try await row in rows.decode((Int64, String, Bool, Bool, Date).self) {
                 return UserRecord(id: row.0, name: row.1, disabled: row.2, hasPassword: row.3, createdAt: row.4)
             }
-            throw DomainError(code: "user_exists", message: "a user named \(name) already exists", kind: .conflict)
+            throw try await nameTaken(name)
         }
+    }
+
+    /// The refusal of a name that is taken, naming the user that holds it.
+    private func nameTaken(_ name: String) async throws -> DomainError {
+        let rows = try await client.query(
+            "SELECT name FROM users WHERE lower(name) = lower(\(name))", logger: logger)
+        var holder = name
+        for try await existing in rows.decode(String.self) { holder = existing }
+        let message =
+            holder == name
+            ? "a user named \(name) already exists"
+            : "the user \(holder) already exists, and user names are compared ignoring case"
+        return DomainError(code: "user_exists", message: message, kind: .conflict)
     }
 
     /// Every user, by name.
@@ -123,22 +139,19 @@ public struct UserStore: Sendable {
     }
 
     /// The user a verified JWT names, added without a password on first sight (so an external
-    /// issuer's users need no provisioning). A disabled user stays disabled.
+    /// issuer's users need no provisioning). A disabled user stays disabled. Throws a
+    /// `DomainError` (conflict) when another user's name differs from `name` only in case:
+    /// the subject is refused rather than merged into that user.
     public func externalUser(name: String) async throws -> UserCredential {
         let name = try UserName.validated(name)
         if let existing = try await credential(name: name) { return existing }
-        return try await StorageSQL.run("add user") {
-            let rows = try await client.query(
-                """
-                INSERT INTO users (name, password_hash) VALUES (\(name), NULL)
-                ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
-                RETURNING id, name, password_hash, disabled, credential_version
-                """, logger: logger)
-            for try await row in rows.decode((Int64, String, String?, Bool, Int64).self) {
-                return UserCredential(
-                    id: row.0, name: row.1, passwordHash: row.2, disabled: row.3, credentialVersion: row.4)
-            }
-            throw StorageError(.query, "could not add user \(name)")
+        try await StorageSQL.run("add user") {
+            // No conflict target: a racing insert of the same name, or a name differing only
+            // in case, adds nothing; the read below tells them apart.
+            try await client.query(
+                "INSERT INTO users (name, password_hash) VALUES (\(name), NULL) ON CONFLICT DO NOTHING", logger: logger)
         }
+        if let added = try await credential(name: name) { return added }
+        throw try await StorageSQL.run("read user") { try await nameTaken(name) }
     }
 }

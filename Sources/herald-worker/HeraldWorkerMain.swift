@@ -57,11 +57,15 @@ struct HeraldWorkerMain: AsyncParsableCommand {
             queue: stores.queue, configuration: .init(historyRetention: delivery.historyRetention))
         let notificationMaintenance = NotificationMaintenance(
             store: stores.notifications, retention: delivery.notificationRetention, logger: logger)
+        let deviceMaintenance = DeviceMaintenance(
+            store: stores.devices, deletedRetention: delivery.deletedDeviceRetention,
+            hubCallRetention: delivery.deviceHubCallRetention, logger: logger)
         let statusListener = OpsListener(
             host: delivery.metricsHost, port: delivery.metricsPort, stores: stores, registry: registry, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: client), .init(service: stores.availability), .init(service: listener), .init(service: maintenance),
-            .init(service: notificationMaintenance), .init(service: statusListener),
+            .init(service: client), .init(service: stores.availability), .init(service: listener),
+            .init(service: maintenance), .init(service: notificationMaintenance), .init(service: deviceMaintenance),
+            .init(service: statusListener),
         ]
         for (queueName, handlers) in handlersByQueue.sorted(by: { $0.key < $1.key }) {
             let executor = JobExecutor(

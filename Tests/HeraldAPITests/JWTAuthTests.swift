@@ -120,6 +120,16 @@ struct JWTAuthTests {
         }
     }
 
+    @Test("a subject differing only in case from a user is refused, not signed in as that user (issue 12, defect 9)")
+    func subjectCase() async throws {
+        try await APIHarness.with(jwtConfiguration()) { api async throws in
+            try await api.addUser("bob")
+            let response = try await api.send(.delete, probe, auth: bearer(try await hs256(.valid("Bob"))))
+            #expect(response.status == .unauthorized)
+            #expect(try await api.count("SELECT count(*) FROM users") == 1)
+        }
+    }
+
     @Test("ES256 and RS256 with configured public keys; an HS256 token made with the public key as secret is refused")
     func publicKeys() async throws {
         let ec = P256.Signing.PrivateKey()

@@ -37,6 +37,25 @@ struct RateLimiterTests {
         #expect(limiter.acquire("k", rate: 10, now: start + .seconds(3)) == 4, "30 owed, then one token: 3.1 s")
     }
 
+    @Test("a per-minute bucket: a burst of twice the rate, waits in whole seconds, kept until it has refilled")
+    func perMinute() {
+        let limiter = RateLimiter(capacity: 3)
+        let start = ContinuousClock.now
+        let minute = Duration.seconds(60)
+        #expect((0..<4).map { _ in limiter.acquire("u", rate: 2, per: minute, now: start) } == [nil, nil, nil, nil])
+        #expect(limiter.acquire("u", rate: 2, per: minute, now: start) == 30, "one token every 30 s")
+        #expect(limiter.acquire("u", rate: 2, per: minute, now: start + .seconds(29)) == 1)
+        #expect(limiter.acquire("u", rate: 2, per: minute, now: start + .seconds(30)) == nil)
+        // A sweep 10 s later drops the refilled per-second buckets but must keep the per-minute one
+        // (forgetting it would hand out a new burst).
+        _ = limiter.acquire("other", rate: 2, now: start + .seconds(35))
+        _ = limiter.acquire("third", rate: 2, now: start + .seconds(35))
+        _ = limiter.acquire("fourth", rate: 2, now: start + .seconds(40))
+        #expect(limiter.count == 2)
+        let wait = limiter.acquire("u", rate: 2, per: minute, now: start + .seconds(40))
+        #expect(wait == 20 || wait == 21, "20 s, rounded up: \(String(describing: wait))")
+    }
+
     @Test("memory is bounded: idle buckets go first, and the count never passes the capacity")
     func bounded() {
         let limiter = RateLimiter(capacity: 10)

@@ -28,6 +28,19 @@ struct RegistrationTests {
         #expect(IdempotencyKey.maxBytes == 255)
     }
 
+    @Test("client tags: reserved prefixes in any case or Unicode spelling are reserved; tags are ASCII (issue 12, defect 9)")
+    func tagFolding() throws {
+        let policy = TagPolicy()
+        for reserved in ["uſername:bob", "USERNAME:bob", "UserName:x", "FROM:x", "fRoM:x", "$x"] {
+            #expect(Self.code { _ = try policy.tags(for: "alice", clientTags: [reserved]) } == "reserved_tag", "\(reserved)")
+        }
+        for invalid in ["Café", "Ωmega", "ＦROM:x", "ﬀrom:x", "username：bob", "\u{212A}elvin"] {
+            #expect(Self.code { _ = try policy.tags(for: "alice", clientTags: [invalid]) } == "invalid_tag", "\(invalid)")
+        }
+        #expect(
+            try policy.tags(for: "alice", clientTags: ["World", "a_b@c#d.e:f-9"]) == ["World", "a_b@c#d.e:f-9", "username:alice"])
+    }
+
     @Test("an installation id is 1 to 100 ASCII letters, digits and - _ .")
     func installationIDCharacters() throws {
         for good in ["8C2A4E1B-6B5F-4C1D-9F59-2D1C7B3E0A11", "a-b_c.d", "x", String(repeating: "a", count: 100)] {

@@ -126,7 +126,8 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
     }
 
     /// Bearer: a verified JWT names the user in `sub`; a user seen for the first time is added
-    /// without a password; a disabled one is refused.
+    /// without a password; a disabled one is refused, and so is a subject whose name differs
+    /// only in case from an existing user's.
     private func bearer(_ token: String, context: Context) async throws -> DeviceOwner {
         guard tokens.isEnabled else {
             context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "bearer tokens not configured"])
@@ -145,7 +146,15 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
                 "herald.auth.refused", metadata: ["auth.reason": "token subject is no valid user name"])
             throw unauthorized
         }
-        let user = try await users.externalUser(name: name)
+        let user: UserCredential
+        do {
+            user = try await users.externalUser(name: name)
+        } catch let error as DomainError where error.kind == .conflict {
+            // Another user's name differs only in case: never sign in as them, never a second user.
+            context.logger.notice(
+                "herald.auth.refused", metadata: ["auth.reason": "token subject differs only in case from a user"])
+            throw unauthorized
+        }
         guard !user.disabled else {
             context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "user disabled"])
             throw unauthorized

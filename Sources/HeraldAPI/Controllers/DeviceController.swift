@@ -15,17 +15,31 @@ import Logging
 ///
 /// Keys of request bodies match whatever their case. Errors are JSON `{"code", "message"}`:
 /// 400 for malformed input (bad id, unknown or retired platform, tag policy), 410 for another
-/// user's device id, 409 for too many devices.
+/// user's device id, 409 for too many devices, 429 (with `Retry-After`) beyond the user's
+/// device writes per minute.
 struct DeviceController: Sendable {
     let devices: DeviceStore
     /// Which tags clients may set.
     let tagPolicy: TagPolicy
+    /// The API's one limiter; device writes use the key `device-writes:<user id>`.
+    let limiter: RateLimiter
+    /// Device writes per minute per user (bursts of twice that).
+    let writesPerUserPerMinute: Int
     let maxBodyBytes: Int
+
+    /// Takes one of the caller's device writes, or throws 429 with `Retry-After`. Every route
+    /// of this controller writes (`POST ?handle=` may insert the id's row), so each counts.
+    private func takeWrite(_ owner: DeviceOwner) throws {
+        if let wait = limiter.acquire("device-writes:\(owner.id)", rate: writesPerUserPerMinute, per: .seconds(60)) {
+            throw APIError.rateLimited(retryAfter: wait, "this user's device registration")
+        }
+    }
 
     /// `POST /api/register`: with `?handle=` the id of the caller's device holding that handle
     /// (a new one if none); with an installation body, registers the installation.
     func register(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let owner = try context.requireIdentity()
+        try takeWrite(owner)
         if let text = request.uri.queryParameters.get("handle") {
             let handle = try UnregisteredHandle(text)
             let id = try await devices.deviceID(owner: owner, handle: handle)
@@ -51,6 +65,7 @@ struct DeviceController: Sendable {
     /// `PUT /api/register/{id}`: creates or updates the caller's device at `id`.
     func update(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let owner = try context.requireIdentity()
+        try takeWrite(owner)
         let id = try Self.deviceID(context)
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .deviceAPI)
         let registration = try Self.registration(from: body, user: owner.name, policy: tagPolicy)
@@ -67,6 +82,7 @@ struct DeviceController: Sendable {
     /// `DELETE /api/register/{id}`: deletes the caller's device (fine if already gone).
     func delete(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let owner = try context.requireIdentity()
+        try takeWrite(owner)
         let id = try Self.deviceID(context)
         try await devices.delete(owner: owner, id: id)
         context.logger.debug("herald.device.deleted", metadata: ["device.id": "\(id)", "user": "\(owner.name)"])

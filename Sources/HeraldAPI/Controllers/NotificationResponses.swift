@@ -26,7 +26,7 @@ struct SummaryBody: Encodable {
     var id: String
     var state: String
     var sender: SenderBody
-    var target: NotificationTarget
+    var target: TargetBody
     var tags: [String]
     var sendAt: Date?
     var deadline: Date
@@ -38,7 +38,7 @@ struct SummaryBody: Encodable {
         id = summary.id.uuidString.lowercased()
         state = summary.state.rawValue
         sender = SenderBody(apiKeyId: summary.apiKeyID, userId: summary.senderUserID)
-        target = summary.target
+        target = TargetBody(summary.target)
         tags = summary.tags
         sendAt = summary.sendAt
         deadline = summary.deadline
@@ -46,6 +46,27 @@ struct SummaryBody: Encodable {
         updatedAt = summary.updatedAt
         finishedAt = summary.finishedAt
     }
+}
+
+/// A notification's target as senders read it: as it was asked for, except that a device
+/// handle shows only its fingerprint (``DeviceHandle/fingerprint(_:)``) as
+/// `{"deviceHandleFingerprint": "…", "platform": "…"}`, so a `read` key never sees a handle.
+struct TargetBody: Encodable {
+    var target: NotificationTarget
+
+    init(_ target: NotificationTarget) { self.target = target }
+
+    func encode(to encoder: any Encoder) throws {
+        guard case .device(let handle, let platform) = target else {
+            try target.encode(to: encoder)
+            return
+        }
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(DeviceHandle.fingerprint(handle), forKey: .deviceHandleFingerprint)
+        try container.encode(platform.rawValue, forKey: .platform)
+    }
+
+    enum CodingKeys: String, CodingKey { case deviceHandleFingerprint, platform }
 }
 
 /// Who sent a notification.
@@ -92,7 +113,8 @@ struct HubSendBody: Encodable {
     var id: Int64
     var format: String
     var tagExpression: String?
-    var deviceHandle: String?
+    /// The fingerprint of a direct send's handle, never the handle.
+    var deviceHandleFingerprint: String?
     var state: String
     var attempts: Int
     var hubNotificationId: String?
@@ -106,7 +128,7 @@ struct HubSendBody: Encodable {
         id = send.id
         format = send.format.rawValue
         tagExpression = send.tagExpression
-        deviceHandle = send.deviceHandle
+        deviceHandleFingerprint = send.deviceHandle.map(DeviceHandle.fingerprint)
         state = send.state.rawValue
         attempts = send.attempts
         hubNotificationId = send.hubNotificationID

@@ -2,8 +2,9 @@ import HeraldDomain
 import Synchronization
 
 /// Token buckets by key (an API key's id, a device user's id): each key may make `rate`
-/// requests per second with bursts of twice that. The one limiter of the API, shared by the
-/// sender API and the tutorial send endpoint.
+/// requests per period (a second unless said otherwise) with bursts of twice that. The one
+/// limiter of the API, shared by the sender API, the tutorial send endpoint and the device
+/// routes (each with its own key prefix).
 ///
 /// Limits are **per API process**: with N processes behind a load balancer a key may reach N
 /// times its rate. Memory is bounded: at most `capacity` buckets; when full, buckets that have
@@ -13,6 +14,13 @@ final class RateLimiter: Sendable {
     private struct Bucket {
         var tokens: Double
         var updated: ContinuousClock.Instant
+        /// How long the bucket takes to refill from empty: idle that long, it is full again.
+        var refill: Duration
+        /// Tokens per second.
+        var rate: Double = 1
+
+        /// How long paying back a negative balance (a batch's debt) takes.
+        var debtRepayment: Duration { tokens < 0 ? .seconds(-tokens / max(rate, 0.001)) : .zero }
     }
 
     private struct State {
@@ -31,7 +39,7 @@ final class RateLimiter: Sendable {
     }
 
     /// Takes `cost` tokens (a request: 1; a batch: its items) from `key`'s bucket (`rate` per
-    /// second, burst `2 × rate`). Returns nil when the request may go ahead, else the whole
+    /// `period`, burst `2 × rate`). Returns nil when the request may go ahead, else the whole
     /// seconds (at least 1) until it may.
     ///
     /// A cost above the burst can never be covered, so it goes ahead once the bucket is full and
@@ -39,14 +47,19 @@ final class RateLimiter: Sendable {
     /// time stays `rate`. `prepaid` is what the same request took already (a batch's first token,
     /// taken before its body was read): a full bucket then holds `burst - prepaid`.
     func acquire(
-        _ key: String, rate: Int, cost: Int = 1, prepaid: Int = 0, now: ContinuousClock.Instant = .now
+        _ key: String, rate: Int, per period: Duration = .seconds(1), cost: Int = 1, prepaid: Int = 0,
+        now: ContinuousClock.Instant = .now
     ) -> Int? {
-        let rate = Double(max(1, rate))
-        let burst = 2 * rate
+        let perPeriod = Double(max(1, rate))
+        let burst = 2 * perPeriod
+        let rate = perPeriod / max(Self.seconds(period), 0.001)  // tokens per second
+        let refill = period * 2
         let cost = Double(max(1, cost))
         let needed = min(cost, max(1, burst - Double(max(0, prepaid))))
         return state.withLock { state in
-            var bucket = state.buckets[key] ?? Bucket(tokens: burst, updated: now)
+            var bucket = state.buckets[key] ?? Bucket(tokens: burst, updated: now, refill: refill)
+            bucket.refill = refill
+            bucket.rate = rate
             if bucket.updated < now {
                 bucket.tokens = min(burst, bucket.tokens + Self.seconds(now - bucket.updated) * rate)
                 bucket.updated = now
@@ -71,10 +84,12 @@ final class RateLimiter: Sendable {
         // A full sweep at most once a second keeps a flood of new keys from costing O(n) each.
         if now - state.lastSweep >= .seconds(1) {
             state.lastSweep = now
-            // A bucket idle for 2 s is full again at any rate (burst = 2 s of tokens), unless a
-            // batch left it in debt: then it is kept a second longer per token owed (at least as
-            // long as repaying takes at any rate of 1 or more).
-            state.buckets = state.buckets.filter { now - $0.value.updated < .seconds(2 + max(0, -$0.value.tokens)) }
+            // A bucket idle for its refill time (two periods: burst = two periods of tokens) is
+            // full again, unless a batch left it in debt: then it is kept as long as repaying
+            // the debt takes on top.
+            state.buckets = state.buckets.filter {
+                now - $0.value.updated < $0.value.refill + $0.value.debtRepayment
+            }
         }
         if state.buckets.count >= capacity, let victim = state.buckets.keys.first {
             state.buckets[victim] = nil

@@ -91,7 +91,8 @@ extension APIConfiguration {
     static func testing(
         auth: AuthConfiguration = AuthConfiguration(basicCacheSeconds: 60, bcryptConcurrency: 2, bcryptCost: 4),
         maxBodyBytes: Int = 64 * 1024,
-        sends: SendConfiguration = SendConfiguration(defaultKeyRatePerSecond: 100_000, tutorialSendsPerUserPerSecond: 100_000)
+        sends: SendConfiguration = SendConfiguration(
+            defaultKeyRatePerSecond: 100_000, tutorialSendsPerUserPerSecond: 100_000, deviceWritesPerUserPerMinute: 1_000_000)
     ) -> APIConfiguration {
         APIConfiguration(host: "127.0.0.1", port: 0, maxBodyBytes: maxBodyBytes, auth: auth, sends: sends)
     }

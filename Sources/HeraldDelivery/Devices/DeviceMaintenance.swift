@@ -1,0 +1,63 @@
+public import HeraldStorage
+public import Logging
+import PostgresQueue
+public import ServiceLifecycle
+
+/// The worker's device housekeeping, as a service: every minute it purges devices deleted
+/// longer than a retention ago whose hub registration is already removed
+/// (``DeviceStore/purgeDeleted(olderThan:batch:)``) and prunes `device_hub_calls` rows older
+/// than theirs (``DeviceStore/pruneHubCalls(olderThan:batch:)``), each in bounded batches until
+/// done. Safe to run in every worker process at once (`SKIP LOCKED`, idempotent deletes).
+public struct DeviceMaintenance: Service {
+    private let store: DeviceStore
+    private let deletedRetention: Duration
+    private let hubCallRetention: Duration
+    private let interval: Duration
+    private let batch: Int
+    private let logger: Logger
+
+    /// Creates the service on the process's device store: deleted devices are purged
+    /// `deletedRetention` after their deletion, hub-call rows after `hubCallRetention`.
+    public init(
+        store: DeviceStore, deletedRetention: Duration, hubCallRetention: Duration, logger: Logger,
+        interval: Duration = .seconds(60), batch: Int = 1000
+    ) {
+        self.store = store
+        self.deletedRetention = deletedRetention
+        self.hubCallRetention = hubCallRetention
+        self.interval = interval
+        self.batch = max(1, batch)
+        self.logger = logger
+    }
+
+    /// Runs until graceful shutdown or cancellation.
+    public func run() async {
+        await PeriodicTask.run(every: interval) {
+            try await sweep()
+        } onError: { error in
+            logger.warning("herald.devices.maintenance_failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// One sweep: purges and prunes in batches until a batch comes back short; returns how many
+    /// devices and hub-call rows it deleted.
+    @discardableResult
+    public func sweep() async throws -> (devices: Int, hubCalls: Int) {
+        var devices = 0
+        while true {
+            let purged = try await store.purgeDeleted(olderThan: deletedRetention, batch: batch)
+            devices += purged
+            if purged < batch { break }
+        }
+        var hubCalls = 0
+        while true {
+            let pruned = try await store.pruneHubCalls(olderThan: hubCallRetention, batch: batch)
+            hubCalls += pruned
+            if pruned < batch { break }
+        }
+        if devices > 0 || hubCalls > 0 {
+            logger.info("herald.devices.pruned", metadata: ["devices": "\(devices)", "hub_calls": "\(hubCalls)"])
+        }
+        return (devices, hubCalls)
+    }
+}
