@@ -5,11 +5,12 @@ SWIFT ?= swift
 RELEASE_PATH ?= .build-release
 DB_ENV := .data/postgres.env
 
-.PHONY: help build test run bench bench-queue bench-hub bench-api bench-send release-products lint format migrate db-up db-down clean
+.PHONY: help build test chaos run bench bench-queue bench-hub bench-api bench-send release-products lint format migrate db-up db-down clean
 
 help:
 	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
-	@echo "make test        start PostgreSQL, build every product, run every test"
+	@echo "make test        start PostgreSQL, build every product, run every test and the reduced fault harness"
+	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, ...)"
 	@echo "make bench       every benchmark (release build); bench-queue, bench-hub, bench-api, bench-send for subsets"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
 	@echo "make migrate     apply migrations to the local database"
@@ -24,13 +25,22 @@ db-down:
 build:
 	$(SWIFT) build
 
-# db-up, then build every product (tests start the executables as child processes), then test.
-# The exit code of `swift test` is the exit code of `make test`.
+# db-up, then build every product (tests start the executables as child processes), then the
+# Swift tests, then the fault harness at its reduced size (it restarts the cluster, so it runs
+# alone, after them). `make test` fails when either fails.
 test: db-up
 	$(SWIFT) build --build-tests
 	@set -a; . ./$(DB_ENV); set +a; \
 	  scripts/test-db-cleanup.sh; \
-	  HERALD_BIN_DIR="$$($(SWIFT) build --show-bin-path)" $(SWIFT) test --skip-build
+	  status=0; \
+	  HERALD_BIN_DIR="$$($(SWIFT) build --show-bin-path)" $(SWIFT) test --skip-build || status=$$?; \
+	  scripts/chaos.sh "$$($(SWIFT) build --show-bin-path)" reduced || status=$$((status == 0 ? 1 : status)); \
+	  exit $$status
+
+# The fault harness at full size (scripts/chaos/chaos.py): one line per scenario.
+chaos: db-up
+	$(SWIFT) build
+	@scripts/chaos.sh "$$($(SWIFT) build --show-bin-path)" full
 
 migrate: db-up build
 	@set -a; . ./$(DB_ENV); set +a; "$$($(SWIFT) build --show-bin-path)/heraldctl" migrate

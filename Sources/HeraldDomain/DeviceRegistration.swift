@@ -92,12 +92,17 @@ public struct UnregisteredHandle: Sendable, Hashable {
     /// The handle, trimmed of white space.
     public let text: String
 
-    /// Checks a handle: 1 to ``DeviceHandle/maxLength`` characters once trimmed.
+    /// Checks a handle: 1 to ``DeviceHandle/maxLength`` characters once trimmed, printable
+    /// ASCII (every platform's handle is: APNs hex, FCM tokens, WNS URIs), so no control
+    /// character or NUL reaches the database or a hub header.
     public init(_ raw: String) throws(DomainError) {
         let trimmed = raw.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !trimmed.isEmpty, trimmed.count <= DeviceHandle.maxLength else {
             throw DomainError(
                 code: "invalid_handle", message: "the handle must be 1 to \(DeviceHandle.maxLength) characters")
+        }
+        guard trimmed.unicodeScalars.allSatisfy({ (0x20..<0x7F).contains($0.value) }) else {
+            throw DomainError(code: "invalid_handle", message: "the handle must be printable ASCII")
         }
         text = trimmed
     }

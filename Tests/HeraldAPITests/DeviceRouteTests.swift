@@ -9,6 +9,18 @@ import Testing
 
 @Suite("Device API", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct DeviceRouteTests {
+    @Test("a handle with a NUL or a control character is a 400, not a 500 from the database (schemathesis found it)")
+    func controlCharacterHandle() async throws {
+        try await APIHarness.with { api async throws in
+            try await api.addUser("alice")
+            for handle in ["AB%00CD", "AB%0ACD", "%C3%A9t%C3%A9"] {
+                let posted = try await api.send(.post, "/api/register?handle=\(handle)", auth: basic("alice"))
+                #expect(posted.status == .badRequest, "\(handle): \(posted.status) \(posted.text)")
+                #expect(posted.text.contains("invalid_handle"))
+            }
+        }
+    }
+
     @Test("the tutorial client's exchange: POST handle, PUT, POST again, DELETE twice, PUT again; bob gets 410")
     func tutorialSequence() async throws {
         try await APIHarness.with { api async throws in

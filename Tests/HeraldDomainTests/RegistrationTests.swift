@@ -135,7 +135,7 @@ struct RegistrationTests {
         #expect(handle.storedForms == [Self.token, Self.token.uppercased()])
         #expect(try UnregisteredHandle("fcm:token").storedForms == ["fcm:token", "fcm:token"])
         #expect(try UnregisteredHandle(String(repeating: "a", count: 2048)).text.count == 2048)
-        for bad in ["", "  \n", String(repeating: "a", count: 2049)] {
+        for bad in ["", "  \n", String(repeating: "a", count: 2049), "ab\u{0}cd", "ab\u{7}cd", "ab\ncd", "tökén"] {
             #expect(Self.code { _ = try UnregisteredHandle(bad) } == "invalid_handle")
         }
     }
