@@ -28,11 +28,17 @@ public struct APIKeyRecord: Sendable, Hashable {
 public struct APIKeyStore: Sendable {
     let client: PostgresClient
     let logger: Logger
+    /// The longest one operation waits for the database (``StorageConfiguration/databaseWait``).
+    let wait: Duration
 
     /// Creates a store on `client`.
-    public init(client: PostgresClient, logger: Logger) {
+    public init(
+        client: PostgresClient, logger: Logger,
+        wait: Duration = StorageConfiguration().databaseWait
+    ) {
         self.client = client
         self.logger = logger
+        self.wait = wait
     }
 
     /// Makes a key and returns it with its record. The key is not stored and cannot be shown again.
@@ -45,7 +51,7 @@ public struct APIKeyStore: Sendable {
             throw DomainError(code: "invalid_rate_limit", message: "a rate limit is a positive number of requests per second")
         }
         let key = APIKeyFormat.generate()
-        let record = try await StorageSQL.run("create an API key") { () -> APIKeyRecord? in
+        let record = try await StorageSQL.run("create an API key", within: wait) { () -> APIKeyRecord? in
             let rows = try await client.query(
                 """
                 INSERT INTO api_keys (name, key_hash, display_prefix, scopes, rate_limit_per_second)
@@ -64,7 +70,7 @@ public struct APIKeyStore: Sendable {
 
     /// Every key, revoked ones included, by name.
     public func list() async throws -> [APIKeyRecord] {
-        try await StorageSQL.run("list API keys") {
+        try await StorageSQL.run("list API keys", within: wait) {
             try await Self.records(
                 try await client.query("SELECT \(unescaped: Self.columns) FROM api_keys ORDER BY name", logger: logger))
         }
@@ -73,7 +79,7 @@ public struct APIKeyStore: Sendable {
     /// Revokes the key called `name`; false when there is no live key by that name.
     @discardableResult
     public func revoke(name: String) async throws -> Bool {
-        try await StorageSQL.run("revoke an API key") {
+        try await StorageSQL.run("revoke an API key", within: wait) {
             let rows = try await client.query(
                 "UPDATE api_keys SET revoked_at = now() WHERE name = \(name) AND revoked_at IS NULL RETURNING id",
                 logger: logger)
@@ -87,7 +93,7 @@ public struct APIKeyStore: Sendable {
     /// about stored keys.
     public func authenticate(_ key: String) async throws -> APIKeyRecord? {
         guard APIKeyFormat.isWellFormed(key) else { return nil }
-        return try await StorageSQL.run("check an API key") {
+        return try await StorageSQL.run("check an API key", within: wait) {
             let rows = try await client.query(
                 """
                 UPDATE api_keys SET last_used_at = CASE

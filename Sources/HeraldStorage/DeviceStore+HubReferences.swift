@@ -10,7 +10,7 @@ extension DeviceStore {
     /// when no live device refers to it, so a delete job that runs late never removes a
     /// registration a device adopted or got back meanwhile.
     public func liveDevice(hubRegistrationID: String) async throws -> DeviceID? {
-        try await StorageSQL.run("read a device by hub registration id") {
+        try await StorageSQL.run("read a device by hub registration id", within: wait) {
             let rows = try await client.query(
                 """
                 SELECT id FROM devices

@@ -108,6 +108,8 @@ public struct DeviceStore: Sendable {
     let queue: JobQueue
     /// Live devices one user may have (``StorageConfiguration/maxDevicesPerUser``).
     public let maxDevicesPerUser: Int
+    /// The longest one operation waits for the database (``StorageConfiguration/databaseWait``).
+    let wait: Duration
 
     // MARK: Device API use-cases
 
@@ -115,7 +117,7 @@ public struct DeviceStore: Sendable {
     /// device (nothing goes to the hub until it is registered with a platform).
     public func deviceID(owner: DeviceOwner, handle: UnregisteredHandle) async throws -> DeviceID {
         let forms = handle.storedForms
-        return try await StorageSQL.transaction(client, logger: logger, "register a device") { connection in
+        return try await StorageSQL.transaction(client, logger: logger, "register a device", within: wait) { connection in
             let existing = try await connection.query(
                 """
                 SELECT id FROM devices WHERE user_id = \(owner.id) AND kind = 'registration' AND handle = ANY(\(forms))
@@ -148,7 +150,7 @@ public struct DeviceStore: Sendable {
         let handle = registration.handle
         let template = registration.template
         let headersJSON = try template.map { try Self.json($0.headers) }
-        return try await StorageSQL.transaction(client, logger: logger, "register a device") { connection in
+        return try await StorageSQL.transaction(client, logger: logger, "register a device", within: wait) { connection in
             let current = try await lockDevice(id, on: connection)
             if let current {
                 guard current.userID == owner.id else { throw Self.notYours }
@@ -198,7 +200,7 @@ public struct DeviceStore: Sendable {
         let installationID = installation.installationID.rawValue
         let handle = installation.handle
         let templatesJSON = try Self.json(installation.templates)
-        return try await StorageSQL.transaction(client, logger: logger, "register an installation") { connection in
+        return try await StorageSQL.transaction(client, logger: logger, "register an installation", within: wait) { connection in
             let existing = try await connection.query(
                 "SELECT id, user_id FROM devices WHERE installation_id = \(installationID) FOR UPDATE", logger: logger)
             var id = DeviceID.random()
@@ -236,7 +238,7 @@ public struct DeviceStore: Sendable {
     /// delete. Idempotent: an unknown or already deleted id is fine. Throws `DomainError`
     /// `.gone` when the id belongs to another user.
     public func delete(owner: DeviceOwner, id: DeviceID) async throws {
-        try await StorageSQL.transaction(client, logger: logger, "delete a device") { connection in
+        try await StorageSQL.transaction(client, logger: logger, "delete a device", within: wait) { connection in
             guard let current = try await lockDevice(id, on: connection) else { return }
             guard current.userID == owner.id else { throw Self.notYours }
             guard !current.deleted else { return }
@@ -256,7 +258,7 @@ public struct DeviceStore: Sendable {
 
     /// The device with `id`, deleted or not.
     public func device(id: DeviceID) async throws -> DeviceRecord? {
-        try await StorageSQL.run("read a device") {
+        try await StorageSQL.run("read a device", within: wait) {
             let rows = try await client.query(
                 "SELECT \(unescaped: Self.columns) FROM devices WHERE id = \(id.uuid)", logger: logger)
             return try await Self.records(rows).first
@@ -265,7 +267,7 @@ public struct DeviceStore: Sendable {
 
     /// A user's devices, oldest first; deleted ones only when asked.
     public func devices(userID: Int64, includeDeleted: Bool = false) async throws -> [DeviceRecord] {
-        try await StorageSQL.run("read devices") {
+        try await StorageSQL.run("read devices", within: wait) {
             let rows = try await client.query(
                 """
                 SELECT \(unescaped: Self.columns) FROM devices
@@ -278,7 +280,7 @@ public struct DeviceStore: Sendable {
 
     /// The live devices holding `handle` (at most one, by the unique index).
     public func devices(handle: String) async throws -> [DeviceRecord] {
-        try await StorageSQL.run("read devices") {
+        try await StorageSQL.run("read devices", within: wait) {
             let rows = try await client.query(
                 """
                 SELECT \(unescaped: Self.columns) FROM devices
@@ -293,7 +295,7 @@ public struct DeviceStore: Sendable {
     /// Records `candidate` as the device's hub registration id unless it already has one;
     /// returns the id the device ends with (a concurrent job's, if it won).
     public func adoptHubRegistrationID(_ candidate: String, for id: DeviceID) async throws -> String {
-        try await StorageSQL.run("record a hub registration id") {
+        try await StorageSQL.run("record a hub registration id", within: wait) {
             // One UPDATE, not a CTE plus a SELECT: a concurrent adopter holds the row lock, and
             // after it commits the UPDATE re-reads the row's newest version (the SET and
             // RETURNING see the winner's id), while a SELECT in the same statement would still
@@ -311,7 +313,7 @@ public struct DeviceStore: Sendable {
     /// Replaces the hub registration id `old` (gone at the hub) with `new`; returns the id the
     /// device ends with (a concurrent job's, if it replaced it first).
     public func replaceHubRegistrationID(_ old: String, with new: String, for id: DeviceID) async throws -> String {
-        try await StorageSQL.run("record a hub registration id") {
+        try await StorageSQL.run("record a hub registration id", within: wait) {
             // One UPDATE, for the reason given in adoptHubRegistrationID.
             let rows = try await client.query(
                 """
@@ -328,7 +330,7 @@ public struct DeviceStore: Sendable {
     /// Marks the device synced at `version`; false when the device changed since (a newer
     /// job will sync it).
     public func markSynced(id: DeviceID, version: Int64, hubID: String?, expiresAt: Date?) async throws -> Bool {
-        try await StorageSQL.run("record a sync") {
+        try await StorageSQL.run("record a sync", within: wait) {
             let rows = try await client.query(
                 """
                 UPDATE devices SET sync_state = 'synced', synced_version = version, synced_at = now(), last_error = NULL,
@@ -342,7 +344,7 @@ public struct DeviceStore: Sendable {
 
     /// Marks a deleted device as gone from the hub at `version`; false when it changed since.
     public func markRemovedFromHub(id: DeviceID, version: Int64) async throws -> Bool {
-        try await StorageSQL.run("record a sync") {
+        try await StorageSQL.run("record a sync", within: wait) {
             let rows = try await client.query(
                 """
                 UPDATE devices SET sync_state = 'deleted', synced_version = version, synced_at = now(), last_error = NULL,
@@ -357,7 +359,7 @@ public struct DeviceStore: Sendable {
     /// Marks the sync of `version` failed for good with `error`; false when the device changed
     /// since (the newer version's job tries again).
     public func markFailed(id: DeviceID, version: Int64, error: String) async throws -> Bool {
-        try await StorageSQL.run("record a sync failure") {
+        try await StorageSQL.run("record a sync failure", within: wait) {
             let rows = try await client.query(
                 """
                 UPDATE devices SET sync_state = 'failed', last_error = \(String(error.prefix(1000)))
@@ -370,7 +372,7 @@ public struct DeviceStore: Sendable {
 
     /// Notes the latest error of a sync that will be retried, without changing its state.
     public func noteError(id: DeviceID, error: String) async throws {
-        try await StorageSQL.run("record a sync error") {
+        try await StorageSQL.run("record a sync error", within: wait) {
             try await client.query(
                 "UPDATE devices SET last_error = \(String(error.prefix(1000))) WHERE id = \(id.uuid)", logger: logger)
         }
@@ -379,7 +381,7 @@ public struct DeviceStore: Sendable {
     /// Appends hub calls to the `device_hub_calls` audit (a sync makes one to four).
     public func recordHubCalls(_ calls: [DeviceHubCall]) async throws {
         guard !calls.isEmpty else { return }
-        try await StorageSQL.run("record hub calls") {
+        try await StorageSQL.run("record hub calls", within: wait) {
             for call in calls {
                 try await client.query(
                     """
@@ -393,7 +395,7 @@ public struct DeviceStore: Sendable {
 
     /// The hub calls made for a device, oldest first.
     public func hubCalls(deviceID: DeviceID) async throws -> [DeviceHubCall] {
-        try await StorageSQL.run("read hub calls") {
+        try await StorageSQL.run("read hub calls", within: wait) {
             let rows = try await client.query(
                 """
                 SELECT operation, hub_id, http_status, duration_ms, tracking_id, error, at
@@ -420,7 +422,7 @@ public struct DeviceStore: Sendable {
     /// once (`SKIP LOCKED`); once purged, the id no longer answers `410` to other users.
     public func purgeDeleted(olderThan retention: Duration, batch: Int = 1000) async throws -> Int {
         let seconds = retention.seconds
-        return try await StorageSQL.run("purge deleted devices") {
+        return try await StorageSQL.run("purge deleted devices", within: StorageSQL.maintenanceDeadline) {
             let rows = try await client.query(
                 """
                 DELETE FROM devices WHERE id IN (
@@ -440,7 +442,7 @@ public struct DeviceStore: Sendable {
     /// returns how many.
     public func pruneHubCalls(olderThan retention: Duration, batch: Int = 1000) async throws -> Int {
         let seconds = retention.seconds
-        return try await StorageSQL.run("prune hub calls") {
+        return try await StorageSQL.run("prune hub calls", within: StorageSQL.maintenanceDeadline) {
             let rows = try await client.query(
                 """
                 DELETE FROM device_hub_calls WHERE id IN (

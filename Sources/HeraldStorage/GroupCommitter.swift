@@ -1,3 +1,5 @@
+import PostgresQueue
+
 /// Runs one batched operation for many concurrent callers: a group commit.
 ///
 /// A caller that finds a free slot (`maxConcurrent`) yields once, so that callers started at
@@ -20,6 +22,8 @@ actor GroupCommitter<Input: Sendable, Output: Sendable> {
 
     private let maxBatch: Int
     private let maxConcurrent: Int
+    /// The longest one run may take before its callers get ``StorageError/Code/unavailable``.
+    private let timeout: Duration
     private let operation: @Sendable ([Input]) async throws -> [Output]
     private var active = 0
     private var gathering = false
@@ -27,9 +31,19 @@ actor GroupCommitter<Input: Sendable, Output: Sendable> {
 
     /// Creates a committer that runs `operation` on at most `maxBatch` inputs at a time, at most
     /// `maxConcurrent` runs at once. `operation` returns one output per input, in order.
-    init(maxBatch: Int, maxConcurrent: Int, _ operation: @escaping @Sendable ([Input]) async throws -> [Output]) {
+    ///
+    /// A run that has not answered within `timeout` fails for all its callers, and its slot is
+    /// freed, even when the operation does not end on cancellation: one database call that
+    /// never answers (seen when PostgreSQL restarted under load) would otherwise hold a slot
+    /// forever, and with it every later caller. The operation itself must be safe to have run
+    /// after its callers were told it failed (Herald's are fenced writes).
+    init(
+        maxBatch: Int, maxConcurrent: Int, timeout: Duration = .seconds(30),
+        _ operation: @escaping @Sendable ([Input]) async throws -> [Output]
+    ) {
         self.maxBatch = max(1, maxBatch)
         self.maxConcurrent = max(1, maxConcurrent)
+        self.timeout = timeout
         self.operation = operation
     }
 
@@ -80,6 +94,11 @@ actor GroupCommitter<Input: Sendable, Output: Sendable> {
 
     /// Off the actor, so callers can queue up while a batch runs.
     private nonisolated func run(_ inputs: [Input]) async throws -> [Output] {
-        try await operation(inputs)
+        let operation = self.operation
+        do {
+            return try await Deadline.run(within: timeout, "a batched database write") { try await operation(inputs) }
+        } catch let error as JobQueueError where error.code == .unavailable {
+            throw StorageError(.unavailable, error.message, underlying: error)
+        }
     }
 }

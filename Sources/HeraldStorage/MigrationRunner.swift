@@ -219,6 +219,14 @@ extension StorageError {
             if state == "3D000" {
                 return StorageError(.unavailable, "could not \(action): the database does not exist", underlying: error)
             }
+            // Class 57 (the server shutting down or restarting: 57P01 admin shutdown, 57P02 crash
+            // shutdown, 57P03 cannot connect now) and class 08 (connection exceptions): the
+            // database is going away or not back yet, which is an outage, not a bad statement.
+            if state.hasPrefix("57") || state.hasPrefix("08") {
+                return StorageError(
+                    .unavailable, "could not \(action): the database is restarting or unreachable (SQLSTATE \(state))",
+                    underlying: error)
+            }
             return StorageError(.query, "could not \(action): \(message) (SQLSTATE \(state))", underlying: error)
         default:
             return StorageError(

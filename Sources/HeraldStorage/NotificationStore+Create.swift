@@ -87,7 +87,9 @@ extension NotificationStore {
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return try await StorageSQL.transaction(client, logger: logger, "create notifications") { connection in
+        let firstIndexForKeyFixed = firstIndexForKey
+        return try await StorageSQL.transaction(client, logger: logger, "create notifications", within: wait) { connection in
+            let firstIndexForKey = firstIndexForKeyFixed
             var results = [AcceptedNotification?](repeating: nil, count: items.count)
             if let apiKeyID, !firstIndexForKey.isEmpty {
                 let rows = try await connection.query(

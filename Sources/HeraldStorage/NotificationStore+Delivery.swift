@@ -230,7 +230,7 @@ extension NotificationStore {
     /// ``NotificationAttemptStarter``. Ids with no hub send are missing from the answer.
     public func beginAttempts(_ requests: [AttemptRequest]) async throws -> [Int64: AttemptStart] {
         guard !requests.isEmpty else { return [:] }
-        let rows = try await StorageSQL.run("start send attempts") {
+        let rows = try await StorageSQL.run("start send attempts", within: wait) {
             let result = try await client.query(
                 StartRow.query(requests.map(\.hubSendID), jobIDs: requests.map(\.jobID)), logger: logger)
             var rows: [StartRow] = []
@@ -357,7 +357,7 @@ extension NotificationStore {
     /// Marks one waiting hub send `Expired` with an outcome row and refreshes its
     /// notification; false when it was no longer waiting.
     private func expire(hubSendID: Int64, notificationID: NotificationID) async throws -> Bool {
-        try await StorageSQL.transaction(client, logger: logger, "expire a hub send") { connection in
+        try await StorageSQL.transaction(client, logger: logger, "expire a hub send", within: wait) { connection in
             guard try await Self.lockNotification(notificationID, on: connection, logger: logger) else { return false }
             return try await expireWaitingSends(.hubSend(hubSendID, of: notificationID), on: connection) > 0
         }
@@ -381,7 +381,7 @@ extension NotificationStore {
         guard !results.isEmpty else { return [] }
         let columns = ResultColumns(results)
         let lockIDs = Array(Set(columns.notificationIDs)).sorted { $0.uuidString < $1.uuidString }
-        return try await StorageSQL.transaction(client, logger: logger, "record hub send results") { connection in
+        return try await StorageSQL.transaction(client, logger: logger, "record hub send results", within: wait) { connection in
             try await connection.query(
                 """
                 SELECT 1 FROM notifications WHERE id = ANY(\(lockIDs)::uuid[]) ORDER BY id FOR UPDATE
@@ -491,7 +491,7 @@ extension NotificationStore {
 
     /// The hub send a telemetry job polls; nil when it is gone.
     public func telemetryTarget(hubSendID: Int64) async throws -> TelemetryTarget? {
-        try await StorageSQL.run("read a hub send") {
+        try await StorageSQL.run("read a hub send", within: wait) {
             let rows = try await client.query(
                 """
                 SELECT notification_id, coalesce(hub_notification_id, ''), state, attempts
@@ -521,7 +521,9 @@ extension NotificationStore {
     /// defect 2). Returns the hub sends expired.
     @discardableResult
     public func expireOverdue(batch: Int = 1000) async throws -> Int {
-        try await StorageSQL.transaction(client, logger: logger, "expire overdue sends") { connection in
+        try await StorageSQL.transaction(
+            client, logger: logger, "expire overdue sends", within: StorageSQL.maintenanceDeadline
+        ) { connection in
             var ids: [UUID] = []
             let rows = try await connection.query(
                 """
@@ -625,7 +627,9 @@ extension NotificationStore {
                    OR h.in_flight_since < now() - make_interval(secs => \(Self.lostAttemptWithoutJobAge)))
             """
         let unknown = NotificationState.unknown.rawValue
-        return try await StorageSQL.transaction(client, logger: logger, "settle lost send attempts") { connection in
+        return try await StorageSQL.transaction(
+            client, logger: logger, "settle lost send attempts", within: StorageSQL.maintenanceDeadline
+        ) { connection in
             var ids: [UUID] = []
             let rows = try await connection.query(
                 """
@@ -669,7 +673,7 @@ extension NotificationStore {
     @discardableResult
     public func pruneFinished(olderThan retention: Duration, batch: Int = 1000) async throws -> Int {
         let seconds = retention.seconds
-        return try await StorageSQL.run("prune notifications") {
+        return try await StorageSQL.run("prune notifications", within: StorageSQL.maintenanceDeadline) {
             let rows = try await client.query(
                 """
                 DELETE FROM notifications WHERE id IN (

@@ -120,7 +120,7 @@ extension NotificationStore {
 
     /// The notification `id` with its hub sends and their outcomes; nil when there is none.
     public func notification(id: NotificationID) async throws -> NotificationDetail? {
-        try await StorageSQL.run("read a notification") {
+        try await StorageSQL.run("read a notification", within: wait) {
             try await client.withConnection { connection in
                 let rows = try await connection.query(
                     """
@@ -208,7 +208,7 @@ extension NotificationStore {
         }
         let position = try cursor.map(Self.parseCursor)
         let query = Self.listQuery(state: state, since: since, until: until, tag: tag, after: position, limit: limit)
-        return try await StorageSQL.run("list notifications") {
+        return try await StorageSQL.run("list notifications", within: wait) {
             var summaries: [(NotificationSummary, Int64)] = []
             for try await row in try await client.query(query, logger: logger) {
                 summaries.append(try Self.summary(row))
@@ -270,7 +270,7 @@ extension NotificationStore {
     ///   flight or done; nothing changes). Cancelling a cancelled notification succeeds again.
     @discardableResult
     public func cancel(id: NotificationID, by apiKeyID: Int64, isAdmin: Bool = false) async throws -> NotificationState {
-        try await StorageSQL.transaction(client, logger: logger, "cancel a notification") { connection in
+        try await StorageSQL.transaction(client, logger: logger, "cancel a notification", within: wait) { connection in
             // The row lock (as `lockNotification` takes it), reading the owner at the same time.
             let rows = try await connection.query(
                 "SELECT api_key_id, state FROM notifications WHERE id = \(id) FOR UPDATE", logger: logger)

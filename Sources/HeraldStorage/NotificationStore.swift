@@ -16,6 +16,8 @@ public struct NotificationStore: Sendable {
     /// Attempts each `notification.send` job gets (hub calls, counting retries;
     /// ``StorageConfiguration/maxSendAttempts``).
     public let maxSendAttempts: Int16
+    /// The longest one operation waits for the database (``StorageConfiguration/databaseWait``).
+    let wait: Duration
 
     /// Sets a notification's state from its hub sends' states (``NotificationState/aggregate(_:)``)
     /// and its `finished_at` once that state is final. The caller holds the notification's row

@@ -9,6 +9,8 @@ public struct StorageConfiguration: Sendable {
     public var maxSendAttempts: Int
     /// The bcrypt cost of new password hashes.
     public var bcryptCost: Int
+    /// The longest one store operation waits for the database before it fails as unavailable.
+    public var databaseWait: Duration
 
     /// `HERALD_MAX_DEVICES_PER_USER`.
     public static let maxDevicesPerUser = Setting.int(
@@ -22,24 +24,33 @@ public struct StorageConfiguration: Sendable {
         "auth.bcrypt_cost", default: 12, range: 4...16,
         "cost of new password hashes (and of the API's dummy check for unknown users)")
 
+    /// `HERALD_DATABASE_WAIT_SECONDS`.
+    public static let databaseWaitSeconds = Setting.int(
+        "database.wait_seconds", default: 5, range: 1...600,
+        "the longest one request's (or job's) database operation may take; beyond it the operation fails as unavailable (the API answers `503` with `Retry-After`) instead of waiting on a connection that may never answer")
+
     /// Every key this configuration reads.
-    public static let settings = [maxDevicesPerUser, maxSendAttempts, bcryptCost].map(\.documentation)
+    public static let settings = [maxDevicesPerUser, maxSendAttempts, bcryptCost, databaseWaitSeconds].map(
+        \.documentation)
 
     /// Creates settings; every default is the documented one.
     public init(
         maxDevicesPerUser: Int = StorageConfiguration.maxDevicesPerUser.defaultValue,
         maxSendAttempts: Int = StorageConfiguration.maxSendAttempts.defaultValue,
-        bcryptCost: Int = StorageConfiguration.bcryptCost.defaultValue
+        bcryptCost: Int = StorageConfiguration.bcryptCost.defaultValue,
+        databaseWait: Duration = .seconds(StorageConfiguration.databaseWaitSeconds.defaultValue)
     ) {
         self.maxDevicesPerUser = maxDevicesPerUser
         self.maxSendAttempts = maxSendAttempts
         self.bcryptCost = bcryptCost
+        self.databaseWait = databaseWait
     }
 
     /// Reads every key; throws a ``ConfigurationError`` naming the first malformed one.
     public init(_ reader: SettingsReader) throws {
         self.init(
             maxDevicesPerUser: try reader.value(Self.maxDevicesPerUser),
-            maxSendAttempts: try reader.value(Self.maxSendAttempts), bcryptCost: try reader.value(Self.bcryptCost))
+            maxSendAttempts: try reader.value(Self.maxSendAttempts), bcryptCost: try reader.value(Self.bcryptCost),
+            databaseWait: .seconds(try reader.value(Self.databaseWaitSeconds)))
     }
 }

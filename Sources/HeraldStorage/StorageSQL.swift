@@ -1,14 +1,27 @@
 import Logging
 import PostgresNIO
+import PostgresQueue
 
 /// The one place application SQL errors are mapped: every store runs its statements
 /// through these helpers, so callers only ever see ``StorageError`` or `DomainError`.
 enum StorageSQL {
-    /// Runs `body`, mapping database errors to ``StorageError``; other errors pass through.
+    // Every operation is bounded (``PostgresQueue/Deadline``): PostgresNIO 1.33 can leave a query
+    // written to a connection that is closing (PostgreSQL restarting) waiting forever. Stores
+    // pass their `wait` (``StorageConfiguration/databaseWait``).
+
+    /// The bound for the maintenance sweeps, whose batches may take longer on a busy database.
+    static let maintenanceDeadline = Duration.seconds(120)
+
+    /// Runs `body` within `limit`, mapping database errors to ``StorageError``; other
+    /// errors pass through.
     @discardableResult
-    static func run<T>(_ action: String, _ body: () async throws -> T) async throws -> T {
+    static func run<T: Sendable>(
+        _ action: String, within limit: Duration, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         do {
-            return try await body()
+            return try await Deadline.run(within: limit, action, body)
+        } catch let error as JobQueueError where error.code == .unavailable {
+            throw StorageError(.unavailable, "could not \(action): the database did not answer", underlying: error)
         } catch let error as PSQLError {
             throw StorageError.from(error, action: action)
         } catch let error where isPoolError(error) {
@@ -21,13 +34,17 @@ enum StorageSQL {
     /// when it loses a race on a unique index (two requests inserting the same handle at
     /// once): the retry sees the winner's row and takes the path for an existing one.
     static func transaction<T: Sendable>(
-        _ client: PostgresClient, logger: Logger, _ action: String, attempts: Int = 3,
-        _ body: (PostgresConnection) async throws -> T
+        _ client: PostgresClient, logger: Logger, _ action: String, attempts: Int = 3, within limit: Duration,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         var attempt = 1
         while true {
             do {
-                return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+                return try await Deadline.run(within: limit, action) {
+                    try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+                }
+            } catch let error as JobQueueError where error.code == .unavailable {
+                throw StorageError(.unavailable, "could not \(action): the database did not answer", underlying: error)
             } catch let error as PostgresTransactionError {
                 let inner = error.closureError ?? error.beginError ?? error.commitError ?? error
                 if let psql = inner as? PSQLError {

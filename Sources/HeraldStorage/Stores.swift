@@ -37,12 +37,13 @@ public struct Stores: Sendable {
     ) {
         self.queue = queue
         self.devices = DeviceStore(
-            client: client, logger: logger, queue: queue, maxDevicesPerUser: configuration.maxDevicesPerUser)
+            client: client, logger: logger, queue: queue, maxDevicesPerUser: configuration.maxDevicesPerUser,
+            wait: configuration.databaseWait)
         self.notifications = NotificationStore(
             client: client, logger: logger, queue: queue,
-            maxSendAttempts: Int16(clamping: max(1, configuration.maxSendAttempts)))
-        self.users = UserStore(client: client, logger: logger)
-        self.apiKeys = APIKeyStore(client: client, logger: logger)
+            maxSendAttempts: Int16(clamping: max(1, configuration.maxSendAttempts)), wait: configuration.databaseWait)
+        self.users = UserStore(client: client, logger: logger, wait: configuration.databaseWait)
+        self.apiKeys = APIKeyStore(client: client, logger: logger, wait: configuration.databaseWait)
         self.migrations = MigrationRunner(client: client, logger: logger)
         self.availability = .assumedAvailable(logger: logger)
     }

@@ -39,11 +39,17 @@ public struct UserCredential: Sendable, Hashable {
 public struct UserStore: Sendable {
     let client: PostgresClient
     let logger: Logger
+    /// The longest one operation waits for the database (``StorageConfiguration/databaseWait``).
+    let wait: Duration
 
     /// Creates a store on `client`.
-    public init(client: PostgresClient, logger: Logger) {
+    public init(
+        client: PostgresClient, logger: Logger,
+        wait: Duration = StorageConfiguration().databaseWait
+    ) {
         self.client = client
         self.logger = logger
+        self.wait = wait
     }
 
     /// Adds a user. Throws a `DomainError` (conflict) when the name is taken, ignoring case:
@@ -52,7 +58,7 @@ public struct UserStore: Sendable {
     @discardableResult
     public func add(name: String, passwordHash: String) async throws -> UserRecord {
         let name = try UserName.validated(name)
-        return try await StorageSQL.run("add user") {
+        return try await StorageSQL.run("add user", within: wait) {
             // No conflict target: the unique index on lower(name) is the one that matters.
             let rows = try await client.query(
                 """
@@ -82,7 +88,7 @@ public struct UserStore: Sendable {
 
     /// Every user, by name.
     public func list() async throws -> [UserRecord] {
-        try await StorageSQL.run("list users") {
+        try await StorageSQL.run("list users", within: wait) {
             let rows = try await client.query(
                 "SELECT id, name, disabled, password_hash IS NOT NULL, created_at FROM users ORDER BY name",
                 logger: logger)
@@ -98,7 +104,7 @@ public struct UserStore: Sendable {
     /// cached by API processes stop working at once (the credential version changes).
     @discardableResult
     public func setDisabled(name: String, _ disabled: Bool) async throws -> Bool {
-        try await StorageSQL.run("update user") {
+        try await StorageSQL.run("update user", within: wait) {
             let rows = try await client.query(
                 """
                 UPDATE users SET disabled = \(disabled), credential_version = credential_version + 1
@@ -112,7 +118,7 @@ public struct UserStore: Sendable {
     /// Replaces a user's password hash; returns false when there is no such user.
     @discardableResult
     public func setPassword(name: String, passwordHash: String) async throws -> Bool {
-        try await StorageSQL.run("update user") {
+        try await StorageSQL.run("update user", within: wait) {
             let rows = try await client.query(
                 """
                 UPDATE users SET password_hash = \(passwordHash), password_changed_at = now(),
@@ -126,7 +132,7 @@ public struct UserStore: Sendable {
 
     /// The credential of the user called `name`, if any.
     public func credential(name: String) async throws -> UserCredential? {
-        try await StorageSQL.run("read user") {
+        try await StorageSQL.run("read user", within: wait) {
             let rows = try await client.query(
                 "SELECT id, name, password_hash, disabled, credential_version FROM users WHERE name = \(name)",
                 logger: logger)
@@ -145,13 +151,13 @@ public struct UserStore: Sendable {
     public func externalUser(name: String) async throws -> UserCredential {
         let name = try UserName.validated(name)
         if let existing = try await credential(name: name) { return existing }
-        try await StorageSQL.run("add user") {
+        try await StorageSQL.run("add user", within: wait) {
             // No conflict target: a racing insert of the same name, or a name differing only
             // in case, adds nothing; the read below tells them apart.
             try await client.query(
                 "INSERT INTO users (name, password_hash) VALUES (\(name), NULL) ON CONFLICT DO NOTHING", logger: logger)
         }
         if let added = try await credential(name: name) { return added }
-        throw try await StorageSQL.run("read user") { try await nameTaken(name) }
+        throw try await StorageSQL.run("read user", within: wait) { try await nameTaken(name) }
     }
 }

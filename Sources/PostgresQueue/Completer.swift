@@ -82,7 +82,9 @@ actor Completer {
         var tries = 0
         while true {
             do {
-                try await writeOnce(batch)
+                try await Deadline.run(within: JobExecutor.statementDeadline, "completing jobs") {
+                    try await self.writeOnce(batch)
+                }
                 break
             } catch {
                 tries += 1

@@ -198,25 +198,35 @@ public final class JobExecutor: Service, Sendable {
         let query = QueueSQL.claim(
             queue: configuration.queue, limit: limit, workerID: configuration.workerID,
             leaseMs: configuration.leaseDuration.milliseconds)
-        var claimed: [ClaimedJob] = []
-        claimed.reserveCapacity(limit)
-        do {
-            let rows = try await queue.client.query(query, logger: logger)
-            for try await (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt) in rows.decode(
-                (JobID, String, String, Int16, Int16, Int16, Date, Date, Date).self)
-            {
-                claimed.append(
-                    ClaimedJob(
-                        id: id, queue: configuration.queue, kind: kind, argsJSON: args, attempt: attempt,
-                        maxAttempts: maxAttempts, priority: priority, runAt: runAt, attemptedAt: attemptedAt,
-                        createdAt: createdAt))
+        let (queue, logger, queueName) = (self.queue, self.logger, configuration.queue)
+        // Bounded: a claim that never answers would stop this executor for good. Jobs a late
+        // claim took are leased to this worker without running, and run again once their
+        // lease expires.
+        let claimed = try await Deadline.run(within: Self.statementDeadline, "claim") {
+            var claimed: [ClaimedJob] = []
+            claimed.reserveCapacity(limit)
+            do {
+                let rows = try await queue.client.query(query, logger: logger)
+                for try await (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt)
+                    in rows.decode((JobID, String, String, Int16, Int16, Int16, Date, Date, Date).self)
+                {
+                    claimed.append(
+                        ClaimedJob(
+                            id: id, queue: queueName, kind: kind, argsJSON: args, attempt: attempt,
+                            maxAttempts: maxAttempts, priority: priority, runAt: runAt, attemptedAt: attemptedAt,
+                            createdAt: createdAt))
+                }
+            } catch let error as PSQLError {
+                throw QueueSQL.map(error, doing: "claim")
             }
-        } catch let error as PSQLError {
-            throw QueueSQL.map(error, doing: "claim")
+            return claimed
         }
         if !claimed.isEmpty { queue.metrics.claimed(queue: configuration.queue, count: claimed.count) }
         return claimed
     }
+
+    /// The longest a claim or a completion write may wait for the database (``Deadline``).
+    static let statementDeadline = Duration.seconds(30)
 
     // MARK: Running
 

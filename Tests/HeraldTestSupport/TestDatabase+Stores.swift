@@ -13,6 +13,11 @@ extension TestDatabase {
     public static func stores(
         client: PostgresClient, logger: Logger, _ configuration: StorageConfiguration = StorageConfiguration()
     ) -> Stores {
-        Stores(client: client, queue: JobQueue(client: client, logger: logger), configuration: configuration, logger: logger)
+        // Parallel suites share one loaded cluster: a test waits as long as it must, unless it
+        // asked for a particular bound.
+        var configuration = configuration
+        if configuration.databaseWait == StorageConfiguration().databaseWait { configuration.databaseWait = .seconds(120) }
+        return Stores(
+            client: client, queue: JobQueue(client: client, logger: logger), configuration: configuration, logger: logger)
     }
 }

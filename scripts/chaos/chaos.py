@@ -250,6 +250,8 @@ class System:
         port = self.api.wait_line(r"port=(\d+).*herald\.api\.listening", 60).group(1)
         self.api_url = f"http://127.0.0.1:{port}"
         self.worker_env = dict(self.env, HERALD_WORKER_METRICS_PORT="0", **(worker_env or {}))
+        if os.environ.get("CHAOS_WORKER_LOG_LEVEL"):
+            self.worker_env["HERALD_LOG_LEVEL"] = os.environ["CHAOS_WORKER_LOG_LEVEL"]
         self.workers = []
 
     def spawn(self, name, argv, env):
@@ -418,7 +420,7 @@ def scenario_restart(bin_dir, base_url, size):
 
         def load():
             while not stop.is_set():
-                handle = f"b{run}{next(counter):08x}".ljust(64, "0")
+                handle = f"b{run}{next(counter):08x}".ljust(64, "0").upper()
                 started = time.monotonic()
                 body = {"target": {"deviceHandle": handle, "platform": "apple"},
                         "content": {"apple": {"aps": {"alert": "restart"}}}}
@@ -447,7 +449,8 @@ def scenario_restart(bin_dir, base_url, size):
         accepted = [r for r in results if r[1] == 202]
         during = [r for r in results if down_at <= r[0] <= up_at]
         refused = [r for r in during if r[1] == 503]
-        slow = [r for r in during if r[2] > 5.0]
+        # HERALD_DATABASE_WAIT_SECONDS (5 s) bounds a request caught by the restart, plus scheduling.
+        slow = [r for r in during if r[2] > 6.0]
         other = [r for r in results if r[1] not in (202, 503)]
         resumed = min((r[0] for r in accepted if r[0] > up_at), default=None)
         states = system.wait_final(len(accepted), 180)
@@ -462,7 +465,7 @@ def scenario_restart(bin_dir, base_url, size):
                    f"accepted_lost={len(lost)} undelivered={len(undelivered)}")
         check(len(refused) > 0, f"no 503 during the outage: {figures}")
         check(all(r[5] for r in refused), f"a 503 without Retry-After: {figures}")
-        check(not slow, f"requests took over 5 s during the outage: {figures}")
+        check(not slow, f"requests took over 6 s during the outage: {figures}")
         check(not other, f"unexpected statuses {sorted(set(r[1] for r in other))}: {figures}")
         check(not lost and not undelivered, f"accepted sends lost: {figures}")
         check(states.get("Completed", 0) == len(accepted), f"not all Completed: {figures}")
@@ -668,7 +671,8 @@ def scenario_schema(bin_dir, base_url, size):
                              "response_schema_conformance",
                  "--max-examples", str(size["schema.examples"]), "--seed", "1", "--request-timeout", "10",
                  "--no-color"],
-                env=dict(os.environ, SCHEMATHESIS_HOOKS=""), capture_output=True, text=True, timeout=900)
+                env=dict(os.environ, SCHEMATHESIS_HOOKS=""), capture_output=True, text=True, timeout=900,
+                cwd=system.log_dir)  # its example cache (.schemathesis/) stays with the logs
             with open(os.path.join(system.log_dir, f"schemathesis-{label}.log"), "w") as log:
                 log.write(out.stdout + out.stderr)
             tail = " ".join((out.stdout.strip().splitlines() or ["?"])[-1].split())

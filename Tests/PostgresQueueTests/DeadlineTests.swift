@@ -1,0 +1,54 @@
+import PostgresQueue
+import Synchronization
+import Testing
+
+/// ``Deadline``: the bound on a database wait that holds even when the wait ignores
+/// cancellation (PostgresNIO 1.33 can drop a query written to a closing connection, leaving its
+/// caller waiting forever: the PostgreSQL-restart scenario of the fault harness found it).
+@Suite("Deadline")
+struct DeadlineTests {
+    /// A wait nothing ever ends, which does not end on cancellation either.
+    final class Forever: Sendable {
+        private let parked = Mutex<[CheckedContinuation<Void, Never>]>([])
+
+        func wait() async {
+            await withCheckedContinuation { continuation in parked.withLock { $0.append(continuation) } }
+        }
+
+        /// Lets the parked waits go (so the test leaves no task behind).
+        func release() {
+            for continuation in parked.withLock({ list in
+                defer { list.removeAll() }; return list
+            }) {
+                continuation.resume()
+            }
+        }
+    }
+
+    @Test("a wait that never ends and ignores cancellation still fails at the deadline, as unavailable")
+    func boundsAHang() async throws {
+        let forever = Forever()
+        let started = ContinuousClock.now
+        do {
+            _ = try await Deadline.run(within: .milliseconds(200), "a stuck query") { () async throws -> Int in
+                await forever.wait()
+                return 1
+            }
+            Issue.record("the stuck wait returned")
+        } catch let error as JobQueueError {
+            #expect(error.code == .unavailable)
+            #expect(error.message.contains("a stuck query"))
+        }
+        #expect(ContinuousClock.now - started < .seconds(10))
+        forever.release()
+    }
+
+    @Test("a result or an error within the deadline passes through unchanged")
+    func passesThrough() async throws {
+        #expect(try await Deadline.run(within: .seconds(10), "x") { 42 } == 42)
+        struct Boom: Error {}
+        await #expect(throws: Boom.self) {
+            try await Deadline.run(within: .seconds(10), "x") { () async throws -> Int in throw Boom() }
+        }
+    }
+}
