@@ -27,8 +27,9 @@ public struct OpsListener: Service {
         self.logger = logger
         let router = Router()
         OpsRoutes(
-            migrations: stores.migrations, registry: registry, queue: stores.queue, availability: stores.availability)
-            .addRoutes(to: router, keys: APIKeyVerifier(keys: stores.apiKeys))
+            migrations: stores.migrations, registry: registry, queue: stores.queue, availability: stores.availability
+        )
+        .addRoutes(to: router, keys: APIKeyVerifier(keys: stores.apiKeys))
         self.application = Application(
             router: router,
             configuration: .init(address: .hostname(host, port: port), serverName: nil),

@@ -42,7 +42,9 @@ public struct APIKeyStore: Sendable {
     }
 
     /// Makes a key and returns it with its record. The key is not stored and cannot be shown again.
-    public func create(name: String, scopes: [APIKeyScope], rateLimitPerSecond: Int? = nil) async throws -> (
+    public func create(
+        name: String, scopes: [APIKeyScope], rateLimitPerSecond: Int? = nil
+    ) async throws -> (
         key: String, record: APIKeyRecord
     ) {
         let name = try UserName.validated(name)

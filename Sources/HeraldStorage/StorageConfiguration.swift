@@ -27,7 +27,8 @@ public struct StorageConfiguration: Sendable {
     /// `HERALD_DATABASE_WAIT_SECONDS`.
     public static let databaseWaitSeconds = Setting.int(
         "database.wait_seconds", default: 5, range: 1...600,
-        "the longest one request's (or job's) database operation may take; beyond it the operation fails as unavailable (the API answers `503` with `Retry-After`) instead of waiting on a connection that may never answer")
+        "the longest one request's (or job's) database operation may take; beyond it the operation fails as unavailable (the API answers `503` with `Retry-After`) instead of waiting on a connection that may never answer"
+    )
 
     /// Every key this configuration reads.
     public static let settings = [maxDevicesPerUser, maxSendAttempts, bcryptCost, databaseWaitSeconds].map(

@@ -47,6 +47,9 @@ enum StorageSQL {
                 throw StorageError(.unavailable, "could not \(action): the database did not answer", underlying: error)
             } catch let error as PostgresTransactionError {
                 let inner = error.closureError ?? error.beginError ?? error.commitError ?? error
+                if let queue = inner as? JobQueueError, queue.code == .unavailable {
+                    throw StorageError(.unavailable, "could not \(action): \(queue.message)", underlying: queue)
+                }
                 if let psql = inner as? PSQLError {
                     if attempt < attempts, isRetryable(psql) {
                         attempt += 1

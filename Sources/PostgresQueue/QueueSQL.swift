@@ -19,6 +19,10 @@ enum QueueSQL {
             if state.hasPrefix("22") {
                 return JobQueueError(.invalidJob, "\(action): invalid job data (SQLSTATE \(state))", underlying: error)
             }
+            // Class 57 (the server shutting down or restarting) and 08 (connection exceptions).
+            if state.hasPrefix("57") || state.hasPrefix("08") {
+                return JobQueueError(.unavailable, "\(action): the database is restarting (SQLSTATE \(state))", underlying: error)
+            }
             return JobQueueError(.query, "\(action) failed (SQLSTATE \(state))", underlying: error)
         default:
             return JobQueueError(.unavailable, "\(action): database unavailable (\(error.code))", underlying: error)

@@ -453,22 +453,27 @@ def scenario_restart(bin_dir, base_url, size):
         slow = [r for r in during if r[2] > 6.0]
         other = [r for r in results if r[1] not in (202, 503)]
         resumed = min((r[0] for r in accepted if r[0] > up_at), default=None)
-        states = system.wait_final(len(accepted), 180)
+        # The database may hold a few more than the 202s: a request whose commit landed as its
+        # connection died got a 503 (its client retries it under the same idempotency key).
+        states = system.wait_final(system.db.value("SELECT count(*) FROM notifications"), 180)
+        completed = set(system.db.psql("SELECT id FROM notifications WHERE state = 'Completed'").split())
         known = set(system.db.psql("SELECT id FROM notifications").split())
         lost = [r for r in accepted if r[4] not in known]
+        unfinished = [r for r in accepted if r[4] in known and r[4] not in completed]
         delivered = system.deliveries_by_handle()
         undelivered = [r for r in accepted if delivered.get(r[3], 0) == 0]
         longest = max((r[2] for r in during), default=0.0)
         figures = (f"outage={outage}s requests={len(results)} accepted={len(accepted)} during_outage={len(during)} "
                    f"503={len(refused)} slowest_during={longest:.2f}s other_status={len(other)} "
                    f"resumed_after={(resumed - up_at) if resumed else -1:.2f}s {summary(states)} "
-                   f"accepted_lost={len(lost)} undelivered={len(undelivered)}")
+                   f"accepted_lost={len(lost)} undelivered={len(undelivered)} "
+                   f"committed_but_unacknowledged={len(known - {r[4] for r in accepted})}")
         check(len(refused) > 0, f"no 503 during the outage: {figures}")
         check(all(r[5] for r in refused), f"a 503 without Retry-After: {figures}")
         check(not slow, f"requests took over 6 s during the outage: {figures}")
         check(not other, f"unexpected statuses {sorted(set(r[1] for r in other))}: {figures}")
         check(not lost and not undelivered, f"accepted sends lost: {figures}")
-        check(states.get("Completed", 0) == len(accepted), f"not all Completed: {figures}")
+        check(not unfinished, f"accepted sends not Completed: {figures}")
         return figures
     finally:
         system.close()

@@ -43,21 +43,29 @@ public struct DeviceMaintenance: Service {
     /// devices and hub-call rows it deleted.
     @discardableResult
     public func sweep() async throws -> (devices: Int, hubCalls: Int) {
-        var devices = 0
-        while true {
-            let purged = try await store.purgeDeleted(olderThan: deletedRetention, batch: batch)
-            devices += purged
-            if purged < batch { break }
+        let devices = try await Sweep.inBatches(of: batch) {
+            try await store.purgeDeleted(olderThan: deletedRetention, batch: $0)
         }
-        var hubCalls = 0
-        while true {
-            let pruned = try await store.pruneHubCalls(olderThan: hubCallRetention, batch: batch)
-            hubCalls += pruned
-            if pruned < batch { break }
+        let hubCalls = try await Sweep.inBatches(of: batch) {
+            try await store.pruneHubCalls(olderThan: hubCallRetention, batch: $0)
         }
         if devices > 0 || hubCalls > 0 {
             logger.info("herald.devices.pruned", metadata: ["devices": "\(devices)", "hub_calls": "\(hubCalls)"])
         }
         return (devices, hubCalls)
+    }
+}
+
+/// The maintenance services' batching.
+enum Sweep {
+    /// Runs `step` with `batch` until it does less than a batch (nothing is left); returns the
+    /// total it did.
+    static func inBatches(of batch: Int, _ step: (Int) async throws -> Int) async throws -> Int {
+        var total = 0
+        while true {
+            let done = try await step(batch)
+            total += done
+            if done < batch { return total }
+        }
     }
 }

@@ -56,14 +56,8 @@ public struct NotificationMaintenance: Service {
         }
     }
 
-    /// Runs `step` with the batch size until it does less than a batch; returns the total.
     private func inBatches(_ step: (Int) async throws -> Int) async throws -> Int {
-        var total = 0
-        while true {
-            let done = try await step(batch)
-            total += done
-            if done < batch { return total }
-        }
+        try await Sweep.inBatches(of: batch, step)
     }
 
     private func logFailure(_ error: any Error) {
