@@ -42,10 +42,12 @@ public struct UserStore: Sendable {
     /// The longest one operation waits for the database (``StorageConfiguration/databaseWait``).
     let wait: Duration
 
-    /// Creates a store on `client`.
+    /// Creates a store on `client` whose operations wait at most `wait` for the database
+    /// (``Stores`` passes ``StorageConfiguration/databaseWait``; the default here is for tools
+    /// and tests on a shared, loaded database).
     public init(
         client: PostgresClient, logger: Logger,
-        wait: Duration = StorageConfiguration().databaseWait
+        wait: Duration = .seconds(60)
     ) {
         self.client = client
         self.logger = logger

@@ -107,7 +107,7 @@ struct DatabaseOutageTests {
             var configuration = try db.postgresConfiguration()
             configuration.options.maximumConnections = 1
             stores.availability = DatabaseAvailability(
-                configuration: configuration, interval: .milliseconds(100), timeout: .seconds(5), logger: db.logger)
+                configuration: configuration, interval: .milliseconds(100), timeout: .seconds(30), logger: db.logger)
             let availability = stores.availability
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await availability.run() }
