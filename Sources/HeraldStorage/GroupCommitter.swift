@@ -1,5 +1,3 @@
-import PostgresQueue
-
 /// Runs one batched operation for many concurrent callers: a group commit.
 ///
 /// A caller that finds a free slot (`maxConcurrent`) yields once, so that callers started at
@@ -22,28 +20,19 @@ actor GroupCommitter<Input: Sendable, Output: Sendable> {
 
     private let maxBatch: Int
     private let maxConcurrent: Int
-    /// The longest one run may take before its callers get ``StorageError/Code/unavailable``.
-    private let timeout: Duration
     private let operation: @Sendable ([Input]) async throws -> [Output]
     private var active = 0
     private var gathering = false
     private var pending: [Entry] = []
 
     /// Creates a committer that runs `operation` on at most `maxBatch` inputs at a time, at most
-    /// `maxConcurrent` runs at once. `operation` returns one output per input, in order.
-    ///
-    /// A run that has not answered within `timeout` fails for all its callers, and its slot is
-    /// freed, even when the operation does not end on cancellation: one database call that
-    /// never answers (seen when PostgreSQL restarted under load) would otherwise hold a slot
-    /// forever, and with it every later caller. The operation itself must be safe to have run
-    /// after its callers were told it failed (Herald's are fenced writes).
-    init(
-        maxBatch: Int, maxConcurrent: Int, timeout: Duration = .seconds(30),
-        _ operation: @escaping @Sendable ([Input]) async throws -> [Output]
-    ) {
+    /// `maxConcurrent` runs at once. `operation` returns one output per input, in order, and
+    /// must be bounded in time (Herald's go through the stores, whose every database call is
+    /// bounded by `PostgresQueue.Deadline`): a run that never returns would hold its slot, and
+    /// with it every later caller.
+    init(maxBatch: Int, maxConcurrent: Int, _ operation: @escaping @Sendable ([Input]) async throws -> [Output]) {
         self.maxBatch = max(1, maxBatch)
         self.maxConcurrent = max(1, maxConcurrent)
-        self.timeout = timeout
         self.operation = operation
     }
 
@@ -94,11 +83,6 @@ actor GroupCommitter<Input: Sendable, Output: Sendable> {
 
     /// Off the actor, so callers can queue up while a batch runs.
     private nonisolated func run(_ inputs: [Input]) async throws -> [Output] {
-        let operation = self.operation
-        do {
-            return try await Deadline.run(within: timeout, "a batched database write") { try await operation(inputs) }
-        } catch let error as JobQueueError where error.code == .unavailable {
-            throw StorageError(.unavailable, error.message, underlying: error)
-        }
+        try await operation(inputs)
     }
 }
