@@ -680,7 +680,10 @@ def scenario_schema(bin_dir, base_url, size):
                 cwd=system.log_dir)  # its example cache (.schemathesis/) stays with the logs
             with open(os.path.join(system.log_dir, f"schemathesis-{label}.log"), "w") as log:
                 log.write(out.stdout + out.stderr)
-            tail = " ".join((out.stdout.strip().splitlines() or ["?"])[-1].split())
+            # The summary's "Test cases:" line ("N generated, N passed"), else the last line.
+            lines = out.stdout.strip().splitlines() or ["?"]
+            cases = [lines[i + 1] for i, line in enumerate(lines[:-1]) if line.strip() == "Test cases:"]
+            tail = " ".join((cases[-1] if cases else lines[-1]).split())
             figures.append(f"{label}: {tail}")
             check(out.returncode == 0, f"schemathesis ({label}) found failures, see "
                                        f"{system.log_dir}/schemathesis-{label}.log: {tail}")
