@@ -432,8 +432,7 @@ public struct DeviceStore: Sendable {
                     FOR UPDATE SKIP LOCKED)
                 RETURNING id
                 """, logger: logger)
-            var count = 0
-            for try await _ in rows { count += 1 }
+            let count = try await rows.count()
             return count
         }
     }
@@ -450,8 +449,7 @@ public struct DeviceStore: Sendable {
                     ORDER BY at LIMIT \(max(1, batch)))
                 RETURNING id
                 """, logger: logger)
-            var count = 0
-            for try await _ in rows { count += 1 }
+            let count = try await rows.count()
             return count
         }
     }

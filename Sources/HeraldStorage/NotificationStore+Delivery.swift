@@ -579,8 +579,7 @@ extension NotificationStore {
             FROM expired
             RETURNING id
             """, logger: logger)
-        var count = 0
-        for try await _ in rows { count += 1 }
+        let count = try await rows.count()
         if count > 0 { try await Self.refreshStates(of: notificationIDs, on: connection, logger: logger) }
         return count
     }
@@ -659,8 +658,7 @@ extension NotificationStore {
                 FROM settled
                 RETURNING id
                 """, logger: logger)
-            var count = 0
-            for try await _ in settled { count += 1 }
+            let count = try await settled.count()
             if count > 0 { try await Self.refreshStates(of: ids, on: connection, logger: logger) }
             return count
         }
@@ -689,8 +687,7 @@ extension NotificationStore {
                 )
                 RETURNING id
                 """, logger: logger)
-            var count = 0
-            for try await _ in rows { count += 1 }
+            let count = try await rows.count()
             return count
         }
     }

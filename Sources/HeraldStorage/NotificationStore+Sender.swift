@@ -288,8 +288,7 @@ extension NotificationStore {
                 WHERE notification_id = \(id) AND state IN ('Scheduled', 'Queued') AND in_flight_since IS NULL
                 RETURNING id
                 """, logger: logger)
-            var cancelled = 0
-            for try await _ in updated { cancelled += 1 }
+            let cancelled = try await updated.count()
             guard cancelled == total else {
                 // Thrown inside the transaction: the hub sends already updated roll back.
                 throw DomainError(

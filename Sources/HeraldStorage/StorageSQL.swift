@@ -81,3 +81,13 @@ enum StorageSQL {
         return state == "23505" || state == "40001" || state == "40P01"
     }
 }
+
+extension PostgresRowSequence {
+    /// How many rows the statement returned (a `DELETE … RETURNING` or `UPDATE … RETURNING`
+    /// that reports how much it changed), reading them all.
+    func count() async throws -> Int {
+        var count = 0
+        for try await _ in self { count += 1 }
+        return count
+    }
+}

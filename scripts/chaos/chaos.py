@@ -305,6 +305,18 @@ class System:
     def faults(self, rules, seed=1):
         self.emu("POST", f"/faults?seed={seed}", rules)
 
+    def delivery_gaps(self, targets):
+        """(lost, repeats): targets the emulator delivered nothing to, and deliveries beyond one."""
+        delivered = self.deliveries_by_handle()
+        lost = sum(1 for h in targets if delivered.get(h, 0) == 0)
+        repeats = sum(max(0, delivered.get(h, 0) - 1) for h in targets)
+        return lost, repeats
+
+    def held_by(self, worker):
+        """Jobs the worker process holds now (its executors' `locked_by` carries its pid)."""
+        return self.db.value(
+            f"SELECT count(*) FROM pgqueue.jobs WHERE state = 'running' AND locked_by LIKE '%:{worker.pid}:%'")
+
     def deliveries_by_handle(self):
         counts = {}
         for delivery in self.emu("GET", "/deliveries"):
@@ -386,14 +398,11 @@ def scenario_kill9(bin_dir, base_url, size):
         for share in (0.2, 0.45, 0.7):
             wait_for(f"{int(share * 100)}% of the sends to be attempted",
                      lambda: system.db.value("SELECT count(*) FROM hub_sends WHERE attempts > 0") >= share * n, 120, 0.05)
-            in_flight += system.db.value(
-                f"SELECT count(*) FROM pgqueue.jobs WHERE state = 'running' AND locked_by LIKE '%:{victim.pid}:%'")
+            in_flight += system.held_by(victim)
             victim.kill9()
             system.restart_worker(victim)
         states = system.wait_final(n, 240)
-        delivered = system.deliveries_by_handle()
-        lost = sum(1 for h in targets if delivered.get(h, 0) == 0)
-        duplicates = sum(max(0, delivered.get(h, 0) - 1) for h in targets)
+        lost, duplicates = system.delivery_gaps(targets)
         figures = (f"sends={n} kills=3 final={sum(states.values())} {summary(states)} lost={lost} "
                    f"duplicates={duplicates} in_flight_at_kills={in_flight}")
         check(states.get("Completed", 0) == n, f"not all Completed: {figures}")
@@ -519,8 +528,7 @@ def scenario_storm(bin_dir, base_url, size):
         statuses = {}
         for r in requests:
             statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-        delivered = system.deliveries_by_handle()
-        lost = sum(1 for h in targets if delivered.get(h, 0) == 0)
+        lost, _ = system.delivery_gaps(targets)
         figures = (f"sends={n} hub_calls={len(requests)} statuses={json.dumps(statuses, sort_keys=True)} "
                    f"{summary(states)} lost={lost} retried_before_retry_after={early} "
                    f"shortest_gap_after_429={shortest if shortest is None else round(shortest, 3)}s")
@@ -601,8 +609,8 @@ def scenario_gone(bin_dir, base_url, size):
         registrations = system.emu("GET", "/registrations")
         tagged = {r["pnsHandle"].upper() for r in registrations if "second" in r.get("tags", [])}
         with_tag = sum(1 for d in devices if d[2] in tagged)
-        moved = sum(1 for d in devices if registration_ids[d[0]] != dict(
-            system.db.rows("SELECT id, hub_registration_id FROM devices")).get(d[0]))
+        now_ids = dict(system.db.rows("SELECT id, hub_registration_id FROM devices"))
+        moved = sum(1 for d in devices if registration_ids[d[0]] != now_ids.get(d[0]))
         states = dict(system.db.rows("SELECT sync_state, count(*) FROM devices GROUP BY 1"))
         figures = (f"devices={n} gone_answers={gone} sync_states={json.dumps(states, sort_keys=True)} "
                    f"ids_unchanged={kept} hub_registrations_updated={with_tag} recreated={moved}")
@@ -626,20 +634,15 @@ def scenario_stall(bin_dir, base_url, size):
         system.start_worker()
         targets = [h.upper() for h in handles("e", n)]
         system.send_batch(targets)
-        held = wait_for("the worker to hold running jobs", lambda: system.db.value(
-            f"SELECT count(*) FROM pgqueue.jobs WHERE state = 'running' AND locked_by LIKE '%:{stalled.pid}:%'"), 60, 0.05)
+        held = wait_for("the worker to hold running jobs", lambda: system.held_by(stalled), 60, 0.05)
         stalled.signal(signal.SIGSTOP)
         stopped_at = time.monotonic()
-        wait_for("its jobs to be taken over", lambda: system.db.value(
-            f"SELECT count(*) FROM pgqueue.jobs WHERE state = 'running' AND locked_by LIKE '%:{stalled.pid}:%'") == 0,
-            60, 0.2)
+        wait_for("its jobs to be taken over", lambda: system.held_by(stalled) == 0, 60, 0.2)
         paused = time.monotonic() - stopped_at
         stalled.signal(signal.SIGCONT)
         states = system.wait_final(n, 240)
         duplicates = system.duplicate_outcomes()
-        delivered = system.deliveries_by_handle()
-        lost = sum(1 for h in targets if delivered.get(h, 0) == 0)
-        extra = sum(max(0, delivered.get(h, 0) - 1) for h in targets)
+        lost, extra = system.delivery_gaps(targets)
         bad_attempts = system.db.value(
             "SELECT count(*) FROM hub_sends h, generate_series(1, h.attempts) a WHERE NOT EXISTS "
             "(SELECT 1 FROM notification_outcomes o WHERE o.hub_send_id = h.id AND o.kind = 'send' AND o.attempt = a)")
