@@ -47,6 +47,8 @@ public struct DeliveryConfiguration: Sendable {
     public var telemetryGiveUp: Duration
     /// The longest wait between telemetry polls.
     public var telemetryMaxInterval: Duration
+    /// Whether this worker runs the campaign scheduler (``CampaignScheduler``).
+    public var campaignScheduler: Bool
 
     /// `HERALD_HUB_CONNECTION_STRING` (required by the worker; a secret).
     public static let hubConnectionString = Setting<String?>.optionalString(
@@ -97,6 +99,11 @@ public struct DeliveryConfiguration: Sendable {
     public static let metricsPort = Setting.int(
         "worker.metrics_port", default: 9091, range: 0...65535, "the worker's listener port (0 picks a free one)")
 
+    /// `HERALD_CAMPAIGN_SCHEDULER`.
+    public static let campaignSchedulerToggle = Setting.toggle(
+        "campaign.scheduler", default: true,
+        "whether this worker fires campaigns' due slots (every worker may: one fires each slot); off when only a Kubernetes CronJob running `heraldctl campaign fire` should")
+
     /// Every key this configuration reads.
     public static let settings = [
         hubConnectionString.documentation, hubName.documentation, concurrency.documentation,
@@ -104,7 +111,7 @@ public struct DeliveryConfiguration: Sendable {
         historyRetentionHours.documentation, notificationRetentionHours.documentation,
         deviceRetentionHours.documentation, deviceHubCallRetentionHours.documentation,
         retryAfterCapSeconds.documentation, metricsHost.documentation, metricsPort.documentation,
-        hubTimeoutSeconds.documentation,
+        hubTimeoutSeconds.documentation, campaignSchedulerToggle.documentation,
     ]
 
     /// Creates settings for `hubName` at `hubConnectionString`; every other default is the
@@ -125,8 +132,10 @@ public struct DeliveryConfiguration: Sendable {
         hubCallTimeout: Duration = .seconds(DeliveryConfiguration.hubTimeoutSeconds.defaultValue),
         authenticationAttempts: Int = 3, maxSyncRounds: Int = 5,
         telemetryFirstPoll: Duration = .seconds(5), telemetryGiveUp: Duration = .seconds(3600),
-        telemetryMaxInterval: Duration = .seconds(300)
+        telemetryMaxInterval: Duration = .seconds(300),
+        campaignScheduler: Bool = DeliveryConfiguration.campaignSchedulerToggle.defaultValue
     ) {
+        self.campaignScheduler = campaignScheduler
         self.hubConnectionString = hubConnectionString
         self.hubName = hubName
         self.concurrency = max(1, concurrency)
@@ -169,6 +178,7 @@ public struct DeliveryConfiguration: Sendable {
             deviceHubCallRetention: .seconds(try reader.value(Self.deviceHubCallRetentionHours) * 3600),
             retryAfterCap: .seconds(try reader.value(Self.retryAfterCapSeconds)),
             metricsHost: try reader.value(Self.metricsHost), metricsPort: try reader.value(Self.metricsPort),
-            hubCallTimeout: .seconds(try reader.value(Self.hubTimeoutSeconds)))
+            hubCallTimeout: .seconds(try reader.value(Self.hubTimeoutSeconds)),
+            campaignScheduler: try reader.value(Self.campaignSchedulerToggle))
     }
 }

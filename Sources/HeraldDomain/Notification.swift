@@ -80,6 +80,9 @@ public enum NotificationTarget: Sendable, Hashable {
     case installation(String)
     /// One device handle, sent directly with the payload of its platform.
     case device(handle: String, platform: Platform)
+    /// Every device on the hub: a broadcast. Only campaigns whose audience is `all` make it;
+    /// the sender API has no way to ask for it.
+    case everyone
 
     /// The most users one notification may name.
     public static let maxUsers = 10_000
@@ -118,6 +121,8 @@ public enum NotificationTarget: Sendable, Hashable {
             return self
         case .device(let handle, let platform):
             return .device(handle: try DeviceHandle.normalized(handle, for: platform), platform: platform)
+        case .everyone:
+            return self
         }
     }
 
@@ -126,11 +131,12 @@ public enum NotificationTarget: Sendable, Hashable {
     public var hubSendChunks: Int {
         switch self {
         case .users(let names): (names.count + Self.tagsPerHubSend - 1) / Self.tagsPerHubSend
-        case .user, .tags, .installation, .device: 1
+        case .user, .tags, .installation, .device, .everyone: 1
         }
     }
 
-    /// The tag expressions of the hub sends this target needs (nil for a direct send).
+    /// The tag expressions of the hub sends this target needs (nil for a direct send or a
+    /// broadcast).
     public var tagExpressions: [String?] {
         switch self {
         case .user(let name): [TagPolicy.userTag(name)]
@@ -140,7 +146,7 @@ public enum NotificationTarget: Sendable, Hashable {
             }
         case .tags(let expression): [expression]
         case .installation(let id): ["$InstallationId:{\(id)}"]
-        case .device: [nil]
+        case .device, .everyone: [nil]
         }
     }
 
@@ -150,7 +156,7 @@ public enum NotificationTarget: Sendable, Hashable {
         case .user(let name): [TagPolicy.userTag(name)]
         case .users(let names): names.map(TagPolicy.userTag)
         case .tags(let expression): TagExpressionRules.tags(in: expression)
-        case .installation, .device: []
+        case .installation, .device, .everyone: []
         }
     }
 
@@ -163,11 +169,12 @@ public enum NotificationTarget: Sendable, Hashable {
 
 extension NotificationTarget: Codable {
     private enum CodingKeys: String, CodingKey {
-        case user, users, tags, installationId, deviceHandle, platform
+        case user, users, tags, installationId, deviceHandle, platform, all
     }
 
     /// Decodes `{"user": …}`, `{"users": […]}`, `{"tags": "…"}`, `{"installationId": "…"}` or
-    /// `{"deviceHandle": "…", "platform": "apns|fcmv1|wns"}`: exactly one kind.
+    /// `{"deviceHandle": "…", "platform": "apns|fcmv1|wns"}` or `{"all": true}` (a campaign's
+    /// broadcast): exactly one kind.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let present = container.allKeys.filter { $0 != .platform }
@@ -175,13 +182,19 @@ extension NotificationTarget: Codable {
             throw DecodingError.dataCorrupted(
                 .init(
                     codingPath: decoder.codingPath,
-                    debugDescription: "target needs exactly one of user, users, tags, installationId, deviceHandle"))
+                    debugDescription: "target needs exactly one of user, users, tags, installationId, deviceHandle, all"))
         }
         switch key {
         case .user: self = .user(try container.decode(String.self, forKey: .user))
         case .users: self = .users(try container.decode([String].self, forKey: .users))
         case .tags: self = .tags(try container.decode(String.self, forKey: .tags))
         case .installationId: self = .installation(try container.decode(String.self, forKey: .installationId))
+        case .all:
+            guard try container.decode(Bool.self, forKey: .all) else {
+                throw DecodingError.dataCorrupted(
+                    .init(codingPath: decoder.codingPath, debugDescription: "target.all is true when present"))
+            }
+            self = .everyone
         case .deviceHandle, .platform:
             let handle = try container.decode(String.self, forKey: .deviceHandle)
             guard let name = try container.decodeIfPresent(String.self, forKey: .platform) else {
@@ -207,6 +220,7 @@ extension NotificationTarget: Codable {
         case .device(let handle, let platform):
             try container.encode(handle, forKey: .deviceHandle)
             try container.encode(platform.rawValue, forKey: .platform)
+        case .everyone: try container.encode(true, forKey: .all)
         }
     }
 }
@@ -426,8 +440,13 @@ public struct NotificationRequest: Sendable, Hashable, Codable {
     /// The hub sends it fans out into: one per format and per tag-expression chunk.
     public var hubSends: [HubSendPlan] {
         var plans: [HubSendPlan] = []
-        if case .device(let handle, let platform) = target {
+        switch target {
+        case .device(let handle, let platform):
             return [HubSendPlan(format: platform.nativeFormat, tagExpression: nil, deviceHandle: handle)]
+        case .everyone:
+            return content.formats.map { HubSendPlan(format: $0, tagExpression: nil, deviceHandle: nil, broadcast: true) }
+        default:
+            break
         }
         for expression in target.tagExpressions {
             for format in content.formats {
@@ -446,12 +465,16 @@ public struct HubSendPlan: Sendable, Hashable {
     public var tagExpression: String?
     /// The device handle of a direct send.
     public var deviceHandle: String?
+    /// A send to every device on the hub (a campaign whose audience is `all`); it has neither
+    /// a tag expression nor a handle.
+    public var broadcast: Bool
 
     /// Creates a plan.
-    public init(format: NotificationFormat, tagExpression: String?, deviceHandle: String?) {
+    public init(format: NotificationFormat, tagExpression: String?, deviceHandle: String?, broadcast: Bool = false) {
         self.format = format
         self.tagExpression = tagExpression
         self.deviceHandle = deviceHandle
+        self.broadcast = broadcast
     }
 }
 
@@ -480,7 +503,13 @@ public enum NotificationJobs {
 public struct HubSendArgs: Sendable, Hashable, Codable {
     /// The `hub_sends` row.
     public var hubSendID: Int64
+    /// The campaign whose throttle the send reserves an instant under before its hub call;
+    /// nil for sends without a throttle.
+    public var throttledCampaignID: Int64?
 
     /// Creates arguments.
-    public init(hubSendID: Int64) { self.hubSendID = hubSendID }
+    public init(hubSendID: Int64, throttledCampaignID: Int64? = nil) {
+        self.hubSendID = hubSendID
+        self.throttledCampaignID = throttledCampaignID
+    }
 }

@@ -9,6 +9,69 @@ public enum NotificationSender: Sendable, Hashable {
     case apiKey(Int64)
     /// A signed-in device user (the tutorial send endpoint).
     case user(Int64)
+    /// A campaign run (``CampaignStore``); its hub sends point to the run and its campaign.
+    case campaignRun(CampaignRunID, campaign: CampaignID)
+}
+
+/// Notifications prepared for ``NotificationStore/insert(_:sender:throttlePerSecond:on:)``:
+/// one array per column, bound as arrays (one statement per table however many there are).
+struct NotificationRows {
+    var ids: [UUID] = []
+    var targets: [String] = []
+    var contents: [String] = []
+    var options: [String] = []
+    var tags: [String] = []
+    // PostgresNIO binds no NULL array elements: '' stands for NULL in these columns (an
+    // empty key, hash, expression or handle is never valid).
+    var keys: [String] = []
+    var hashes: [String] = []
+    var states: [String] = []
+    var sendAts: [Double] = []  // seconds since 1970; -1 for none
+    var deadlines: [Date] = []
+    var sendIDs: [UUID] = []
+    var sendFormats: [String] = []
+    var sendExpressions: [String] = []
+    var sendHandles: [String] = []
+    var sendStates: [String] = []
+    var sendBroadcasts: [Bool] = []
+    /// When each scheduled notification's jobs run.
+    var runAt: [UUID: Date] = [:]
+
+    /// Adds a checked request as a new notification with its hub sends; returns its state.
+    mutating func append(
+        _ request: NotificationRequest, idempotencyKey: IdempotencyKey? = nil, requestHash: Data? = nil, now: Date,
+        encoder: JSONEncoder
+    ) throws -> NotificationState {
+        let id = UUID()
+        let state: NotificationState = request.isScheduled(now: now) ? .scheduled : .queued
+        ids.append(id)
+        targets.append(try NotificationStore.json(request.target, encoder))
+        contents.append(try NotificationStore.json(request.content, encoder))
+        options.append(try NotificationStore.json(request.options, encoder))
+        tags.append(try NotificationStore.json(request.target.referencedTags, encoder))
+        keys.append(idempotencyKey?.rawValue ?? "")
+        hashes.append(requestHash.map(NotificationStore.hex) ?? "")
+        states.append(state.rawValue)
+        sendAts.append(request.sendAt?.timeIntervalSince1970 ?? -1)
+        deadlines.append(request.deadline(now: now))
+        if state == .scheduled, let sendAt = request.sendAt { runAt[id] = sendAt }
+        for plan in request.hubSends {
+            sendIDs.append(id)
+            sendFormats.append(plan.format.rawValue)
+            sendExpressions.append(plan.tagExpression ?? "")
+            sendHandles.append(plan.deviceHandle ?? "")
+            sendStates.append(state.rawValue)
+            sendBroadcasts.append(plan.broadcast)
+        }
+        return state
+    }
+
+    /// A JSON encoder as the rows want it (sorted keys, so equal content is equal text).
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
 }
 
 /// A notification to create: a checked request and, for the sender API, its idempotency key.
@@ -66,12 +129,7 @@ extension NotificationStore {
             throw DomainError(
                 code: "batch_too_large", message: "at most \(Self.maxBatch) notifications per request; got \(items.count)")
         }
-        let apiKeyID: Int64?
-        let userID: Int64?
-        switch sender {
-        case .apiKey(let id): (apiKeyID, userID) = (id, nil)
-        case .user(let id): (apiKeyID, userID) = (nil, id)
-        }
+        let apiKeyID: Int64? = if case .apiKey(let id) = sender { id } else { nil }
         if apiKeyID == nil, items.contains(where: { $0.idempotencyKey != nil }) {
             throw DomainError(code: "invalid_idempotency_key", message: "idempotency keys need an API key")
         }
@@ -85,8 +143,7 @@ extension NotificationStore {
                 firstIndexForKey[key] = index
             }
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let encoder = NotificationRows.encoder()
         let firstIndexForKeyFixed = firstIndexForKey
         return try await StorageSQL.transaction(client, logger: logger, "create notifications", within: wait) { connection in
             let firstIndexForKey = firstIndexForKeyFixed
@@ -111,81 +168,15 @@ extension NotificationStore {
                 if let key = item.idempotencyKey, firstIndexForKey[key] != index { continue }
                 insertIndexes.append(index)
             }
-            var ids: [UUID] = []
-            var targets: [String] = []
-            var contents: [String] = []
-            var options: [String] = []
-            var tags: [String] = []
-            // PostgresNIO binds no NULL array elements: '' stands for NULL in these columns (an
-            // empty key, hash, expression or handle is never valid).
-            var keys: [String] = []
-            var hashes: [String] = []
-            var states: [String] = []
-            var sendAts: [Double] = []  // seconds since 1970; -1 for none
-            var deadlines: [Date] = []
-            var sendIDs: [UUID] = []
-            var sendFormats: [String] = []
-            var sendExpressions: [String] = []
-            var sendHandles: [String] = []
-            var sendStates: [String] = []
-            var runAt: [UUID: Date] = [:]
+            var rows = NotificationRows()
             for index in insertIndexes {
                 let item = items[index]
-                let request = item.request
-                let id = UUID()
-                let state: NotificationState = request.isScheduled(now: now) ? .scheduled : .queued
-                ids.append(id)
-                targets.append(try Self.json(request.target, encoder))
-                contents.append(try Self.json(request.content, encoder))
-                options.append(try Self.json(request.options, encoder))
-                tags.append(try Self.json(request.target.referencedTags, encoder))
-                keys.append(item.idempotencyKey?.rawValue ?? "")
-                hashes.append(item.requestHash.map(Self.hex) ?? "")
-                states.append(state.rawValue)
-                sendAts.append(request.sendAt?.timeIntervalSince1970 ?? -1)
-                deadlines.append(request.deadline(now: now))
-                if state == .scheduled, let sendAt = request.sendAt { runAt[id] = sendAt }
-                for plan in request.hubSends {
-                    sendIDs.append(id)
-                    sendFormats.append(plan.format.rawValue)
-                    sendExpressions.append(plan.tagExpression ?? "")
-                    sendHandles.append(plan.deviceHandle ?? "")
-                    sendStates.append(state.rawValue)
-                }
-                results[index] = AcceptedNotification(id: id, state: state, replayed: false)
+                let state = try rows.append(
+                    item.request, idempotencyKey: item.idempotencyKey, requestHash: item.requestHash, now: now,
+                    encoder: encoder)
+                results[index] = AcceptedNotification(id: rows.ids[rows.ids.count - 1], state: state, replayed: false)
             }
-            if !ids.isEmpty {
-                try await connection.query(
-                    """
-                    INSERT INTO notifications (id, api_key_id, sender_user_id, target, content, options, tags,
-                                               idempotency_key, request_hash, state, send_at, deadline)
-                    SELECT i.id, \(apiKeyID), \(userID), i.target::jsonb, i.content::jsonb, i.options::jsonb,
-                           ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), NULLIF(i.key, ''),
-                           CASE WHEN i.hash = '' THEN NULL ELSE decode(i.hash, 'hex') END, i.state,
-                           CASE WHEN i.send_at < 0 THEN NULL ELSE to_timestamp(i.send_at) END, i.deadline
-                    FROM unnest(\(ids)::uuid[], \(targets)::text[], \(contents)::text[], \(options)::text[],
-                                \(tags)::text[], \(keys)::text[], \(hashes)::text[], \(states)::text[],
-                                \(sendAts)::float8[], \(deadlines)::timestamptz[])
-                         AS i(id, target, content, options, tags, key, hash, state, send_at, deadline)
-                    """, logger: logger)
-                let rows = try await connection.query(
-                    """
-                    INSERT INTO hub_sends (notification_id, format, tag_expression, device_handle, state)
-                    SELECT s.id, s.format, NULLIF(s.expression, ''), NULLIF(s.handle, ''), s.state
-                    FROM unnest(\(sendIDs)::uuid[], \(sendFormats)::text[], \(sendExpressions)::text[],
-                                \(sendHandles)::text[], \(sendStates)::text[]) AS s(id, format, expression, handle, state)
-                    RETURNING id, notification_id
-                    """, logger: logger)
-                var jobs: [NewJob] = []
-                jobs.reserveCapacity(sendIDs.count)
-                for try await (sendID, notificationID) in rows.decode((Int64, UUID).self) {
-                    jobs.append(
-                        .notificationSend(
-                            HubSendArgs(hubSendID: sendID), schedule: runAt[notificationID].map(JobSchedule.at) ?? .now,
-                            maxAttempts: maxSendAttempts))
-                }
-                try await queue.enqueue(jobs, on: connection)
-            }
+            try await insert(rows, sender: sender, on: connection)
             // A repeated key within the call answers as its first item did.
             for (index, item) in items.enumerated() where results[index] == nil {
                 if let key = item.idempotencyKey, let first = firstIndexForKey[key], var answer = results[first] {
@@ -195,6 +186,68 @@ extension NotificationStore {
             }
             return results.map { $0! }
         }
+    }
+
+    /// Inserts prepared notifications, their hub sends and one `notification.send` job per hub
+    /// send on `connection` (inside the caller's transaction): one statement per table and one
+    /// bulk enqueue. The sends of a throttled campaign run are enqueued spread over time at the
+    /// campaign's rate (their reservation at send time is what holds the cap).
+    func insert(
+        _ rows: NotificationRows, sender: NotificationSender, throttlePerSecond: Int? = nil,
+        on connection: PostgresConnection
+    ) async throws {
+        guard !rows.ids.isEmpty else { return }
+        var apiKeyID: Int64?
+        var userID: Int64?
+        var runID: Int64?
+        var campaignID: Int64?
+        switch sender {
+        case .apiKey(let id): apiKeyID = id
+        case .user(let id): userID = id
+        case .campaignRun(let run, let campaign): (runID, campaignID) = (run, campaign)
+        }
+        try await connection.query(
+            """
+            INSERT INTO notifications (id, api_key_id, sender_user_id, campaign_run_id, target, content, options, tags,
+                                       idempotency_key, request_hash, state, send_at, deadline)
+            SELECT i.id, \(apiKeyID), \(userID), \(runID), i.target::jsonb, i.content::jsonb, i.options::jsonb,
+                   ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), NULLIF(i.key, ''),
+                   CASE WHEN i.hash = '' THEN NULL ELSE decode(i.hash, 'hex') END, i.state,
+                   CASE WHEN i.send_at < 0 THEN NULL ELSE to_timestamp(i.send_at) END, i.deadline
+            FROM unnest(\(rows.ids)::uuid[], \(rows.targets)::text[], \(rows.contents)::text[], \(rows.options)::text[],
+                        \(rows.tags)::text[], \(rows.keys)::text[], \(rows.hashes)::text[], \(rows.states)::text[],
+                        \(rows.sendAts)::float8[], \(rows.deadlines)::timestamptz[])
+                 AS i(id, target, content, options, tags, key, hash, state, send_at, deadline)
+            """, logger: logger)
+        let sends = try await connection.query(
+            """
+            INSERT INTO hub_sends (notification_id, format, tag_expression, device_handle, state, broadcast,
+                                   campaign_run_id, campaign_id)
+            SELECT s.id, s.format, NULLIF(s.expression, ''), NULLIF(s.handle, ''), s.state, s.broadcast,
+                   \(runID), \(campaignID)
+            FROM unnest(\(rows.sendIDs)::uuid[], \(rows.sendFormats)::text[], \(rows.sendExpressions)::text[],
+                        \(rows.sendHandles)::text[], \(rows.sendStates)::text[], \(rows.sendBroadcasts)::bool[])
+                 AS s(id, format, expression, handle, state, broadcast)
+            RETURNING id, notification_id
+            """, logger: logger)
+        var jobs: [NewJob] = []
+        jobs.reserveCapacity(rows.sendIDs.count)
+        let throttled = throttlePerSecond.flatMap { rate in campaignID.map { ($0, rate) } }
+        let start = Date()
+        for try await (sendID, notificationID) in sends.decode((Int64, UUID).self) {
+            let schedule: JobSchedule
+            if let (_, rate) = throttled {
+                let offset = Double(jobs.count) * CampaignThrottle.spacingFactor / Double(rate)
+                schedule = offset > 0 ? .at(start.addingTimeInterval(offset)) : .now
+            } else {
+                schedule = rows.runAt[notificationID].map(JobSchedule.at) ?? .now
+            }
+            jobs.append(
+                .notificationSend(
+                    HubSendArgs(hubSendID: sendID, throttledCampaignID: throttled?.0), schedule: schedule,
+                    maxAttempts: maxSendAttempts))
+        }
+        try await queue.enqueue(jobs, on: connection)
     }
 
     static func keyReused(_ key: String) -> DomainError {

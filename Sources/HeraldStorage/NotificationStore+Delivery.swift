@@ -17,6 +17,8 @@ public struct SendAttempt: Sendable, Hashable {
     public var tagExpression: String?
     /// The device handle of a direct send.
     public var deviceHandle: String?
+    /// A send to every device (a campaign whose audience is `all`): neither tags nor handle.
+    public var broadcast: Bool
     /// The body the hub gets: the native payload, or the template parameters as a JSON object.
     public var body: String
     /// Delivery options.
@@ -36,8 +38,9 @@ public struct SendAttempt: Sendable, Hashable {
     public init(
         hubSendID: Int64, notificationID: NotificationID, format: NotificationFormat, tagExpression: String?,
         deviceHandle: String?, body: String, options: NotificationOptions, deadline: Date, attempt: Int,
-        secondsToDeadline: Double, startedAt: Date
+        secondsToDeadline: Double, startedAt: Date, broadcast: Bool = false
     ) {
+        self.broadcast = broadcast
         self.hubSendID = hubSendID
         self.notificationID = notificationID
         self.format = format
@@ -265,6 +268,7 @@ extension NotificationStore {
         var format: String
         var tagExpression: String?
         var deviceHandle: String?
+        var broadcast: Bool
         /// The hub send's state before the statement.
         var sendState: String
         var notificationState: String
@@ -289,7 +293,7 @@ extension NotificationStore {
             WITH started AS (
                 UPDATE hub_sends h
                 SET attempts = h.attempts + 1, in_flight_since = now(), in_flight_job_id = r.job_id, state = 'Queued',
-                    updated_at = now()
+                    throttle_slot = NULL, updated_at = now()
                 FROM notifications n, unnest(\(ids)::bigint[], \(jobIDs)::bigint[]) AS r(id, job_id)
                 WHERE h.id = r.id AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
                   AND n.state <> 'Cancelled' AND n.deadline > now()
@@ -311,7 +315,7 @@ extension NotificationStore {
                 FROM hub_sends h JOIN started s ON s.id = h.id
                 WHERE h.in_flight_since IS NOT NULL
             )
-            SELECT h.id AS hub_send_id, h.notification_id, h.format, h.tag_expression, h.device_handle,
+            SELECT h.id AS hub_send_id, h.notification_id, h.format, h.tag_expression, h.device_handle, h.broadcast,
                    h.state AS send_state, n.state AS notification_state, n.deadline,
                    n.deadline <= now() AS deadline_passed, s.attempts AS started_attempt, s.body, s.options,
                    extract(epoch FROM n.deadline - now())::float8 AS seconds_to_deadline, now() AS now
@@ -328,6 +332,7 @@ extension NotificationStore {
             format = try cells["format"].decode(String.self)
             tagExpression = try cells["tag_expression"].decode(String?.self)
             deviceHandle = try cells["device_handle"].decode(String?.self)
+            broadcast = try cells["broadcast"].decode(Bool.self)
             sendState = try cells["send_state"].decode(String.self)
             notificationState = try cells["notification_state"].decode(String.self)
             deadline = try cells["deadline"].decode(Date.self)
@@ -350,7 +355,7 @@ extension NotificationStore {
             return SendAttempt(
                 hubSendID: hubSendID, notificationID: notificationID, format: format, tagExpression: tagExpression,
                 deviceHandle: deviceHandle, body: body ?? "", options: options, deadline: deadline, attempt: Int(attempt),
-                secondsToDeadline: secondsToDeadline, startedAt: now)
+                secondsToDeadline: secondsToDeadline, startedAt: now, broadcast: broadcast)
         }
     }
 

@@ -19,6 +19,8 @@ public struct Stores: Sendable {
     public let devices: DeviceStore
     /// Notifications, their hub sends and jobs.
     public let notifications: NotificationStore
+    /// Campaigns and their runs.
+    public let campaigns: CampaignStore
     /// Device users.
     public let users: UserStore
     /// Sender API keys.
@@ -42,6 +44,8 @@ public struct Stores: Sendable {
         self.notifications = NotificationStore(
             client: client, logger: logger, queue: queue,
             maxSendAttempts: Int16(clamping: max(1, configuration.maxSendAttempts)), wait: configuration.databaseWait)
+        self.campaigns = CampaignStore(
+            client: client, logger: logger, notifications: notifications, wait: configuration.databaseWait)
         self.users = UserStore(client: client, logger: logger, wait: configuration.databaseWait)
         self.apiKeys = APIKeyStore(client: client, logger: logger, wait: configuration.databaseWait)
         self.migrations = MigrationRunner(client: client, logger: logger)

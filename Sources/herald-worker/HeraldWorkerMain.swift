@@ -67,6 +67,9 @@ struct HeraldWorkerMain: AsyncParsableCommand {
             .init(service: maintenance), .init(service: notificationMaintenance), .init(service: deviceMaintenance),
             .init(service: statusListener),
         ]
+        if delivery.campaignScheduler {
+            services.append(.init(service: CampaignScheduler(store: stores.campaigns, logger: logger)))
+        }
         for (queueName, handlers) in handlersByQueue.sorted(by: { $0.key < $1.key }) {
             let executor = JobExecutor(
                 queue: stores.queue, handlers: handlers,

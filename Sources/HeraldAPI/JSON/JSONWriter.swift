@@ -1,4 +1,5 @@
 import Foundation
+import HeraldDomain
 import Hummingbird
 import NIOCore
 
@@ -44,10 +45,7 @@ enum JSONWriter {
 /// Dates as the API reads and writes them: ISO 8601.
 enum JSONDate {
     /// Parses ISO 8601 with or without fractional seconds (`2026-11-23T10:00:00Z`).
-    static func parse(_ text: String) -> Date? {
-        if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return date }
-        return try? Date.ISO8601FormatStyle().parse(text)
-    }
+    static func parse(_ text: String) -> Date? { ISO8601.date(text) }
 
     /// ISO 8601 with fractional seconds, UTC.
     static func format(_ date: Date) -> String {

@@ -28,6 +28,7 @@ struct NotificationJobRunner: Sendable {
     }
 
     let store: NotificationStore
+    let campaigns: CampaignStore
     let starter: NotificationAttemptStarter
     let writer: NotificationOutcomeWriter
     let hub: NotificationHubClient
@@ -59,6 +60,13 @@ struct NotificationJobRunner: Sendable {
             // Spread the wake-ups so the paused sends do not all hit the hub at the same instant.
             return .snooze(remaining + .milliseconds(Int64.random(in: 0...200)))
         }
+        // A throttled campaign's send calls the hub only at the instant it reserved: a short
+        // wait here, a longer one as a snooze (the reservation is kept for it).
+        if let campaignID = args.throttledCampaignID {
+            let wait = try await campaigns.reserveThrottleSlot(hubSendID: args.hubSendID, campaignID: campaignID)
+            if wait > Self.longestThrottleSleep { return .snooze(wait) }
+            if wait > .zero { try await Task.sleep(for: wait) }
+        }
         let attempt: SendAttempt
         let begun = ContinuousClock.now
         switch try await starter.begin(hubSendID: args.hubSendID, jobID: job.id) {
@@ -81,9 +89,11 @@ struct NotificationJobRunner: Sendable {
         var result = HubSendResult(
             hubSendID: attempt.hubSendID, notificationID: attempt.notificationID, attempt: attempt.attempt,
             state: .queued, decision: .retry, startedAt: attempt.startedAt)
-        // Herald never broadcasts: a hub send with neither a tag expression nor a device handle
-        // (which the API does not write) ends Abandoned without a hub call.
-        guard let target = Self.sendTarget(for: attempt) else {
+        // Herald broadcasts only when a hub send says so (a campaign whose audience is `all`): a
+        // hub send with neither a tag expression nor a device handle otherwise ends Abandoned
+        // without a hub call.
+        let target = Self.sendTarget(for: attempt)
+        guard target != nil || attempt.broadcast else {
             result.state = .abandoned
             result.decision = .abandoned
             result.error = Self.noTargetReason
@@ -96,7 +106,12 @@ struct NotificationJobRunner: Sendable {
         let started = ContinuousClock.now
         let outcome: JobOutcome
         do {
-            let sent = try await hub.send(notification, to: target, logger: logger)
+            let sent =
+                if let target {
+                    try await hub.send(notification, to: target, logger: logger)
+                } else {
+                    try await hub.broadcast(notification, logger: logger)
+                }
             let elapsed = ContinuousClock.now - started
             DeliveryMetrics.hubCallTime(operation: "send", statusClass: "2xx", elapsed)
             result.durationMilliseconds = elapsed.milliseconds
@@ -162,8 +177,13 @@ struct NotificationJobRunner: Sendable {
         return outcome
     }
 
+    /// The longest a throttled send waits for its reserved instant while holding its job; a
+    /// later instant snoozes the job until then.
+    static let longestThrottleSleep = Duration.seconds(2)
+
     /// Why a hub send without a target is abandoned.
-    static let noTargetReason = "the hub send has neither a tag expression nor a device handle; Herald never broadcasts"
+    static let noTargetReason =
+        "the hub send has neither a tag expression nor a device handle, and is not a campaign's broadcast"
 
     /// Where an attempt goes: its device handle (a direct send) or its tag expression; nil when
     /// it has neither (an empty or blank value counts as none), which would be a broadcast.

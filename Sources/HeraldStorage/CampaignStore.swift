@@ -1,0 +1,781 @@
+public import Foundation
+public import HeraldDomain
+import Logging
+import PostgresNIO
+import PostgresQueue
+
+/// A saved campaign.
+public struct Campaign: Sendable, Hashable {
+    /// Its id.
+    public var id: CampaignID
+    /// What its owner defined.
+    public var definition: CampaignDefinition
+    /// Whether it fires.
+    public var state: CampaignState
+    /// The next slot the scheduler fires (nil: none, e.g. a fired one-off).
+    public var nextSlot: Date?
+    /// The API key that created it (nil: heraldctl).
+    public var apiKeyID: Int64?
+    /// When it was created.
+    public var createdAt: Date
+    /// When it last changed.
+    public var updatedAt: Date
+}
+
+/// A page of campaigns, oldest first.
+public struct CampaignPage: Sendable, Hashable {
+    /// The campaigns.
+    public var campaigns: [Campaign]
+    /// The cursor of the next page; nil on the last.
+    public var nextCursor: String?
+}
+
+/// A run's counts: its hub sends by state, its hub calls by HTTP status, and the per-platform
+/// telemetry totals the hub reported.
+public struct CampaignRunCounts: Sendable, Hashable, Codable {
+    /// Hub sends by state (`Queued`, `Enqueued`, `Completed`, `Cancelled`, …).
+    public var hubSends: [String: Int]
+    /// Hub calls (outcome rows of kind `send`) by HTTP status; `none` when no answer came.
+    public var outcomes: [String: Int]
+    /// Telemetry summed over the run's hub sends: platform → outcome → count.
+    public var telemetry: [String: [String: Int]]
+
+    /// No counts.
+    public static let empty = CampaignRunCounts(hubSends: [:], outcomes: [:], telemetry: [:])
+}
+
+/// One fired slot of a campaign.
+public struct CampaignRun: Sendable, Hashable {
+    /// Its id.
+    public var id: CampaignRunID
+    /// Its campaign.
+    public var campaignID: CampaignID
+    /// The slot (UTC).
+    public var slot: Date
+    /// How it was fired.
+    public var firedBy: CampaignFiring
+    /// Where it stands.
+    public var state: CampaignRunState
+    /// Its counts: live while it runs, as they were when it finished afterwards.
+    public var counts: CampaignRunCounts
+    /// The notification it created (nil for a missed run, or once retention pruned it).
+    public var notificationID: NotificationID?
+    /// When it was recorded.
+    public var createdAt: Date
+    /// When its sends were created (nil for a missed run).
+    public var startedAt: Date?
+    /// When it became final.
+    public var finishedAt: Date?
+}
+
+/// A page of runs, newest first.
+public struct CampaignRunPage: Sendable, Hashable {
+    /// The runs.
+    public var runs: [CampaignRun]
+    /// The cursor of the next page; nil on the last.
+    public var nextCursor: String?
+}
+
+/// What firing a slot did.
+public enum CampaignFireResult: Sendable, Hashable {
+    /// A new run: its row, notification, hub sends and jobs were committed together.
+    case fired(CampaignRun)
+    /// The slot (or the idempotency key) already had this run: nothing was sent again.
+    case existing(CampaignRun)
+
+    /// The run either way.
+    public var run: CampaignRun {
+        switch self {
+        case .fired(let run), .existing(let run): run
+        }
+    }
+}
+
+/// What one scheduler tick did.
+public struct CampaignTick: Sendable, Hashable {
+    /// Runs created for due slots.
+    public var fired = 0
+    /// Due slots that already had a run (fired by `heraldctl` or another worker first).
+    public var duplicates = 0
+    /// Slots older than their campaign's catch-up window, recorded as `Missed`.
+    public var missed = 0
+    /// Missed slots not recorded one by one (beyond ``CampaignStore/maxMissedRecorded``).
+    public var missedUnrecorded = 0
+
+    /// Creates an empty tick.
+    public init() {}
+}
+
+/// Campaigns and their runs. Firing a slot writes the run row, its notification, hub sends and
+/// jobs in one transaction, and `UNIQUE (campaign, slot)` lets only one of any number of
+/// concurrent firings of a slot create a run.
+public struct CampaignStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+    let notifications: NotificationStore
+    /// The longest one operation waits for the database.
+    let wait: Duration
+
+    /// The default page size.
+    public static let defaultPageSize = 50
+    /// The largest page size.
+    public static let maxPageSize = 500
+    /// The next slots a campaign's detail shows.
+    public static let nextRunsShown = 5
+    /// The most missed slots one tick records as runs for one campaign; older ones are
+    /// counted in the log and the metrics only (a campaign firing every minute whose workers
+    /// were down for a week would otherwise write ten thousand rows).
+    public static let maxMissedRecorded = 1000
+
+    static let columns = """
+        id, name, audience::text, content::text, options::text, ttl_seconds, schedule_at, cron, time_zone, \
+        catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, created_at, updated_at
+        """
+
+    // MARK: Definitions
+
+    /// Saves a new campaign, checked with ``CampaignDefinition/validated(now:)`` on the
+    /// database clock, active, its next slot computed. A name in use (regardless of case) is
+    /// `DomainError` `name_taken` (409).
+    public func create(_ definition: CampaignDefinition, by apiKeyID: Int64? = nil) async throws -> Campaign {
+        try await StorageSQL.transaction(client, logger: logger, "create a campaign", attempts: 1, within: wait) {
+            connection in
+            let now = try await Self.databaseNow(connection, logger: logger)
+            let checked = try definition.validated(now: now)
+            let values = try Self.columnValues(checked, now: now)
+            let rows = try await connection.query(
+                """
+                INSERT INTO campaigns (name, audience, content, options, ttl_seconds, schedule_at, cron, time_zone,
+                                       catch_up_seconds, throttle_per_second, state, next_slot, api_key_id)
+                VALUES (\(checked.name), \(values.audience)::jsonb, \(values.content)::jsonb, \(values.options)::jsonb,
+                        \(checked.ttl), \(values.at), \(values.cron), \(values.zone), \(checked.catchUp),
+                        \(checked.throttlePerSecond), 'active', \(values.nextSlot), \(apiKeyID))
+                ON CONFLICT DO NOTHING
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+            for try await row in rows { return try Self.campaign(row) }
+            throw Self.nameTaken(checked.name)
+        }
+    }
+
+    /// The campaign `id`; nil when there is none.
+    public func campaign(id: CampaignID) async throws -> Campaign? {
+        try await StorageSQL.run("read a campaign", within: wait) {
+            for try await row in try await client.query(
+                "SELECT \(unescaped: Self.columns) FROM campaigns WHERE id = \(id)", logger: logger)
+            {
+                return try Self.campaign(row)
+            }
+            return nil
+        }
+    }
+
+    /// The campaign named `name` (regardless of case); nil when there is none.
+    public func campaign(named name: String) async throws -> Campaign? {
+        try await StorageSQL.run("read a campaign", within: wait) {
+            for try await row in try await client.query(
+                "SELECT \(unescaped: Self.columns) FROM campaigns WHERE lower(name) = lower(\(name))", logger: logger)
+            {
+                return try Self.campaign(row)
+            }
+            return nil
+        }
+    }
+
+    /// Campaigns, oldest first, in keyset pages; archived ones only when asked.
+    public func list(includeArchived: Bool = false, cursor: String? = nil, limit: Int? = nil) async throws -> CampaignPage {
+        let limit = try Self.pageSize(limit)
+        let after = try cursor.map(Self.parseCursor) ?? 0
+        return try await StorageSQL.run("list campaigns", within: wait) {
+            var campaigns: [Campaign] = []
+            for try await row in try await client.query(
+                """
+                SELECT \(unescaped: Self.columns) FROM campaigns
+                WHERE id > \(after) AND (\(includeArchived) OR state <> 'archived')
+                ORDER BY id LIMIT \(Int64(limit + 1))
+                """, logger: logger)
+            {
+                campaigns.append(try Self.campaign(row))
+            }
+            var next: String?
+            if campaigns.count > limit {
+                campaigns.removeLast()
+                next = campaigns.last.map { Self.makeCursor($0.id) }
+            }
+            return CampaignPage(campaigns: campaigns, nextCursor: next)
+        }
+    }
+
+    /// Replaces a campaign's definition (checked as on create) and recomputes its next slot
+    /// from now. An archived campaign is `DomainError` `campaign_archived` (409).
+    public func update(id: CampaignID, _ definition: CampaignDefinition) async throws -> Campaign {
+        try await StorageSQL.transaction(client, logger: logger, "update a campaign", attempts: 1, within: wait) {
+            connection in
+            let (current, now) = try await Self.lock(id, on: connection, logger: logger)
+            guard current.state != .archived else { throw Self.archived(current) }
+            let checked = try definition.validated(now: now)
+            let values = try Self.columnValues(checked, now: now)
+            let rows = try await connection.query(
+                """
+                UPDATE campaigns SET name = \(checked.name), audience = \(values.audience)::jsonb,
+                    content = \(values.content)::jsonb, options = \(values.options)::jsonb, ttl_seconds = \(checked.ttl),
+                    schedule_at = \(values.at), cron = \(values.cron), time_zone = \(values.zone),
+                    catch_up_seconds = \(checked.catchUp), throttle_per_second = \(checked.throttlePerSecond),
+                    next_slot = \(values.nextSlot), updated_at = now()
+                WHERE id = \(id) AND NOT EXISTS (SELECT 1 FROM campaigns o WHERE lower(o.name) = lower(\(checked.name))
+                                                AND o.id <> \(id))
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+            for try await row in rows { return try Self.campaign(row) }
+            throw Self.nameTaken(checked.name)
+        }
+    }
+
+    /// Moves a campaign to `state`: `paused` stops firing; `active` resumes it with its next
+    /// slot computed from now (slots that passed while paused are not sent); `archived` (what
+    /// DELETE does) keeps it and its runs for history and fires nothing again. Resuming or
+    /// pausing an archived campaign is `DomainError` `campaign_archived` (409); archiving twice
+    /// succeeds again.
+    public func setState(id: CampaignID, _ state: CampaignState) async throws -> Campaign {
+        try await StorageSQL.transaction(client, logger: logger, "change a campaign's state", attempts: 1, within: wait) {
+            connection in
+            let (current, now) = try await Self.lock(id, on: connection, logger: logger)
+            if current.state == .archived {
+                guard state == .archived else { throw Self.archived(current) }
+                return current
+            }
+            let nextSlot: Date? =
+                switch state {
+                case .active: current.state == .active ? current.nextSlot : current.definition.schedule.nextSlot(after: now)
+                case .paused: current.nextSlot
+                case .archived: nil
+                }
+            let rows = try await connection.query(
+                """
+                UPDATE campaigns SET state = \(state.rawValue), next_slot = \(nextSlot), updated_at = now()
+                WHERE id = \(id) RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+            for try await row in rows { return try Self.campaign(row) }
+            throw Self.notFound(id)
+        }
+    }
+
+    // MARK: Firing
+
+    /// Fires `slot` of campaign `id` (default: now on the database clock, to the millisecond):
+    /// in one transaction, the run row (`UNIQUE (campaign, slot)`, and the idempotency key per
+    /// campaign when given), its notification, hub sends and jobs. A slot or key that already
+    /// has a run answers ``CampaignFireResult/existing(_:)`` and sends nothing.
+    ///
+    /// Throws `DomainError` `not_found` (404), and `campaign_archived` (409) for an archived
+    /// campaign; a paused campaign fires when asked explicitly (only its schedule stops).
+    public func fire(
+        id: CampaignID, slot: Date? = nil, by firing: CampaignFiring, apiKeyID: Int64? = nil,
+        idempotencyKey: IdempotencyKey? = nil
+    ) async throws -> CampaignFireResult {
+        try await StorageSQL.transaction(client, logger: logger, "fire a campaign", within: wait) { connection in
+            let (campaign, now) = try await Self.lock(id, on: connection, logger: logger, share: true)
+            guard campaign.state != .archived else { throw Self.archived(campaign) }
+            let slot = slot ?? Date(timeIntervalSince1970: (now.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+            return try await fire(
+                campaign, slot: slot, state: .running, by: firing, apiKeyID: apiKeyID, idempotencyKey: idempotencyKey,
+                now: now, on: connection)
+        }
+    }
+
+    /// One slot, inside the caller's transaction: the run row, and (for a running run) its
+    /// notification, hub sends and jobs.
+    private func fire(
+        _ campaign: Campaign, slot: Date, state: CampaignRunState, by firing: CampaignFiring, apiKeyID: Int64?,
+        idempotencyKey: IdempotencyKey?, now: Date, on connection: PostgresConnection
+    ) async throws -> CampaignFireResult {
+        let startedAt: Date? = state == .running ? now : nil
+        let finishedAt: Date? = state == .running ? nil : now
+        let inserted = try await connection.query(
+            """
+            INSERT INTO campaign_runs (campaign_id, slot, fired_by, state, api_key_id, idempotency_key, started_at,
+                                       finished_at)
+            VALUES (\(campaign.id), \(slot), \(firing.rawValue), \(state.rawValue), \(apiKeyID),
+                    \(idempotencyKey?.rawValue), \(startedAt), \(finishedAt))
+            ON CONFLICT DO NOTHING
+            RETURNING id
+            """, logger: logger)
+        var runID: CampaignRunID?
+        for try await id in inserted.decode(Int64.self) { runID = id }
+        guard let runID else {
+            // The slot, or the key, has its run: read it (the winner has committed: the insert
+            // waited on its index entry).
+            let rows = try await connection.query(
+                """
+                SELECT \(unescaped: Self.runColumns) FROM campaign_runs r
+                WHERE r.campaign_id = \(campaign.id)
+                  AND (r.slot = \(slot) OR r.idempotency_key = \(idempotencyKey?.rawValue ?? ""))
+                ORDER BY (r.idempotency_key = \(idempotencyKey?.rawValue ?? "")) DESC NULLS LAST LIMIT 1
+                """, logger: logger)
+            for try await row in rows { return .existing(try Self.run(row)) }
+            throw StorageError(.query, "campaign \(campaign.id): slot \(slot) conflicted but has no run")
+        }
+        var notificationID: NotificationID?
+        if state == .running {
+            let request = try campaign.definition.notificationRequest.validated(now: now)
+            var rows = NotificationRows()
+            _ = try rows.append(request, now: now, encoder: NotificationRows.encoder())
+            try await notifications.insert(
+                rows, sender: .campaignRun(runID, campaign: campaign.id),
+                throttlePerSecond: campaign.definition.throttlePerSecond, on: connection)
+            notificationID = rows.ids.first
+        }
+        return .fired(
+            CampaignRun(
+                id: runID, campaignID: campaign.id, slot: slot, firedBy: firing, state: state, counts: .empty,
+                notificationID: notificationID, createdAt: now, startedAt: startedAt, finishedAt: finishedAt))
+    }
+
+    /// The scheduler's tick: every active campaign whose next slot is due, each under its row
+    /// lock (`SKIP LOCKED`: concurrent ticks on other workers take other campaigns). For each,
+    /// the slots from its next slot up to now (database clock): those younger than the
+    /// campaign's catch-up window fire (a slot that already has a run counts as a duplicate),
+    /// older ones are recorded as `Missed` runs; then its next slot moves past now.
+    public func fireDueSlots(limit: Int = 100) async throws -> CampaignTick {
+        try await StorageSQL.transaction(client, logger: logger, "fire due campaign slots", within: wait) { connection in
+            var tick = CampaignTick()
+            let rows = try await connection.query(
+                """
+                SELECT \(unescaped: Self.columns), now() FROM campaigns
+                WHERE state = 'active' AND next_slot <= now()
+                ORDER BY next_slot LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED
+                """, logger: logger)
+            var due: [(Campaign, Date)] = []
+            for try await row in rows {
+                due.append((try Self.campaign(row), try row.makeRandomAccess()[16].decode(Date.self)))
+            }
+            for (campaign, now) in due {
+                guard let first = campaign.nextSlot else { continue }
+                let schedule = campaign.definition.schedule
+                // The due slots, newest last: the first, then the schedule's up to now.
+                var slots = [first]
+                var missedBeyond = 0
+                var cursor = first
+                while let next = schedule.nextSlot(after: cursor), next <= now {
+                    slots.append(next)
+                    cursor = next
+                    if slots.count > Self.maxMissedRecorded + 1 {
+                        slots.removeFirst()
+                        missedBeyond += 1
+                    }
+                }
+                tick.missedUnrecorded += missedBeyond
+                let catchUp = TimeInterval(campaign.definition.catchUp)
+                for slot in slots {
+                    let late = now.timeIntervalSince(slot) >= catchUp
+                    let result = try await fire(
+                        campaign, slot: slot, state: late ? .missed : .running, by: .schedule, apiKeyID: nil,
+                        idempotencyKey: nil, now: now, on: connection)
+                    switch result {
+                    case .fired: if late { tick.missed += 1 } else { tick.fired += 1 }
+                    case .existing: tick.duplicates += 1
+                    }
+                }
+                try await connection.query(
+                    """
+                    UPDATE campaigns SET next_slot = \(schedule.nextSlot(after: max(cursor, now)))
+                    WHERE id = \(campaign.id)
+                    """, logger: logger)
+            }
+            return tick
+        }
+    }
+
+    /// How long the oldest due slot of an active campaign has waited to be fired, on the
+    /// database clock; zero when none is due.
+    public func oldestDueSlotAge() async throws -> Double {
+        try await StorageSQL.run("read the oldest due slot", within: wait) {
+            for try await age in try await client.query(
+                """
+                SELECT coalesce(extract(epoch FROM now() - min(next_slot)), 0)::float8 FROM campaigns
+                WHERE state = 'active' AND next_slot <= now()
+                """, logger: logger
+            ).decode(Double.self) {
+                return age
+            }
+            return 0
+        }
+    }
+
+    // MARK: Runs
+
+    static let runColumns = """
+        r.id, r.campaign_id, r.slot, r.fired_by, r.state, r.counts::text, \
+        (SELECT n.id FROM notifications n WHERE n.campaign_run_id = r.id LIMIT 1), r.created_at, r.started_at, \
+        r.finished_at
+        """
+
+    /// A campaign's runs, newest first, in keyset pages (counts as stored: live counts are in
+    /// ``run(campaignID:runID:)``).
+    public func runs(campaignID: CampaignID, cursor: String? = nil, limit: Int? = nil) async throws -> CampaignRunPage {
+        let limit = try Self.pageSize(limit)
+        let before = try cursor.map(Self.parseCursor) ?? Int64.max
+        return try await StorageSQL.run("list campaign runs", within: wait) {
+            var runs: [CampaignRun] = []
+            for try await row in try await client.query(
+                """
+                SELECT \(unescaped: Self.runColumns) FROM campaign_runs r
+                WHERE r.campaign_id = \(campaignID) AND r.id < \(before)
+                ORDER BY r.id DESC LIMIT \(Int64(limit + 1))
+                """, logger: logger)
+            {
+                runs.append(try Self.run(row))
+            }
+            var next: String?
+            if runs.count > limit {
+                runs.removeLast()
+                next = runs.last.map { Self.makeCursor($0.id) }
+            }
+            return CampaignRunPage(runs: runs, nextCursor: next)
+        }
+    }
+
+    /// Run `runID` of campaign `campaignID` with live counts while it runs; nil when there is none.
+    public func run(campaignID: CampaignID, runID: CampaignRunID) async throws -> CampaignRun? {
+        try await StorageSQL.run("read a campaign run", within: wait) {
+            try await client.withConnection { connection in
+                var found: CampaignRun?
+                for try await row in try await connection.query(
+                    """
+                    SELECT \(unescaped: Self.runColumns) FROM campaign_runs r
+                    WHERE r.id = \(runID) AND r.campaign_id = \(campaignID)
+                    """, logger: logger)
+                {
+                    found = try Self.run(row)
+                }
+                guard var run = found else { return nil }
+                if run.state == .running || run.state == .cancelled && run.finishedAt == nil {
+                    run.counts = try await Self.liveCounts(of: [runID], on: connection, logger: logger)[runID] ?? .empty
+                }
+                return run
+            }
+        }
+    }
+
+    /// Cancels a run: its hub sends that have not started (waiting, not in flight) become
+    /// `Cancelled` and never reach the hub; sends already in flight finish. The run ends
+    /// `Cancelled` with its counts. Cancelling a final run other than a cancelled one is
+    /// `DomainError` `not_cancellable` (409); cancelling twice succeeds again.
+    public func cancelRun(campaignID: CampaignID, runID: CampaignRunID) async throws -> CampaignRun {
+        try await StorageSQL.transaction(client, logger: logger, "cancel a campaign run", within: wait) { connection in
+            var found: (String, NotificationID?)?
+            for try await row in try await connection.query(
+                """
+                SELECT r.state, (SELECT n.id FROM notifications n WHERE n.campaign_run_id = r.id LIMIT 1)
+                FROM campaign_runs r WHERE r.id = \(runID) AND r.campaign_id = \(campaignID) FOR UPDATE
+                """, logger: logger
+            ).decode((String, UUID?).self) {
+                found = row
+            }
+            guard let (state, notificationID) = found else {
+                throw DomainError(code: "not_found", message: "campaign \(campaignID) has no run \(runID)", kind: .notFound)
+            }
+            if state != CampaignRunState.running.rawValue, state != CampaignRunState.cancelled.rawValue {
+                throw DomainError(
+                    code: "not_cancellable", message: "the run is \(state): nothing is left to cancel", kind: .conflict)
+            }
+            if state == CampaignRunState.running.rawValue, let notificationID {
+                guard try await NotificationStore.lockNotification(notificationID, on: connection, logger: logger) else {
+                    throw StorageError(.query, "run \(runID)'s notification vanished")
+                }
+                try await connection.query(
+                    """
+                    UPDATE hub_sends SET state = 'Cancelled', updated_at = now()
+                    WHERE notification_id = \(notificationID) AND state IN ('Scheduled', 'Queued')
+                      AND in_flight_since IS NULL
+                    """, logger: logger)
+                try await NotificationStore.refreshState(of: notificationID, on: connection, logger: logger)
+            }
+            try await connection.query(
+                """
+                UPDATE campaign_runs SET state = 'Cancelled', finished_at = coalesce(finished_at, now())
+                WHERE id = \(runID)
+                """, logger: logger)
+            let counts = try await Self.liveCounts(of: [runID], on: connection, logger: logger)[runID] ?? .empty
+            for try await row in try await connection.query(
+                "SELECT \(unescaped: Self.runColumns) FROM campaign_runs r WHERE r.id = \(runID)", logger: logger)
+            {
+                var run = try Self.run(row)
+                run.counts = counts
+                return run
+            }
+            throw StorageError(.query, "run \(runID) vanished")
+        }
+    }
+
+    /// Ends running runs whose notification is final (`Completed`, or `PartiallyFailed` when a
+    /// hub send failed), storing their counts; and stores the final counts of cancelled runs
+    /// once nothing of theirs is in flight. Returns how many runs it ended, by state.
+    public func settleRuns(limit: Int = 100) async throws -> [CampaignRunState: Int] {
+        try await StorageSQL.transaction(client, logger: logger, "settle campaign runs", within: wait) { connection in
+            var ids: [Int64] = []
+            var failed: [Int64: Bool] = [:]
+            for try await (id, state) in try await connection.query(
+                """
+                SELECT r.id, n.state FROM campaign_runs r JOIN notifications n ON n.campaign_run_id = r.id
+                WHERE r.state = 'Running' AND n.finished_at IS NOT NULL
+                ORDER BY r.id LIMIT \(Int64(limit)) FOR UPDATE OF r SKIP LOCKED
+                """, logger: logger
+            ).decode((Int64, String).self) {
+                ids.append(id)
+                failed[id] = NotificationState(rawValue: state)?.isFailure ?? true
+            }
+            guard !ids.isEmpty else { return [:] }
+            let counts = try await Self.liveCounts(of: ids, on: connection, logger: logger)
+            var states: [String] = []
+            var countTexts: [String] = []
+            var settled: [CampaignRunState: Int] = [:]
+            let encoder = NotificationRows.encoder()
+            for id in ids {
+                let runCounts = counts[id] ?? .empty
+                // A run with any failed hub send is partially failed (the notification's state
+                // shows the worst one).
+                let failures = runCounts.hubSends.filter { NotificationState(rawValue: $0.key)?.isFailure == true }
+                let state: CampaignRunState = failed[id] == true || !failures.isEmpty ? .partiallyFailed : .completed
+                settled[state, default: 0] += 1
+                states.append(state.rawValue)
+                countTexts.append(String(decoding: try encoder.encode(runCounts), as: UTF8.self))
+            }
+            try await connection.query(
+                """
+                UPDATE campaign_runs r SET state = u.state, counts = u.counts::jsonb, finished_at = now()
+                FROM unnest(\(ids)::int8[], \(states)::text[], \(countTexts)::text[]) AS u(id, state, counts)
+                WHERE r.id = u.id
+                """, logger: logger)
+            return settled
+        }
+    }
+
+    /// Runs by state, for the metrics.
+    public func runsByState() async throws -> [CampaignRunState: Int] {
+        try await StorageSQL.run("count campaign runs", within: wait) {
+            var counts: [CampaignRunState: Int] = [:]
+            for try await (state, count) in try await client.query(
+                "SELECT state, count(*) FROM campaign_runs GROUP BY state", logger: logger
+            ).decode((String, Int64).self) {
+                if let state = CampaignRunState(rawValue: state) { counts[state] = Int(count) }
+            }
+            return counts
+        }
+    }
+
+    // MARK: Throttle
+
+    /// Reserves the instant hub send `hubSendID` of campaign `campaignID` may call the hub at,
+    /// under the campaign's throttle, and returns how long from now that is (zero: go). The
+    /// reservation is kept on the hub send (`throttle_slot`) until its attempt starts, so a
+    /// send that waits for it (a snoozed job) does not reserve twice; the next attempt of a
+    /// retried send reserves anew. Reservations are `1.05 / rate` seconds apart
+    /// (``CampaignThrottle/spacingFactor``), serialized on the campaign's row, so the cap holds
+    /// across every worker. A send that is no longer waiting, or a campaign without a throttle,
+    /// reserves nothing.
+    public func reserveThrottleSlot(hubSendID: Int64, campaignID: CampaignID) async throws -> Duration {
+        try await StorageSQL.transaction(client, logger: logger, "reserve a throttled send", within: wait) {
+            connection in
+            var found: (slot: Date?, waiting: Bool)?
+            for try await row in try await connection.query(
+                "SELECT throttle_slot, state IN ('Scheduled', 'Queued') FROM hub_sends WHERE id = \(hubSendID) FOR UPDATE",
+                logger: logger
+            ).decode((Date?, Bool).self) {
+                found = row
+            }
+            guard let found, found.waiting else { return .zero }
+            if let slot = found.slot {
+                return try await Self.delay(until: slot, on: connection, logger: logger)
+            }
+            for try await seconds in try await connection.query(
+                """
+                WITH reserved AS (
+                    UPDATE campaigns
+                    SET throttle_next = greatest(throttle_next, now())
+                                        + make_interval(secs => \(CampaignThrottle.spacingFactor) / throttle_per_second)
+                    WHERE id = \(campaignID) AND throttle_per_second IS NOT NULL
+                    RETURNING throttle_next - make_interval(secs => \(CampaignThrottle.spacingFactor) / throttle_per_second)
+                              AS slot
+                )
+                UPDATE hub_sends h SET throttle_slot = reserved.slot FROM reserved WHERE h.id = \(hubSendID)
+                RETURNING extract(epoch FROM reserved.slot - now())::float8
+                """, logger: logger
+            ).decode(Double.self) {
+                return seconds > 0 ? .milliseconds(Int64((seconds * 1000).rounded(.up))) : .zero
+            }
+            return .zero
+        }
+    }
+
+    static func delay(until slot: Date, on connection: PostgresConnection, logger: Logger) async throws -> Duration {
+        for try await seconds in try await connection.query(
+            "SELECT extract(epoch FROM \(slot) - now())::float8", logger: logger
+        ).decode(Double.self) {
+            return seconds > 0 ? .milliseconds(Int64((seconds * 1000).rounded(.up))) : .zero
+        }
+        return .zero
+    }
+
+    // MARK: Helpers
+
+    /// Live counts of runs from their hub sends and outcome rows (three grouped reads over the
+    /// runs' hub sends, by `hub_sends_campaign_run`).
+    static func liveCounts(
+        of runIDs: [CampaignRunID], on connection: PostgresConnection, logger: Logger
+    ) async throws -> [CampaignRunID: CampaignRunCounts] {
+        var counts: [CampaignRunID: CampaignRunCounts] = [:]
+        for id in runIDs { counts[id] = .empty }
+        for try await (run, state, count) in try await connection.query(
+            """
+            SELECT campaign_run_id, state, count(*) FROM hub_sends WHERE campaign_run_id = ANY(\(runIDs)::int8[])
+            GROUP BY 1, 2
+            """, logger: logger
+        ).decode((Int64, String, Int64).self) {
+            counts[run]?.hubSends[state] = Int(count)
+        }
+        for try await (run, status, count) in try await connection.query(
+            """
+            SELECT h.campaign_run_id, coalesce(o.http_status::text, 'none'), count(*)
+            FROM hub_sends h JOIN notification_outcomes o ON o.hub_send_id = h.id AND o.kind = 'send'
+            WHERE h.campaign_run_id = ANY(\(runIDs)::int8[])
+            GROUP BY 1, 2
+            """, logger: logger
+        ).decode((Int64, String, Int64).self) {
+            counts[run]?.outcomes[status] = Int(count)
+        }
+        for try await (run, platform, outcome, count) in try await connection.query(
+            """
+            SELECT h.campaign_run_id, p.key, o.key, sum(o.value::text::int8)::int8
+            FROM hub_sends h, jsonb_each(h.telemetry) p, jsonb_each(p.value) o
+            WHERE h.campaign_run_id = ANY(\(runIDs)::int8[]) AND h.telemetry IS NOT NULL
+              AND jsonb_typeof(p.value) = 'object' AND jsonb_typeof(o.value) = 'number'
+            GROUP BY 1, 2, 3
+            """, logger: logger
+        ).decode((Int64, String, String, Int64).self) {
+            counts[run]?.telemetry[platform, default: [:]][outcome] = Int(count)
+        }
+        return counts
+    }
+
+    /// The database's clock.
+    static func databaseNow(_ connection: PostgresConnection, logger: Logger) async throws -> Date {
+        for try await now in try await connection.query("SELECT now()", logger: logger).decode(Date.self) {
+            return now
+        }
+        throw StorageError(.query, "SELECT now() answered nothing")
+    }
+
+    /// Locks campaign `id`'s row (`FOR UPDATE`, or `FOR SHARE` for a fire, so fires of
+    /// different slots do not wait on each other) and reads it with the database's clock.
+    static func lock(
+        _ id: CampaignID, on connection: PostgresConnection, logger: Logger, share: Bool = false
+    ) async throws -> (Campaign, Date) {
+        let mode = share ? "SHARE" : "UPDATE"
+        for try await row in try await connection.query(
+            "SELECT \(unescaped: Self.columns), now() FROM campaigns WHERE id = \(id) FOR \(unescaped: mode)",
+            logger: logger)
+        {
+            return (try Self.campaign(row), try row.makeRandomAccess()[16].decode(Date.self))
+        }
+        throw notFound(id)
+    }
+
+    static func columnValues(
+        _ definition: CampaignDefinition, now: Date
+    ) throws -> (
+        audience: String, content: String, options: String, at: Date?, cron: String?, zone: String, nextSlot: Date?
+    ) {
+        let encoder = NotificationRows.encoder()
+        let audience = String(decoding: try encoder.encode(definition.audience), as: UTF8.self)
+        let content = String(decoding: try encoder.encode(definition.content), as: UTF8.self)
+        let options = String(decoding: try encoder.encode(definition.options), as: UTF8.self)
+        let nextSlot = definition.schedule.nextSlot(after: now)
+        switch definition.schedule {
+        case .once(let at): return (audience, content, options, at, nil, "UTC", nextSlot)
+        case .recurring(let cron):
+            return (audience, content, options, nil, cron.expression, cron.timeZoneIdentifier, nextSlot)
+        }
+    }
+
+    static func campaign(_ row: PostgresRow) throws -> Campaign {
+        let cells = row.makeRandomAccess()
+        let decoder = JSONDecoder()
+        let schedule: CampaignSchedule
+        if let at = try cells[6].decode(Date?.self) {
+            schedule = .once(at)
+        } else {
+            let cron = try cells[7].decode(String.self)
+            let zone = try cells[8].decode(String.self)
+            do {
+                schedule = .recurring(try CronSchedule(expression: cron, timeZone: zone))
+            } catch {
+                throw StorageError(.query, "a stored campaign's schedule no longer parses: \(error.reason)")
+            }
+        }
+        let options = try decoder.decode(NotificationOptions.self, from: Data(try cells[4].decode(String.self).utf8))
+        let definition = CampaignDefinition(
+            name: try cells[1].decode(String.self),
+            audience: try decoder.decode(CampaignAudience.self, from: Data(try cells[2].decode(String.self).utf8)),
+            content: try decoder.decode(NotificationContent.self, from: Data(try cells[3].decode(String.self).utf8)),
+            schedule: schedule, apnsPushType: options.apnsPushType, priority: options.priority,
+            collapseId: options.collapseId, ttl: try cells[5].decode(Int32?.self).map(Int.init),
+            catchUpSeconds: Int(try cells[9].decode(Int32.self)),
+            throttlePerSecond: try cells[10].decode(Int32?.self).map(Int.init))
+        return Campaign(
+            id: try cells[0].decode(Int64.self), definition: definition,
+            state: CampaignState(rawValue: try cells[11].decode(String.self)) ?? .paused,
+            nextSlot: try cells[12].decode(Date?.self), apiKeyID: try cells[13].decode(Int64?.self),
+            createdAt: try cells[14].decode(Date.self), updatedAt: try cells[15].decode(Date.self))
+    }
+
+    static func run(_ row: PostgresRow) throws -> CampaignRun {
+        let cells = row.makeRandomAccess()
+        let counts = try cells[5].decode(String?.self).flatMap {
+            try? JSONDecoder().decode(CampaignRunCounts.self, from: Data($0.utf8))
+        }
+        return CampaignRun(
+            id: try cells[0].decode(Int64.self), campaignID: try cells[1].decode(Int64.self),
+            slot: try cells[2].decode(Date.self),
+            firedBy: CampaignFiring(rawValue: try cells[3].decode(String.self)) ?? .schedule,
+            state: CampaignRunState(rawValue: try cells[4].decode(String.self)) ?? .running, counts: counts ?? .empty,
+            notificationID: try cells[6].decode(UUID?.self), createdAt: try cells[7].decode(Date.self),
+            startedAt: try cells[8].decode(Date?.self), finishedAt: try cells[9].decode(Date?.self))
+    }
+
+    static func pageSize(_ limit: Int?) throws(DomainError) -> Int {
+        let limit = limit ?? defaultPageSize
+        guard (1...maxPageSize).contains(limit) else {
+            throw DomainError(code: "invalid_limit", message: "limit is 1 to \(maxPageSize); got \(limit)")
+        }
+        return limit
+    }
+
+    /// An opaque cursor: base64url of the last row's id.
+    static func makeCursor(_ id: Int64) -> String {
+        Data("id:\(id)".utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
+    }
+
+    static func parseCursor(_ cursor: String) throws(DomainError) -> Int64 {
+        let invalid = DomainError(code: "invalid_cursor", message: "cursor is not one this API returned")
+        guard cursor.utf8.count <= 40 else { throw invalid }
+        let padded = cursor + String(repeating: "=", count: (4 - cursor.count % 4) % 4)
+        guard let data = Data(base64Encoded: padded), case let text = String(decoding: data, as: UTF8.self),
+            text.hasPrefix("id:"), let id = Int64(text.dropFirst(3)), id >= 0
+        else { throw invalid }
+        return id
+    }
+
+    static func notFound(_ id: CampaignID) -> DomainError {
+        DomainError(code: "not_found", message: "no campaign \(id)", kind: .notFound)
+    }
+
+    static func nameTaken(_ name: String) -> DomainError {
+        DomainError(code: "name_taken", message: "a campaign named \"\(name)\" exists", kind: .conflict)
+    }
+
+    static func archived(_ campaign: Campaign) -> DomainError {
+        DomainError(
+            code: "campaign_archived", message: "campaign \"\(campaign.definition.name)\" is archived", kind: .conflict)
+    }
+}
