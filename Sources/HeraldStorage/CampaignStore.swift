@@ -567,13 +567,16 @@ public struct CampaignStore: Sendable {
     // MARK: Throttle
 
     /// Reserves the instant hub send `hubSendID` of campaign `campaignID` may call the hub at,
-    /// under the campaign's throttle, and returns how long from now that is (zero: go). The
-    /// reservation is kept on the hub send (`throttle_slot`) until its attempt starts, so a
-    /// send that waits for it (a snoozed job) does not reserve twice; the next attempt of a
-    /// retried send reserves anew. Reservations are `1.05 / rate` seconds apart
-    /// (``CampaignThrottle/spacingFactor``), serialized on the campaign's row, so the cap holds
-    /// across every worker. A send that is no longer waiting, or a campaign without a throttle,
-    /// reserves nothing.
+    /// under the campaign's throttle, and returns how long from now that is (zero: go now).
+    ///
+    /// Reservations are `spacingFactor / rate` seconds apart (``CampaignThrottle``), serialized
+    /// on the campaign's row, so the cap holds across every worker. The reservation is kept on
+    /// the hub send (`throttle_slot`) until its attempt starts: a send that waited for it (a
+    /// sleep, or a snoozed job) asks again and gets zero while it is within
+    /// ``CampaignThrottle/lateness`` of its instant. One that comes back later than that (a
+    /// slow wake-up on a loaded machine) gives its instant up and reserves a new one, so late
+    /// sends never bunch up with the ones on time. The next attempt of a retried send reserves
+    /// anew. A send that is no longer waiting, or a campaign without a throttle, reserves nothing.
     public func reserveThrottleSlot(hubSendID: Int64, campaignID: CampaignID) async throws -> Duration {
         try await StorageSQL.transaction(client, logger: logger, "reserve a throttled send", within: wait) {
             connection in
@@ -585,36 +588,37 @@ public struct CampaignStore: Sendable {
                 found = row
             }
             guard let found, found.waiting else { return .zero }
+            let lateness = CampaignThrottle.lateness.seconds
             if let slot = found.slot {
-                return try await Self.delay(until: slot, on: connection, logger: logger)
+                for try await seconds in try await connection.query(
+                    "SELECT extract(epoch FROM \(slot) - clock_timestamp())::float8", logger: logger
+                ).decode(Double.self) where seconds >= -lateness {
+                    return Self.duration(seconds)
+                }
             }
             for try await seconds in try await connection.query(
                 """
                 WITH reserved AS (
                     UPDATE campaigns
-                    SET throttle_next = greatest(throttle_next, now())
+                    SET throttle_next = greatest(throttle_next, clock_timestamp())
                                         + make_interval(secs => \(CampaignThrottle.spacingFactor) / throttle_per_second)
                     WHERE id = \(campaignID) AND throttle_per_second IS NOT NULL
                     RETURNING throttle_next - make_interval(secs => \(CampaignThrottle.spacingFactor) / throttle_per_second)
                               AS slot
                 )
                 UPDATE hub_sends h SET throttle_slot = reserved.slot FROM reserved WHERE h.id = \(hubSendID)
-                RETURNING extract(epoch FROM reserved.slot - now())::float8
+                RETURNING extract(epoch FROM reserved.slot - clock_timestamp())::float8
                 """, logger: logger
             ).decode(Double.self) {
-                return seconds > 0 ? .milliseconds(Int64((seconds * 1000).rounded(.up))) : .zero
+                return Self.duration(seconds)
             }
             return .zero
         }
     }
 
-    static func delay(until slot: Date, on connection: PostgresConnection, logger: Logger) async throws -> Duration {
-        for try await seconds in try await connection.query(
-            "SELECT extract(epoch FROM \(slot) - now())::float8", logger: logger
-        ).decode(Double.self) {
-            return seconds > 0 ? .milliseconds(Int64((seconds * 1000).rounded(.up))) : .zero
-        }
-        return .zero
+    /// Seconds to wait as a duration (zero when the instant has come).
+    static func duration(_ seconds: Double) -> Duration {
+        seconds > 0 ? .milliseconds(Int64((seconds * 1000).rounded(.up))) : .zero
     }
 
     // MARK: Helpers

@@ -18,6 +18,8 @@ struct SendWorld: Sendable {
     let hub: TestHub
     let devices: DeviceStore
     let notifications: NotificationStore
+    /// Campaigns on the same queue.
+    let campaigns: CampaignStore
     /// The sender of every notification (a device user, as the tutorial endpoint has).
     let senderID: Int64
 
@@ -184,9 +186,11 @@ enum EmulatorLog {
 ///   - maxSendAttempts: attempts each send job gets.
 ///   - concurrency: jobs the notifications executor runs at once.
 ///   - telemetryFirstPoll: when telemetry is first polled after a send.
+///   - notificationExecutors: executors on the `notifications` queue (as several workers would run).
 func withSends<T: Sendable>(
     basicTier: Bool = false, hubCallTimeout: Duration = .seconds(10), maxSendAttempts: Int = 10,
-    concurrency: Int = 8, telemetryFirstPoll: Duration = .zero, _ body: @Sendable (SendWorld) async throws -> T
+    concurrency: Int = 8, telemetryFirstPoll: Duration = .zero, notificationExecutors: Int = 1,
+    _ body: @Sendable (SendWorld) async throws -> T
 ) async throws -> T {
     try await withTestHub(basicTier: basicTier) { hub in
         try await TestDatabase.with { db async throws in
@@ -200,7 +204,8 @@ func withSends<T: Sendable>(
                         telemetryFirstPoll: telemetryFirstPoll),
                     httpClient: httpClient, stores: stores, logger: logger)
                 let queue = stores.queue
-                let executors = try [DeviceJobs.queue, NotificationJobs.queue].map { name in
+                let queues = [DeviceJobs.queue] + Array(repeating: NotificationJobs.queue, count: notificationExecutors)
+                let executors = try queues.map { name in
                     JobExecutor(
                         queue: queue, handlers: try #require(delivery.byQueue()[name]),
                         configuration: .init(
@@ -214,7 +219,7 @@ func withSends<T: Sendable>(
                     name: "sender", passwordHash: "x")
                 let world = SendWorld(
                     db: db, hub: hub, devices: stores.devices, notifications: stores.notifications,
-                    senderID: sender.id)
+                    campaigns: stores.campaigns, senderID: sender.id)
                 let result = try await running(executors) { try await body(world) }
                 try await httpClient.shutdown()
                 return result

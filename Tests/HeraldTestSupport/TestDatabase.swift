@@ -118,6 +118,17 @@ public struct TestDatabase: Sendable {
         for try await value in try await client.query(query, logger: logger).decode(Int64.self) { return Int(value) }
         return 0
     }
+
+    /// The first column of the first row of a query; nil when it returns no row.
+    public func one<T: PostgresDecodable & Sendable>(_ query: PostgresQuery, as type: T.Type) async throws -> T? {
+        for try await value in try await client.query(query, logger: logger).decode(T.self) { return value }
+        return nil
+    }
+
+    /// Runs a statement.
+    public func execute(_ query: PostgresQuery) async throws {
+        try await client.query(query, logger: logger)
+    }
 }
 
 /// The migrated template, made once per test process.

@@ -61,11 +61,15 @@ struct NotificationJobRunner: Sendable {
             return .snooze(remaining + .milliseconds(Int64.random(in: 0...200)))
         }
         // A throttled campaign's send calls the hub only at the instant it reserved: a short
-        // wait here, a longer one as a snooze (the reservation is kept for it).
+        // wait here, a longer one as a snooze (the reservation is kept for it). After the wait
+        // it asks again: a late wake-up gets a new instant instead of going out late.
         if let campaignID = args.throttledCampaignID {
-            let wait = try await campaigns.reserveThrottleSlot(hubSendID: args.hubSendID, campaignID: campaignID)
-            if wait > Self.longestThrottleSleep { return .snooze(wait) }
-            if wait > .zero { try await Task.sleep(for: wait) }
+            var wait = try await campaigns.reserveThrottleSlot(hubSendID: args.hubSendID, campaignID: campaignID)
+            while wait > .zero {
+                if wait > Self.longestThrottleSleep { return .snooze(wait) }
+                try await Task.sleep(for: wait)
+                wait = try await campaigns.reserveThrottleSlot(hubSendID: args.hubSendID, campaignID: campaignID)
+            }
         }
         let attempt: SendAttempt
         let begun = ContinuousClock.now
