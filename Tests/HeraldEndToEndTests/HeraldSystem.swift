@@ -16,6 +16,8 @@ struct HeraldSystem: Sendable {
     let emulator: ChildProcess
     let api: ChildProcess
     let worker: ChildProcess
+    /// The environment the worker runs with (to start more workers like it).
+    let workerEnvironment: [String: String]
     /// `http://127.0.0.1:<port>` of herald-api.
     let apiURL: String
     /// `http://127.0.0.1:<port>` of the emulator (its `/_emulator` inspection API).
@@ -46,7 +48,8 @@ struct HeraldSystem: Sendable {
         var common = ["HERALD_DATABASE_URL": db.url, "HERALD_LOG_LEVEL": "info", "HERALD_WORKER_METRICS_PORT": "0"]
         for (key, value) in environment { common[key] = value }
         let api = try ChildProcess("herald-api", environment: common.merging(["HERALD_API_PORT": "0"]) { $1 })
-        let worker = try ChildProcess("herald-worker", environment: common.merging(hubEnvironment) { $1 })
+        let workerEnvironment = common.merging(hubEnvironment) { $1 }
+        let worker = try ChildProcess("herald-worker", environment: workerEnvironment)
         try await Poll.until(timeout: .seconds(60), "herald-api never listened: \(api.stderr.suffix(5))") {
             api.stderr.contains { $0.contains("herald.api.listening") }
         }
@@ -56,7 +59,7 @@ struct HeraldSystem: Sendable {
             worker.stderr.contains { $0.contains("herald.worker.started") }
         }
         let system = HeraldSystem(
-            db: db, emulator: emulator, api: api, worker: worker, apiURL: "http://127.0.0.1:\(port)",
+            db: db, emulator: emulator, api: api, worker: worker, workerEnvironment: workerEnvironment, apiURL: "http://127.0.0.1:\(port)",
             emulatorURL: emulatorURL, hub: hubEnvironment["HERALD_HUB_NAME"] ?? "herald")
         defer {
             for process in [api, worker, emulator] { process.signal(SIGTERM) }

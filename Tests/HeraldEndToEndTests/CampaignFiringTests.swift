@@ -1,0 +1,67 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+import HeraldTestSupport
+import PostgresNIO
+import Testing
+
+/// Issue 13's race, with real processes: two `herald-worker`s (each running the scheduler) and
+/// two `heraldctl campaign fire` calls for the same slot, all at once.
+@Suite(
+    "End to end: campaign firing",
+    .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct CampaignFiringTests {
+    @Test("two workers and two heraldctl fires of one slot: one run, one set of hub sends, each device once")
+    func oneRunPerSlot() async throws {
+        try await TestDatabase.with { db in
+            try await HeraldSystem.with(db) { system in
+                let handles = [SendTests.apnsHandle(), SendTests.apnsHandle()]
+                for (user, handle) in zip(["alice", "bob"], handles) {
+                    _ = try await system.tutorialRegister(user: user, handle: handle)
+                    _ = try await system.waitForHub(handle: handle, "registered") { !$0.isEmpty }
+                }
+                let second = try ChildProcess("herald-worker", environment: system.workerEnvironment)
+                defer { second.signal(SIGTERM) }
+                try await second.waitForOutput(timeout: .seconds(60)) {
+                    $0.contains { $0.contains("herald.worker.started") }
+                }
+                let campaigns = db.stores().campaigns
+                let campaign = try await campaigns.create(
+                    CampaignDefinition(
+                        name: "race-e2e", audience: .users(["alice", "bob"]),
+                        content: NotificationContent(apple: #"{"aps":{"alert":"race"}}"#),
+                        schedule: .recurring(try CronSchedule(expression: "* * * * *"))))
+                // The current minute's slot becomes due for both workers' schedulers at the same
+                // moment the two commands fire it.
+                let slot = try #require(try await db.one("SELECT date_trunc('minute', now())", as: Date.self))
+                let environment = ["HERALD_DATABASE_URL": db.url]
+                let arguments = ["campaign", "fire", "race-e2e", "--slot", ISO8601.string(slot)]
+                let commands = try (0..<2).map { _ in
+                    try ChildProcess("heraldctl", arguments: arguments, environment: environment)
+                }
+                try await db.execute("UPDATE campaigns SET next_slot = \(slot) WHERE id = \(campaign.id)")
+                for command in commands {
+                    let status = try await command.waitForExit()
+                    #expect(status == 0, "heraldctl: \(command.stdout) \(command.stderr)")
+                }
+                try await Poll.until(timeout: .seconds(30), "the schedulers never moved past the slot") {
+                    try await db.count(
+                        "SELECT count(*) FROM campaigns WHERE id = \(campaign.id) AND next_slot > \(slot)") == 1
+                }
+                #expect(try await db.count("SELECT count(*) FROM campaign_runs WHERE campaign_id = \(campaign.id)") == 1)
+                #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE campaign_id = \(campaign.id)") == 1)
+                for handle in handles {
+                    _ = try await SendTests.deliveries(system, to: handle)
+                }
+                // Nothing more arrives: the run's one hub send reached each device once.
+                try await Poll.until(timeout: .seconds(30), "the run never finished") {
+                    try await db.count(
+                        "SELECT count(*) FROM campaign_runs WHERE campaign_id = \(campaign.id) AND state = 'Completed'")
+                        == 1
+                }
+                let delivered = try await system.inspection.deliveries().map(\.pnsHandle)
+                #expect(delivered.sorted() == handles.sorted())
+            }
+        }
+    }
+}
