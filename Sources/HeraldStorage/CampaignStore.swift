@@ -267,8 +267,9 @@ public struct CampaignStore: Sendable {
     /// campaign when given), its notification, hub sends and jobs. A slot or key that already
     /// has a run answers ``CampaignFireResult/existing(_:)`` and sends nothing.
     ///
-    /// Throws `DomainError` `not_found` (404), and `campaign_archived` (409) for an archived
-    /// campaign; a paused campaign fires when asked explicitly (only its schedule stops).
+    /// Throws `DomainError` `not_found` (404), `campaign_archived` (409) for an archived
+    /// campaign, and `campaign_paused` (409) for a paused one: a pause stops every way of
+    /// firing, so an operator who paused a campaign knows nothing goes out until it resumes.
     public func fire(
         id: CampaignID, slot: Date? = nil, by firing: CampaignFiring, apiKeyID: Int64? = nil,
         idempotencyKey: IdempotencyKey? = nil
@@ -276,6 +277,11 @@ public struct CampaignStore: Sendable {
         try await StorageSQL.transaction(client, logger: logger, "fire a campaign", within: wait) { connection in
             let (campaign, now) = try await Self.lock(id, on: connection, logger: logger, share: true)
             guard campaign.state != .archived else { throw Self.archived(campaign) }
+            guard campaign.state != .paused else {
+                throw DomainError(
+                    code: "campaign_paused",
+                    message: "campaign \"\(campaign.definition.name)\" is paused; resume it to fire it", kind: .conflict)
+            }
             let slot = slot ?? Date(timeIntervalSince1970: (now.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
             return try await fire(
                 campaign, slot: slot, state: .running, by: firing, apiKeyID: apiKeyID, idempotencyKey: idempotencyKey,

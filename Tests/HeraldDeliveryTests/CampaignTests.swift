@@ -204,6 +204,10 @@ struct CampaignTests {
             let campaign = try await world.campaigns.create(
                 try Self.definition("pausable", .tags("news"), cron: "* * * * *"))
             _ = try await world.campaigns.setState(id: campaign.id, .paused)
+            // Paused means nothing goes out, by hand either.
+            await #expect(throws: DomainError.self) {
+                _ = try await world.campaigns.fire(id: campaign.id, by: .command)
+            }
             try await world.db.execute(
                 "UPDATE campaigns SET next_slot = now() - interval '2 minutes' WHERE id = \(campaign.id)")
             let tick = try await world.campaigns.fireDueSlots()
