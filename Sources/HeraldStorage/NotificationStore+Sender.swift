@@ -23,6 +23,8 @@ public struct NotificationSummary: Sendable, Hashable {
     public var apiKeyID: Int64?
     /// The device user who sent it (tutorial send endpoint), if any.
     public var senderUserID: Int64?
+    /// The campaign run that sent it, if any.
+    public var campaignRunID: Int64? = nil
     /// Its aggregated state.
     public var state: NotificationState
     /// Who it goes to.
@@ -115,7 +117,7 @@ extension NotificationStore {
 
     static let summaryColumns = """
         id, api_key_id, sender_user_id, state, target::text, tags, send_at, deadline, created_at, updated_at, \
-        finished_at, (extract(epoch FROM created_at) * 1000000)::int8
+        finished_at, (extract(epoch FROM created_at) * 1000000)::int8, campaign_run_id
         """
 
     /// The notification `id` with its hub sends and their outcomes; nil when there is none.
@@ -132,8 +134,8 @@ extension NotificationStore {
                 for try await row in rows {
                     let (summary, _) = try Self.summary(row)
                     let cells = row.makeRandomAccess()
-                    let optionsText = try cells[12].decode(String.self)
-                    let formatNames = try cells[13].decode([String].self)
+                    let optionsText = try cells[13].decode(String.self)
+                    let formatNames = try cells[14].decode([String].self)
                     let options = try JSONDecoder().decode(NotificationOptions.self, from: Data(optionsText.utf8))
                     let formats = NotificationFormat.allCases.filter { formatNames.contains($0.rawValue) }
                     found = (summary, options, formats)
@@ -316,7 +318,7 @@ extension NotificationStore {
         )
         let target = try JSONDecoder().decode(NotificationTarget.self, from: Data(head.4.utf8))
         let summary = NotificationSummary(
-            id: head.0, apiKeyID: head.1, senderUserID: head.2, state: NotificationState(rawValue: head.3) ?? .unknown,
+            id: head.0, apiKeyID: head.1, senderUserID: head.2, campaignRunID: try cells[12].decode(Int64?.self), state: NotificationState(rawValue: head.3) ?? .unknown,
             target: target, tags: head.5, sendAt: tail.0, deadline: tail.1, createdAt: tail.2, updatedAt: tail.3,
             finishedAt: tail.4)
         return (summary, tail.5)

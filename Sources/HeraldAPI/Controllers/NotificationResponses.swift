@@ -37,7 +37,8 @@ struct SummaryBody: Encodable {
     init(_ summary: NotificationSummary) {
         id = summary.id.uuidString.lowercased()
         state = summary.state.rawValue
-        sender = SenderBody(apiKeyId: summary.apiKeyID, userId: summary.senderUserID)
+        sender = SenderBody(
+            apiKeyId: summary.apiKeyID, userId: summary.senderUserID, campaignRunId: summary.campaignRunID)
         target = TargetBody(summary.target)
         tags = summary.tags
         sendAt = summary.sendAt
@@ -73,6 +74,7 @@ struct TargetBody: Encodable {
 struct SenderBody: Encodable {
     var apiKeyId: Int64?
     var userId: Int64?
+    var campaignRunId: Int64?
 }
 
 /// `GET /v1/notifications/{id}`: the summary's fields plus formats, options and every attempt,
