@@ -240,7 +240,8 @@ struct CronSyntaxTests {
             ("CET", .notAnIANATimeZoneName("CET")), ("GMT", .notAnIANATimeZoneName("GMT")),
             ("GMT+5", .notAnIANATimeZoneName("GMT+5")), ("UTC+01:00", .notAnIANATimeZoneName("UTC+01:00")),
             ("utc", .notAnIANATimeZoneName("utc")), ("US/Eastern", .notAnIANATimeZoneName("US/Eastern")),
-            ("", .notAnIANATimeZoneName("")), ("Europe/", .notAnIANATimeZoneName("Europe/")),
+            ("", .notAnIANATimeZoneName("")), ("Etc", .notAnIANATimeZoneName("Etc")),
+            ("Europe/", .notAnIANATimeZoneName("Europe/")),
             ("Europe/Atlantis", .unknownTimeZone("Europe/Atlantis")), ("europe/berlin", .notAnIANATimeZoneName("europe/berlin")),
             ("Europe/berlin", .unknownTimeZone("Europe/berlin")),
         ] as [(String, ScheduleError?)])
