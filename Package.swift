@@ -272,7 +272,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "HeraldDomainTests", dependencies: ["HeraldDomain"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "HeraldDomainTests",
+            dependencies: ["HeraldDomain"],
+            // Fixtures/cron: cron fire instants from croniter and a DST oracle (scripts/cron-fixtures).
+            resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "HeraldSettingsTests",
             dependencies: [
