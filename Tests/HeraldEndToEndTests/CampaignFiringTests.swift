@@ -1,7 +1,9 @@
+import AsyncHTTPClient
 import Foundation
 import HeraldDomain
 import HeraldStorage
 import HeraldTestSupport
+import NIOCore
 import PostgresNIO
 import Testing
 
@@ -61,7 +63,37 @@ struct CampaignFiringTests {
                 }
                 let delivered = try await system.inspection.deliveries().map(\.pnsHandle)
                 #expect(delivered.sorted() == handles.sorted())
+                // Across both workers' metrics: exactly one scheduler tick met the slot, firing it
+                // or finding the command's run.
+                let key = try await SendTests.apiKey(system, scopes: [.read])
+                var met = 0.0
+                for worker in [system.worker, second] {
+                    let text = try await Self.metrics(of: worker, key: key)
+                    met += Self.value(in: text, #"herald_campaign_slots_total{result="fired"}"#)
+                    met += Self.value(in: text, #"herald_campaign_slots_total{result="duplicate"}"#)
+                    #expect(text.contains("herald_campaign_oldest_due_slot_age_seconds"))
+                }
+                #expect(met == 1)
             }
         }
+    }
+
+    /// A worker's `/metrics` text.
+    static func metrics(of worker: ChildProcess, key: String) async throws -> String {
+        let line = try #require(worker.stderr.first { $0.contains("herald.worker.metrics_listening") })
+        let port = try #require(line.firstMatch(of: /port=(\d+)/)?.1)
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/metrics")
+        request.headers.add(name: "Authorization", value: "Bearer \(key)")
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        #expect(response.status == .ok)
+        return String(buffer: try await response.body.collect(upTo: 8 << 20))
+    }
+
+    /// The value of the sample named exactly `series` (0 when absent).
+    static func value(in text: String, _ series: String) -> Double {
+        for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
+            return Double(line.dropFirst(series.count + 1)) ?? 0
+        }
+        return 0
     }
 }
