@@ -362,13 +362,19 @@ public struct CampaignStore: Sendable {
                 var slots = [first]
                 var missedBeyond = 0
                 var cursor = first
+                let kept = Self.maxMissedRecorded + 1
                 while let next = schedule.nextSlot(after: cursor), next <= now {
                     slots.append(next)
                     cursor = next
-                    if slots.count > Self.maxMissedRecorded + 1 {
-                        slots.removeFirst()
-                        missedBeyond += 1
+                    // Keep the newest `kept` (trimmed in halves, so a long outage stays linear).
+                    if slots.count >= 2 * kept {
+                        missedBeyond += slots.count - kept
+                        slots.removeFirst(slots.count - kept)
                     }
+                }
+                if slots.count > kept {
+                    missedBeyond += slots.count - kept
+                    slots.removeFirst(slots.count - kept)
                 }
                 tick.missedUnrecorded += missedBeyond
                 let catchUp = TimeInterval(campaign.definition.catchUp)

@@ -198,6 +198,27 @@ struct CampaignTests {
         }
     }
 
+    @Test("a long outage records the newest 1,000 missed slots and counts the rest")
+    func longOutage() async throws {
+        try await withSends { world in
+            let campaign = try await world.campaigns.create(
+                try Self.definition("minutely", .tags("news"), cron: "* * * * *", catchUp: 60))
+            try await world.db.execute(
+                """
+                UPDATE campaigns SET next_slot = date_trunc('minute', now()) - interval '2500 minutes'
+                WHERE id = \(campaign.id)
+                """)
+            let tick = try await world.campaigns.fireDueSlots()
+            #expect(tick.fired == 1)
+            #expect(tick.missed == CampaignStore.maxMissedRecorded)
+            #expect(tick.missedUnrecorded == 2500 - CampaignStore.maxMissedRecorded)
+            #expect(
+                try await world.db.count(
+                    "SELECT count(*) FROM campaign_runs WHERE campaign_id = \(campaign.id) AND state = 'Missed'")
+                    == CampaignStore.maxMissedRecorded)
+        }
+    }
+
     @Test("a paused campaign fires nothing; resuming skips the slots that passed")
     func pauseAndResume() async throws {
         try await withSends { world in
