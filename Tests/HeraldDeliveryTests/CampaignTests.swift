@@ -51,6 +51,9 @@ struct CampaignTests {
             #expect(done.state == .completed)
             #expect(done.counts.hubSends.values.reduce(0, +) == 2)
             #expect(done.counts.outcomes["201"] == 2)
+            // The hub's telemetry, summed over the run: three devices reached.
+            let reported = done.counts.telemetry.values.flatMap(\.values).reduce(0, +)
+            #expect(reported == 3, "\(done.counts.telemetry)")
             let delivered = try await world.deliveries().map(\.pnsHandle)
             #expect(Set(delivered) == [alice, bobApple, bobFCM])
             #expect(delivered.count == 3)
