@@ -16,7 +16,7 @@ public import Prometheus
 /// - The tutorial-compatible device API under `/api` (`DeviceController`, the tutorial send
 ///   of `TutorialSendController`): `Authorization: Basic` or, when a JWT key is configured,
 ///   `Authorization: Bearer <JWT>`.
-/// - The sender API under `/v1` (`NotificationController`) and `GET /metrics` (``OpsRoutes``):
+/// - The sender API under `/v1` (`NotificationController`, `CampaignController`) and `GET /metrics` (``OpsRoutes``):
 ///   an API key (`APIKeyAuthenticator` over HeraldOps' `APIKeyVerifier`), rate-limited per key.
 ///
 /// Every error is answered as JSON `{"code": "...", "message": "..."}` (unknown routes 404,
@@ -62,7 +62,11 @@ public func buildApplication(
             maxBatchBodyBytes: configuration.maxBatchBodyBytes,
             hubSendLimits: HubSendLimits(
                 perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest),
-            rates: rates))
+            rates: rates),
+        campaigns: CampaignController(
+            store: stores.campaigns, maxBodyBytes: configuration.maxBodyBytes,
+            hubSendLimits: HubSendLimits(
+                perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest)))
     let keys = APIKeyVerifier(keys: stores.apiKeys, cacheSeconds: sends.apiKeyCacheSeconds)
 
     let router = Router(context: HeraldRequestContext.self)
@@ -108,6 +112,7 @@ struct RouteHandlers: Sendable {
     let devices: DeviceController
     let tutorial: TutorialSendController
     let notifications: NotificationController
+    let campaigns: CampaignController
 
     func handler(for operation: RouteSpec.Operation) -> Handler {
         switch operation {
@@ -128,6 +133,17 @@ struct RouteHandlers: Sendable {
         case .notificationList: return notifications.list
         case .notificationDetail: return notifications.detail
         case .notificationCancel: return notifications.cancel
+        case .campaignCreate: return campaigns.create
+        case .campaignList: return campaigns.list
+        case .campaignDetail: return campaigns.detail
+        case .campaignUpdate: return campaigns.update
+        case .campaignArchive: return campaigns.archive
+        case .campaignPause: return campaigns.pause
+        case .campaignResume: return campaigns.resume
+        case .campaignFire: return campaigns.fire
+        case .campaignRuns: return campaigns.runs
+        case .campaignRun: return campaigns.run
+        case .campaignCancelRun: return campaigns.cancelRun
         }
     }
 }

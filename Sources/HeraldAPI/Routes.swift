@@ -10,6 +10,8 @@ struct RouteSpec: Sendable {
         case healthLive, healthReady, openAPI, metrics
         case deviceRegister, deviceUpdate, deviceDelete, tutorialSend
         case notificationCreate, notificationBatch, notificationList, notificationDetail, notificationCancel
+        case campaignCreate, campaignList, campaignDetail, campaignUpdate, campaignArchive, campaignPause, campaignResume
+        case campaignFire, campaignRuns, campaignRun, campaignCancelRun
     }
 
     /// Who may call it.
@@ -82,6 +84,40 @@ enum APIRoutes {
             statuses: apiKey.union([200, 404])),
         RouteSpec(
             method: .delete, path: "/v1/notifications/{id}", operation: .notificationCancel, access: .apiKey,
+            statuses: apiKey.union([200, 404, 409])),
+        RouteSpec(
+            method: .post, path: "/v1/campaigns", operation: .campaignCreate, access: .apiKey,
+            statuses: apiKey.union([201, 400, 409, 413]),
+            body: .init(schema: "CampaignRequest", required: CampaignRequestReader.requiredFields)),
+        RouteSpec(
+            method: .get, path: "/v1/campaigns", operation: .campaignList, access: .apiKey,
+            statuses: apiKey.union([200, 400])),
+        RouteSpec(
+            method: .get, path: "/v1/campaigns/{id}", operation: .campaignDetail, access: .apiKey,
+            statuses: apiKey.union([200, 404])),
+        RouteSpec(
+            method: .patch, path: "/v1/campaigns/{id}", operation: .campaignUpdate, access: .apiKey,
+            statuses: apiKey.union([200, 400, 404, 409, 413]), body: .init(schema: "CampaignPatch", required: [])),
+        RouteSpec(
+            method: .delete, path: "/v1/campaigns/{id}", operation: .campaignArchive, access: .apiKey,
+            statuses: apiKey.union([200, 404])),
+        RouteSpec(
+            method: .post, path: "/v1/campaigns/{id}/pause", operation: .campaignPause, access: .apiKey,
+            statuses: apiKey.union([200, 404, 409])),
+        RouteSpec(
+            method: .post, path: "/v1/campaigns/{id}/resume", operation: .campaignResume, access: .apiKey,
+            statuses: apiKey.union([200, 404, 409])),
+        RouteSpec(
+            method: .post, path: "/v1/campaigns/{id}/runs", operation: .campaignFire, access: .apiKey,
+            statuses: apiKey.union([200, 201, 400, 404, 409, 413])),
+        RouteSpec(
+            method: .get, path: "/v1/campaigns/{id}/runs", operation: .campaignRuns, access: .apiKey,
+            statuses: apiKey.union([200, 400, 404])),
+        RouteSpec(
+            method: .get, path: "/v1/campaigns/{id}/runs/{run}", operation: .campaignRun, access: .apiKey,
+            statuses: apiKey.union([200, 404])),
+        RouteSpec(
+            method: .delete, path: "/v1/campaigns/{id}/runs/{run}", operation: .campaignCancelRun, access: .apiKey,
             statuses: apiKey.union([200, 404, 409])),
     ]
 

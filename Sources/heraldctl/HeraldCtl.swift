@@ -11,8 +11,8 @@ import PostgresNIO
 struct HeraldCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "heraldctl",
-        abstract: "Operate Herald: migrate the database, manage device users and sender API keys.",
-        subcommands: [Migrate.self, Users.self, Keys.self]
+        abstract: "Operate Herald: migrate the database, manage device users, sender API keys and campaigns.",
+        subcommands: [Migrate.self, Users.self, Keys.self, Campaigns.self]
     )
 }
 

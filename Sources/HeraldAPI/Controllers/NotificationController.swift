@@ -26,23 +26,11 @@ struct NotificationController: Sendable {
     /// The key's token buckets; nil: batches cost one token like any request.
     var rates: KeyRates?
 
-    static let idempotencyKeyHeader = HTTPField.Name("Idempotency-Key")!
-    static let replayedHeader = HTTPField.Name("Idempotent-Replayed")!
-
     /// `POST /v1/notifications`.
     func create(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let key = try requireKey(context)
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .senderAPI)
-        var idempotencyKey: IdempotencyKey?
-        let keys = request.headers[values: Self.idempotencyKeyHeader]
-        if !keys.isEmpty {
-            guard keys.count == 1, let value = try? IdempotencyKey(keys[0]) else {
-                throw APIError(
-                    .badRequest, code: "invalid_idempotency_key",
-                    message: "Idempotency-Key is one header of 1 to \(IdempotencyKey.maxBytes) bytes")
-            }
-            idempotencyKey = value
-        }
+        let idempotencyKey = try IdempotencyKeyHeader.read(request)
         let item = try NotificationRequestReader.notification(
             body, idempotencyKey: idempotencyKey, now: Date(), limits: hubSendLimits)
         guard let answer = try await store.create([item], sender: .apiKey(key.id)).first else {
@@ -52,7 +40,7 @@ struct NotificationController: Sendable {
             "herald.notification.accepted",
             metadata: ["notification.id": "\(answer.id)", "api_key.id": "\(key.id)", "replayed": "\(answer.replayed)"])
         var headers: HTTPFields = [.location: "/v1/notifications/\(answer.id.uuidString.lowercased())"]
-        if answer.replayed { headers[Self.replayedHeader] = "true" }
+        if answer.replayed { headers[IdempotencyKeyHeader.replayed] = "true" }
         return try JSONWriter.response(AcceptedBody(answer), status: .accepted, headers: headers)
     }
 

@@ -1,0 +1,202 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The campaign routes of the sender API (every route needs an API key: `GET` scope `read`,
+/// the rest scope `send`; see ``APIKeyAuthenticator``).
+///
+/// | request | answer |
+/// |---|---|
+/// | `POST /v1/campaigns` (a ``CampaignRequestReader`` body) | 201 the campaign, `Location`; 409 `name_taken` |
+/// | `GET /v1/campaigns?cursor=&limit=&includeArchived=` | 200 `{"campaigns", "nextCursor"}`, oldest first |
+/// | `GET /v1/campaigns/{id}` | 200 the campaign with `nextRuns` |
+/// | `PATCH /v1/campaigns/{id}` (any fields) | 200 the campaign; 409 when archived |
+/// | `DELETE /v1/campaigns/{id}` | 200 the campaign, `archived` (its runs stay) |
+/// | `POST /v1/campaigns/{id}/pause`, `/resume` | 200 the campaign; 409 when archived |
+/// | `POST /v1/campaigns/{id}/runs` (+ `Idempotency-Key`) | 201 the new run, `Location`; 200 with `Idempotent-Replayed: true` for the key's run; 409 when archived |
+/// | `GET /v1/campaigns/{id}/runs?cursor=&limit=` | 200 `{"runs", "nextCursor"}`, newest first |
+/// | `GET /v1/campaigns/{id}/runs/{run}` | 200 the run with live counts |
+/// | `DELETE /v1/campaigns/{id}/runs/{run}` | 200 the run, `Cancelled`; 409 once it ended otherwise |
+///
+/// A path id that is not a number is simply not found (404), as an unknown one.
+struct CampaignController: Sendable {
+    let store: CampaignStore
+    let maxBodyBytes: Int
+    var hubSendLimits = HubSendLimits()
+
+    /// `POST /v1/campaigns`.
+    func create(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        let key = try requireKey(context)
+        let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .senderAPI)
+        let definition = try CampaignRequestReader.definition(body, limits: hubSendLimits)
+        let campaign = try await store.create(definition, by: key.id)
+        context.logger.info(
+            "herald.campaign.created", metadata: ["campaign.id": "\(campaign.id)", "api_key.id": "\(key.id)"])
+        return try JSONWriter.response(
+            CampaignBody(campaign, now: Date()), status: .created,
+            headers: [.location: "/v1/campaigns/\(campaign.id)"])
+    }
+
+    /// `GET /v1/campaigns`.
+    func list(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        _ = try requireKey(context)
+        let query = request.uri.queryParameters
+        var includeArchived = false
+        if let text = query.get("includeArchived") {
+            guard let flag = Bool(text) else {
+                throw APIError(.badRequest, code: "invalid_query", message: "includeArchived is true or false")
+            }
+            includeArchived = flag
+        }
+        let page = try await store.list(
+            includeArchived: includeArchived, cursor: query.get("cursor"), limit: try Self.limit(query.get("limit")))
+        let now = Date()
+        return try JSONWriter.response(
+            CampaignPageBody(campaigns: page.campaigns.map { CampaignBody($0, now: now) }, nextCursor: page.nextCursor))
+    }
+
+    /// `GET /v1/campaigns/{id}`.
+    func detail(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        _ = try requireKey(context)
+        let campaign = try await existing(try Self.campaignID(context))
+        return try JSONWriter.response(CampaignBody(campaign, now: Date()))
+    }
+
+    /// `PATCH /v1/campaigns/{id}`: the given fields merged into the stored definition, then
+    /// checked and saved as a whole (its next slot recomputed).
+    func update(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        let key = try requireKey(context)
+        let id = try Self.campaignID(context)
+        let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .senderAPI)
+        let current = try await existing(id)
+        let definition = try CampaignRequestReader.patched(current.definition, with: body, limits: hubSendLimits)
+        let campaign = try await store.update(id: id, definition)
+        context.logger.info("herald.campaign.updated", metadata: ["campaign.id": "\(id)", "api_key.id": "\(key.id)"])
+        return try JSONWriter.response(CampaignBody(campaign, now: Date()))
+    }
+
+    /// `DELETE /v1/campaigns/{id}`: archives it (nothing fires again; its runs stay).
+    func archive(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        try await setState(.archived, context: context)
+    }
+
+    /// `POST /v1/campaigns/{id}/pause`.
+    func pause(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        try await setState(.paused, context: context)
+    }
+
+    /// `POST /v1/campaigns/{id}/resume`.
+    func resume(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        try await setState(.active, context: context)
+    }
+
+    /// `POST /v1/campaigns/{id}/runs`: fires now (the slot is the database's now, to the
+    /// millisecond). With an `Idempotency-Key`, a key this campaign already fired with answers
+    /// that run (200, `Idempotent-Replayed: true`) and sends nothing again.
+    func fire(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        let key = try requireKey(context)
+        let id = try Self.campaignID(context)
+        let idempotencyKey = try IdempotencyKeyHeader.read(request)
+        let buffer = try await request.collectBody(limit: maxBodyBytes)
+        if buffer.readableBytes > 0 {
+            try CampaignRequestReader.checkEmpty(try JSONCursor.object(in: buffer, rules: .senderAPI))
+        }
+        let result = try await store.fire(id: id, by: .api, apiKeyID: key.id, idempotencyKey: idempotencyKey)
+        var headers: HTTPFields = [.location: "/v1/campaigns/\(id)/runs/\(result.run.id)"]
+        let status: HTTPResponse.Status
+        switch result {
+        case .fired(let run):
+            status = .created
+            context.logger.info(
+                "herald.campaign.fired",
+                metadata: ["campaign.id": "\(id)", "campaign_run.id": "\(run.id)", "api_key.id": "\(key.id)"])
+        case .existing:
+            status = .ok
+            headers[IdempotencyKeyHeader.replayed] = "true"
+        }
+        return try JSONWriter.response(CampaignRunBody(result.run), status: status, headers: headers)
+    }
+
+    /// `GET /v1/campaigns/{id}/runs`.
+    func runs(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        _ = try requireKey(context)
+        let id = try Self.campaignID(context)
+        let query = request.uri.queryParameters
+        let limit = try Self.limit(query.get("limit"))
+        _ = try await existing(id)
+        let page = try await store.runs(campaignID: id, cursor: query.get("cursor"), limit: limit)
+        return try JSONWriter.response(
+            CampaignRunPageBody(runs: page.runs.map(CampaignRunBody.init), nextCursor: page.nextCursor))
+    }
+
+    /// `GET /v1/campaigns/{id}/runs/{run}`.
+    func run(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        _ = try requireKey(context)
+        let (id, runID) = try Self.runID(context)
+        guard let run = try await store.run(campaignID: id, runID: runID) else { throw Self.runNotFound }
+        return try JSONWriter.response(CampaignRunBody(run))
+    }
+
+    /// `DELETE /v1/campaigns/{id}/runs/{run}`: cancels it; sends not yet started never go out.
+    func cancelRun(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        let key = try requireKey(context)
+        let (id, runID) = try Self.runID(context)
+        let run = try await store.cancelRun(campaignID: id, runID: runID)
+        context.logger.info(
+            "herald.campaign.run_cancelled",
+            metadata: ["campaign.id": "\(id)", "campaign_run.id": "\(runID)", "api_key.id": "\(key.id)"])
+        return try JSONWriter.response(CampaignRunBody(run))
+    }
+
+    // MARK: Helpers
+
+    static let notFound = APIError(.notFound, code: "not_found", message: "no such campaign")
+    static let runNotFound = APIError(.notFound, code: "not_found", message: "no such campaign run")
+
+    func setState(_ state: CampaignState, context: HeraldRequestContext) async throws -> Response {
+        let key = try requireKey(context)
+        let id = try Self.campaignID(context)
+        let campaign = try await store.setState(id: id, state)
+        context.logger.info(
+            "herald.campaign.state_changed",
+            metadata: ["campaign.id": "\(id)", "campaign.state": "\(state.rawValue)", "api_key.id": "\(key.id)"])
+        return try JSONWriter.response(CampaignBody(campaign, now: Date()))
+    }
+
+    func existing(_ id: CampaignID) async throws -> Campaign {
+        guard let campaign = try await store.campaign(id: id) else { throw Self.notFound }
+        return campaign
+    }
+
+    func requireKey(_ context: HeraldRequestContext) throws -> APIKeyRecord {
+        guard let key = context.apiKey else { throw APIKeyAuthenticator.unauthorized }
+        return key
+    }
+
+    /// `limit` from the query: a whole number (its range is the store's to check).
+    static func limit(_ text: String?) throws(APIError) -> Int? {
+        guard let text else { return nil }
+        guard let value = Int(text) else {
+            throw APIError(.badRequest, code: "invalid_limit", message: "limit is a whole number")
+        }
+        return value
+    }
+
+    /// The `{id}` of the path: a malformed id is simply not found.
+    static func campaignID(_ context: HeraldRequestContext) throws(APIError) -> CampaignID {
+        guard let text = context.parameters.get("id"), let id = CampaignID(text), id > 0 else { throw notFound }
+        return id
+    }
+
+    /// The `{id}` and `{run}` of the path.
+    static func runID(_ context: HeraldRequestContext) throws(APIError) -> (CampaignID, CampaignRunID) {
+        let id = try campaignID(context)
+        guard let text = context.parameters.get("run"), let run = CampaignRunID(text), run > 0 else {
+            throw runNotFound
+        }
+        return (id, run)
+    }
+}

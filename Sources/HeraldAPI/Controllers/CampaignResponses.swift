@@ -1,0 +1,135 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+
+// The campaign API's answer bodies, written by ``JSONWriter`` (dates as ISO 8601 with
+// fractional seconds, keys sorted).
+
+/// A campaign: its definition in the form `POST /v1/campaigns` takes, plus its id, state,
+/// next slot, timestamps and ``nextRuns``.
+struct CampaignBody: Encodable {
+    var id: CampaignID
+    var name: String
+    var state: String
+    var audience: CampaignAudience
+    var content: ContentBody
+    var schedule: CampaignSchedule
+    var apnsPushType: String?
+    var priority: String?
+    var collapseId: String?
+    var ttl: Int?
+    var catchUpSeconds: Int
+    var throttlePerSecond: Int?
+    /// The slot the scheduler fires next (nil: none, e.g. a fired one-off, or archived).
+    var nextSlot: Date?
+    /// The schedule's next fire instants after `now`, in UTC and in the schedule's zone; none
+    /// once archived.
+    var nextRuns: [SlotBody]
+    var createdAt: Date
+    var updatedAt: Date
+
+    /// How many instants ``nextRuns`` shows.
+    static let nextRunsShown = CampaignStore.nextRunsShown
+
+    init(_ campaign: Campaign, now: Date) {
+        let definition = campaign.definition
+        id = campaign.id
+        name = definition.name
+        state = campaign.state.rawValue
+        audience = definition.audience
+        content = ContentBody(definition.content)
+        schedule = definition.schedule
+        apnsPushType = definition.apnsPushType
+        priority = definition.priority?.rawValue
+        collapseId = definition.collapseId
+        ttl = definition.ttl
+        catchUpSeconds = definition.catchUp
+        throttlePerSecond = definition.throttlePerSecond
+        nextSlot = campaign.nextSlot
+        nextRuns =
+            campaign.state == .archived
+            ? []
+            : definition.schedule.slots(after: now, limit: Self.nextRunsShown).map {
+                SlotBody(utc: ISO8601.string($0), local: definition.schedule.localISO8601($0))
+            }
+        createdAt = campaign.createdAt
+        updatedAt = campaign.updatedAt
+    }
+}
+
+/// One fire instant: `{"utc": "2026-11-24T08:00:00Z", "local": "2026-11-24T09:00:00+01:00"}`.
+struct SlotBody: Encodable {
+    var utc: String
+    var local: String
+}
+
+/// Content as senders write it: native payloads as JSON objects (stored as text), WNS XML as a
+/// string, template parameters as strings.
+struct ContentBody: Encodable {
+    var apple: JSONValue?
+    var fcmv1: JSONValue?
+    var windows: String?
+    var template: [String: String]?
+
+    init(_ content: NotificationContent) {
+        apple = content.apple.flatMap { JSONValue.parse($0) }
+        fcmv1 = content.fcmv1.flatMap { JSONValue.parse($0) }
+        windows = content.windows
+        template = content.template
+    }
+}
+
+/// `GET /v1/campaigns`.
+struct CampaignPageBody: Encodable {
+    var campaigns: [CampaignBody]
+    var nextCursor: String?
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(campaigns, forKey: .campaigns)
+        try container.encode(nextCursor, forKey: .nextCursor)  // null on the last page
+    }
+
+    enum CodingKeys: String, CodingKey { case campaigns, nextCursor }
+}
+
+/// A run: its slot, how it was fired, its state and counts.
+struct CampaignRunBody: Encodable {
+    var id: CampaignRunID
+    var campaignId: CampaignID
+    var slot: Date
+    var firedBy: String
+    var state: String
+    var counts: CampaignRunCounts
+    var notificationId: String?
+    var createdAt: Date
+    var startedAt: Date?
+    var finishedAt: Date?
+
+    init(_ run: CampaignRun) {
+        id = run.id
+        campaignId = run.campaignID
+        slot = run.slot
+        firedBy = run.firedBy.rawValue
+        state = run.state.rawValue
+        counts = run.counts
+        notificationId = run.notificationID?.uuidString.lowercased()
+        createdAt = run.createdAt
+        startedAt = run.startedAt
+        finishedAt = run.finishedAt
+    }
+}
+
+/// `GET /v1/campaigns/{id}/runs`.
+struct CampaignRunPageBody: Encodable {
+    var runs: [CampaignRunBody]
+    var nextCursor: String?
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(runs, forKey: .runs)
+        try container.encode(nextCursor, forKey: .nextCursor)  // null on the last page
+    }
+
+    enum CodingKeys: String, CodingKey { case runs, nextCursor }
+}

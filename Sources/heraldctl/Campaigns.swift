@@ -1,0 +1,416 @@
+import ArgumentParser
+import Foundation
+import HeraldDomain
+import HeraldRuntime
+import HeraldStorage
+
+/// `heraldctl campaign`: saved broadcasts, fired by their schedule (in `herald-worker`), by a
+/// Kubernetes CronJob (`fire`) or by hand. Human output by default; `--json` prints one JSON
+/// object for scripts, in the sender API's shapes.
+struct Campaigns: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "campaign",
+        abstract: "Manage campaigns: broadcasts that fire once per slot of a schedule.",
+        subcommands: [
+            Create.self, List.self, Show.self, Pause.self, Resume.self, Fire.self, Runs.self, CancelRun.self,
+        ],
+        defaultSubcommand: List.self
+    )
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Save a campaign from a file (the JSON form POST /v1/campaigns takes, as JSON or YAML).")
+
+        @Option(help: "A .json, .yaml or .yml file.")
+        var file: String
+
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            let definition: CampaignDefinition
+            do {
+                definition = try CampaignFile.definition(path: file)
+            } catch {
+                HeraldExit.fail("heraldctl", error)
+            }
+            await withDatabase { ctl in
+                let campaign = try await ctl.stores.campaigns.create(definition)
+                if output.json {
+                    try CampaignOutput.print(CampaignOutput.campaign(campaign, now: Date()))
+                } else {
+                    print("created campaign \(campaign.definition.name) (id \(campaign.id))")
+                    CampaignOutput.printNextRuns(campaign, now: Date())
+                }
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List campaigns, oldest first.")
+
+        @Flag(help: "Include archived campaigns.")
+        var all = false
+
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            await withDatabase { ctl in
+                var campaigns: [Campaign] = []
+                var cursor: String?
+                repeat {
+                    let page = try await ctl.stores.campaigns.list(
+                        includeArchived: all, cursor: cursor, limit: CampaignStore.maxPageSize)
+                    campaigns += page.campaigns
+                    cursor = page.nextCursor
+                } while cursor != nil
+                let now = Date()
+                if output.json {
+                    try CampaignOutput.print(["campaigns": campaigns.map { CampaignOutput.campaign($0, now: now) }])
+                    return
+                }
+                for campaign in campaigns {
+                    let next = campaign.nextSlot.map { "next \(ISO8601.string($0))" } ?? "no next slot"
+                    print(
+                        "\(campaign.definition.name)  id \(campaign.id)  \(campaign.state.rawValue)  "
+                            + "\(CampaignOutput.scheduleText(campaign.definition.schedule))  \(next)")
+                }
+                if campaigns.isEmpty { print("no campaigns; save one with `heraldctl campaign create --file FILE`") }
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show a campaign: audience, content formats, schedule, options and its next five fire instants.")
+
+        @Argument(help: "The campaign's name.")
+        var name: String
+
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            await withDatabase { ctl in
+                let campaign = try await ctl.campaign(named: name)
+                let now = Date()
+                if output.json {
+                    try CampaignOutput.print(CampaignOutput.campaign(campaign, now: now))
+                    return
+                }
+                let definition = campaign.definition
+                print("campaign \(definition.name) (id \(campaign.id)), \(campaign.state.rawValue)")
+                print("  audience   \(CampaignOutput.audienceText(definition.audience))")
+                print("  content    \(definition.content.formats.map(\.rawValue).joined(separator: ", "))")
+                print("  schedule   \(CampaignOutput.scheduleText(definition.schedule))")
+                print("  options    \(CampaignOutput.optionsText(definition))")
+                print("  next slot  \(campaign.nextSlot.map { ISO8601.string($0) } ?? "none")")
+                CampaignOutput.printNextRuns(campaign, now: now)
+                print("  created    \(ISO8601.string(campaign.createdAt)), updated \(ISO8601.string(campaign.updatedAt))")
+            }
+        }
+    }
+
+    struct Pause: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop a campaign's schedule (slots that pass meanwhile are not sent later).")
+
+        @Argument(help: "The campaign's name.")
+        var name: String
+
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            await CampaignOutput.setState(.paused, of: name, output: output)
+        }
+    }
+
+    struct Resume: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Start a paused campaign's schedule again from its next slot after now.")
+
+        @Argument(help: "The campaign's name.")
+        var name: String
+
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            await CampaignOutput.setState(.active, of: name, output: output)
+        }
+    }
+
+    struct Fire: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Fire one slot of a campaign (for a Kubernetes CronJob); a slot runs at most once.",
+            discussion: """
+                Without --slot the slot is the current minute, truncated, so every pod a CronJob \
+                starts for the same minute fires the same slot. A slot that already has a run \
+                (fired by the schedule, another pod or an earlier call) prints that run and exits \
+                0 without sending again.
+                """)
+
+        @Argument(help: "The campaign's name.")
+        var name: String
+
+        @Option(help: "The slot as an ISO 8601 instant, such as 2026-11-24T09:00:00Z (default: the current minute).")
+        var slot: String?
+
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            let instant: Date
+            if let text = slot {
+                guard let parsed = ISO8601.date(text) else {
+                    HeraldExit.fail(
+                        "heraldctl",
+                        CommandFailure("--slot \"\(text)\" is not an ISO 8601 instant such as 2026-11-24T09:00:00Z"))
+                }
+                instant = parsed
+            } else {
+                instant = Self.currentMinute(Date())
+            }
+            await withDatabase { ctl in
+                let campaign = try await ctl.campaign(named: name)
+                let result = try await ctl.stores.campaigns.fire(id: campaign.id, slot: instant, by: .command)
+                let fired: Bool
+                if case .fired = result { fired = true } else { fired = false }
+                if output.json {
+                    try CampaignOutput.print(["fired": fired, "run": CampaignOutput.run(result.run)])
+                    return
+                }
+                let run = result.run
+                if fired {
+                    let notification = run.notificationID.map { ", notification \($0.uuidString.lowercased())" } ?? ""
+                    print(
+                        "fired campaign \(campaign.definition.name): run \(run.id) for slot \(ISO8601.string(run.slot))\(notification)"
+                    )
+                } else {
+                    print(
+                        "slot \(ISO8601.string(instant)) of campaign \(campaign.definition.name) already has run \(run.id) "
+                            + "(\(run.state.rawValue), fired by \(run.firedBy.rawValue)); nothing sent again")
+                }
+            }
+        }
+
+        /// `date` truncated to its minute.
+        static func currentMinute(_ date: Date) -> Date {
+            Date(timeIntervalSince1970: (date.timeIntervalSince1970 / 60).rounded(.down) * 60)
+        }
+    }
+
+    struct Runs: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List a campaign's runs, newest first, with counts.")
+
+        @Argument(help: "The campaign's name.")
+        var name: String
+
+        @Option(help: "At most this many runs (1 to 500).")
+        var limit: Int = 20
+
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            await withDatabase { ctl in
+                let campaign = try await ctl.campaign(named: name)
+                let page = try await ctl.stores.campaigns.runs(campaignID: campaign.id, limit: limit)
+                // The page has the counts runs stored when they ended; running ones are read live.
+                var runs: [CampaignRun] = []
+                for run in page.runs {
+                    if run.state == .running,
+                        let live = try await ctl.stores.campaigns.run(campaignID: campaign.id, runID: run.id)
+                    {
+                        runs.append(live)
+                    } else {
+                        runs.append(run)
+                    }
+                }
+                if output.json {
+                    try CampaignOutput.print([
+                        "runs": runs.map(CampaignOutput.run), "nextCursor": page.nextCursor.map { $0 as Any } ?? NSNull(),
+                    ])
+                    return
+                }
+                for run in runs { print(CampaignOutput.runLine(run)) }
+                if runs.isEmpty { print("campaign \(campaign.definition.name) has no runs yet") }
+                if page.nextCursor != nil { print("(older runs not shown; raise --limit)") }
+            }
+        }
+    }
+
+    struct CancelRun: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "cancel-run",
+            abstract: "Cancel a run: its hub sends not yet started never reach the hub.")
+
+        @Argument(help: "The campaign's name.")
+        var name: String
+
+        @Argument(help: "The run's id (see `heraldctl campaign runs NAME`).")
+        var run: String
+
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            guard let runID = CampaignRunID(run), runID > 0 else {
+                HeraldExit.fail("heraldctl", CommandFailure("RUN \"\(run)\" is not a run id (a number)"))
+            }
+            await withDatabase { ctl in
+                let campaign = try await ctl.campaign(named: name)
+                let cancelled = try await ctl.stores.campaigns.cancelRun(campaignID: campaign.id, runID: runID)
+                if output.json {
+                    try CampaignOutput.print(CampaignOutput.run(cancelled))
+                } else {
+                    print("cancelled run \(cancelled.id) of campaign \(campaign.definition.name)")
+                    print(CampaignOutput.runLine(cancelled))
+                }
+            }
+        }
+    }
+}
+
+/// `--json`.
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print one JSON object (the sender API's shapes) instead of text.")
+    var json = false
+}
+
+extension Ctl {
+    /// The campaign named `name` (regardless of case), or a one-line failure.
+    func campaign(named name: String) async throws -> Campaign {
+        guard let campaign = try await stores.campaigns.campaign(named: name) else {
+            throw CommandFailure("no campaign named \(name); see `heraldctl campaign list --all`")
+        }
+        return campaign
+    }
+}
+
+/// How the campaign commands print: text for people, JSON objects shaped as the sender API's
+/// answers (`Campaign`, `CampaignRun` in `openapi.yaml`) for scripts.
+enum CampaignOutput {
+    /// Pauses, resumes (or archives) the campaign `name` and prints it.
+    static func setState(_ state: CampaignState, of name: String, output: OutputOptions) async {
+        await withDatabase { ctl in
+            let campaign = try await ctl.campaign(named: name)
+            let changed = try await ctl.stores.campaigns.setState(id: campaign.id, state)
+            if output.json {
+                try print(Self.campaign(changed, now: Date()))
+                return
+            }
+            Swift.print("campaign \(changed.definition.name) is \(changed.state.rawValue)")
+            if state == .active { printNextRuns(changed, now: Date()) }
+        }
+    }
+
+    /// Prints the schedule's next five instants in UTC and in its zone.
+    static func printNextRuns(_ campaign: Campaign, now: Date) {
+        let schedule = campaign.definition.schedule
+        let slots = schedule.slots(after: now, limit: CampaignStore.nextRunsShown)
+        guard !slots.isEmpty else {
+            Swift.print("  next runs  none")
+            return
+        }
+        for (index, slot) in slots.enumerated() {
+            Swift.print("  \(index == 0 ? "next runs" : "         ")  \(ISO8601.string(slot))  (\(schedule.localISO8601(slot)))")
+        }
+    }
+
+    static func audienceText(_ audience: CampaignAudience) -> String {
+        switch audience {
+        case .tags(let expression): "tags \(expression)"
+        case .users(let names):
+            "\(names.count) user\(names.count == 1 ? "" : "s") (\(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : ""))"
+        case .all: "every device"
+        }
+    }
+
+    static func scheduleText(_ schedule: CampaignSchedule) -> String {
+        switch schedule {
+        case .once(let at): "once at \(ISO8601.string(at))"
+        case .recurring(let cron): "cron \"\(cron.expression)\" in \(cron.timeZoneIdentifier)"
+        }
+    }
+
+    static func optionsText(_ definition: CampaignDefinition) -> String {
+        var parts = [
+            "ttl \(definition.ttl ?? NotificationRequest.defaultTTL) s", "catch-up \(definition.catchUp) s",
+            definition.throttlePerSecond.map { "throttle \($0)/s" } ?? "no throttle",
+        ]
+        if let priority = definition.priority { parts.append("priority \(priority.rawValue)") }
+        if let type = definition.apnsPushType { parts.append("apns-push-type \(type)") }
+        if let collapseId = definition.collapseId { parts.append("collapse-id \(collapseId)") }
+        return parts.joined(separator: ", ")
+    }
+
+    /// `run 12  2026-11-24T09:00:00Z  command  Completed  sends Completed=3  calls 201=3`.
+    static func runLine(_ run: CampaignRun) -> String {
+        func counts(_ map: [String: Int]) -> String {
+            map.isEmpty ? "none" : map.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        }
+        return
+            "run \(run.id)  \(ISO8601.string(run.slot))  \(run.firedBy.rawValue)  \(run.state.rawValue)  "
+            + "sends \(counts(run.counts.hubSends))  calls \(counts(run.counts.outcomes))"
+    }
+
+    /// A campaign as the API's `Campaign`.
+    static func campaign(_ campaign: Campaign, now: Date) -> [String: Any] {
+        let definition = campaign.definition
+        var content: [String: Any] = [:]
+        for (format, text) in [("apple", definition.content.apple), ("fcmv1", definition.content.fcmv1)] {
+            if let text, let payload = try? JSONSerialization.jsonObject(with: Data(text.utf8)) { content[format] = payload }
+        }
+        content["windows"] = definition.content.windows
+        content["template"] = definition.content.template
+        var audience: [String: Any] = [:]
+        switch definition.audience {
+        case .tags(let expression): audience["tags"] = expression
+        case .users(let names): audience["users"] = names
+        case .all: audience["all"] = true
+        }
+        var schedule: [String: Any] = [:]
+        switch definition.schedule {
+        case .once(let at): schedule["at"] = ISO8601.string(at)
+        case .recurring(let cron):
+            schedule["cron"] = cron.expression
+            schedule["timeZone"] = cron.timeZoneIdentifier
+        }
+        let slots =
+            campaign.state == .archived ? [] : definition.schedule.slots(after: now, limit: CampaignStore.nextRunsShown)
+        var object: [String: Any] = [
+            "id": campaign.id, "name": definition.name, "state": campaign.state.rawValue, "audience": audience,
+            "content": content, "schedule": schedule, "catchUpSeconds": definition.catchUp,
+            "nextRuns": slots.map { ["utc": ISO8601.string($0), "local": definition.schedule.localISO8601($0)] },
+            "createdAt": timestamp(campaign.createdAt), "updatedAt": timestamp(campaign.updatedAt),
+        ]
+        object["apnsPushType"] = definition.apnsPushType
+        object["priority"] = definition.priority?.rawValue
+        object["collapseId"] = definition.collapseId
+        object["ttl"] = definition.ttl
+        object["throttlePerSecond"] = definition.throttlePerSecond
+        object["nextSlot"] = campaign.nextSlot.map(timestamp)
+        return object
+    }
+
+    /// A run as the API's `CampaignRun`.
+    static func run(_ run: CampaignRun) -> [String: Any] {
+        var object: [String: Any] = [
+            "id": run.id, "campaignId": run.campaignID, "slot": timestamp(run.slot), "firedBy": run.firedBy.rawValue,
+            "state": run.state.rawValue, "createdAt": timestamp(run.createdAt),
+            "counts": [
+                "hubSends": run.counts.hubSends, "outcomes": run.counts.outcomes, "telemetry": run.counts.telemetry,
+            ],
+        ]
+        object["notificationId"] = run.notificationID?.uuidString.lowercased()
+        object["startedAt"] = run.startedAt.map(timestamp)
+        object["finishedAt"] = run.finishedAt.map(timestamp)
+        return object
+    }
+
+    /// Instants as the API writes them: ISO 8601 with fractional seconds, UTC.
+    static func timestamp(_ date: Date) -> String {
+        Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+    }
+
+    /// Prints `object` as JSON with sorted keys.
+    static func print(_ object: [String: Any]) throws {
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        Swift.print(String(decoding: data, as: UTF8.self))
+    }
+}
