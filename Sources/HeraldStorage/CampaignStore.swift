@@ -68,6 +68,23 @@ public struct CampaignRun: Sendable, Hashable {
     public var finishedAt: Date?
 }
 
+extension CampaignRun {
+    /// Whether its counts are read live: it has no stored final counts yet (running, missed
+    /// runs have none to read, cancelled ones store theirs once settled).
+    var needsLiveCounts: Bool { state == .running || (state == .cancelled && counts == .empty) }
+}
+
+/// Where ``CampaignStore/fire(id:slot:by:apiKeyID:idempotencyKey:)`` fires.
+public enum CampaignFireSlot: Sendable, Hashable {
+    /// Now on the database clock, to the millisecond (a fire by the API).
+    case now
+    /// The current minute on the database clock (`heraldctl campaign fire` without `--slot`:
+    /// a CronJob started twice in a minute names one slot).
+    case currentMinute
+    /// This instant.
+    case at(Date)
+}
+
 /// A page of runs, newest first.
 public struct CampaignRunPage: Sendable, Hashable {
     /// The runs.
@@ -209,11 +226,21 @@ public struct CampaignStore: Sendable {
     /// Replaces a campaign's definition (checked as on create) and recomputes its next slot
     /// from now. An archived campaign is `DomainError` `campaign_archived` (409).
     public func update(id: CampaignID, _ definition: CampaignDefinition) async throws -> Campaign {
+        try await update(id: id) { _ in definition }
+    }
+
+    /// Changes a campaign's definition under its row lock: `change` gets the stored definition
+    /// and returns the new one (a PATCH merges its fields here, so two concurrent PATCHes of
+    /// different fields both take effect). Checked and saved as ``update(id:_:)`` does; an
+    /// error thrown by `change` passes through and nothing changes.
+    public func update(
+        id: CampaignID, merging change: @escaping @Sendable (CampaignDefinition) throws -> CampaignDefinition
+    ) async throws -> Campaign {
         try await StorageSQL.transaction(client, logger: logger, "update a campaign", attempts: 1, within: wait) {
             connection in
             let (current, now) = try await Self.lock(id, on: connection, logger: logger)
             guard current.state != .archived else { throw Self.archived(current) }
-            let checked = try definition.validated(now: now)
+            let checked = try change(current.definition).validated(now: now)
             let values = try Self.columnValues(checked, now: now)
             let rows = try await connection.query(
                 """
@@ -262,7 +289,8 @@ public struct CampaignStore: Sendable {
 
     // MARK: Firing
 
-    /// Fires `slot` of campaign `id` (default: now on the database clock, to the millisecond):
+    /// Fires `slot` of campaign `id` (default: now on the database clock, to the millisecond;
+    /// ``CampaignFireSlot/currentMinute`` for a CronJob):
     /// in one transaction, the run row (`UNIQUE (campaign, slot)`, and the idempotency key per
     /// campaign when given), its notification, hub sends and jobs. A slot or key that already
     /// has a run answers ``CampaignFireResult/existing(_:)`` and sends nothing.
@@ -271,7 +299,7 @@ public struct CampaignStore: Sendable {
     /// campaign, and `campaign_paused` (409) for a paused one: a pause stops every way of
     /// firing, so an operator who paused a campaign knows nothing goes out until it resumes.
     public func fire(
-        id: CampaignID, slot: Date? = nil, by firing: CampaignFiring, apiKeyID: Int64? = nil,
+        id: CampaignID, slot: CampaignFireSlot = .now, by firing: CampaignFiring, apiKeyID: Int64? = nil,
         idempotencyKey: IdempotencyKey? = nil
     ) async throws -> CampaignFireResult {
         try await StorageSQL.transaction(client, logger: logger, "fire a campaign", within: wait) { connection in
@@ -282,10 +310,18 @@ public struct CampaignStore: Sendable {
                     code: "campaign_paused",
                     message: "campaign \"\(campaign.definition.name)\" is paused; resume it to fire it", kind: .conflict)
             }
-            let slot = slot ?? Date(timeIntervalSince1970: (now.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
-            return try await fire(
-                campaign, slot: slot, state: .running, by: firing, apiKeyID: apiKeyID, idempotencyKey: idempotencyKey,
-                now: now, on: connection)
+            let instant: Date =
+                switch slot {
+                case .now: Date(timeIntervalSince1970: (now.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+                case .currentMinute: Date(timeIntervalSince1970: (now.timeIntervalSince1970 / 60).rounded(.down) * 60)
+                case .at(let date): date
+                }
+            let result = try await fire(
+                campaign, slot: instant, state: .running, by: firing, apiKeyID: apiKeyID,
+                idempotencyKey: idempotencyKey, now: now, on: connection)
+            guard case .existing(var run) = result, run.needsLiveCounts else { return result }
+            run.counts = try await Self.liveCounts(of: [run.id], on: connection, logger: logger)[run.id] ?? .empty
+            return .existing(run)
         }
     }
 
@@ -422,8 +458,8 @@ public struct CampaignStore: Sendable {
         r.finished_at
         """
 
-    /// A campaign's runs, newest first, in keyset pages (counts as stored: live counts are in
-    /// ``run(campaignID:runID:)``).
+    /// A campaign's runs, newest first, in keyset pages, with live counts for the runs still
+    /// going (one batched read) and stored counts for finished ones.
     public func runs(campaignID: CampaignID, cursor: String? = nil, limit: Int? = nil) async throws -> CampaignRunPage {
         let limit = try Self.pageSize(limit)
         let before = try cursor.map(Self.parseCursor) ?? Int64.max
@@ -443,6 +479,7 @@ public struct CampaignStore: Sendable {
                 runs.removeLast()
                 next = runs.last.map { Self.makeCursor($0.id) }
             }
+            try await Self.fillLiveCounts(&runs, logger: logger, client: client)
             return CampaignRunPage(runs: runs, nextCursor: next)
         }
     }
@@ -460,11 +497,10 @@ public struct CampaignStore: Sendable {
                 {
                     found = try Self.run(row)
                 }
-                guard var run = found else { return nil }
-                if run.state == .running || run.state == .cancelled && run.finishedAt == nil {
-                    run.counts = try await Self.liveCounts(of: [runID], on: connection, logger: logger)[runID] ?? .empty
-                }
-                return run
+                guard let run = found else { return nil }
+                var runs = [run]
+                try await Self.fillLiveCounts(&runs, logger: logger, connection: connection)
+                return runs[0]
             }
         }
     }
@@ -522,20 +558,24 @@ public struct CampaignStore: Sendable {
 
     /// Ends running runs whose notification is final (`Completed`, or `PartiallyFailed` when a
     /// hub send failed), storing their counts; and stores the final counts of cancelled runs
-    /// once nothing of theirs is in flight. Returns how many runs it ended, by state.
+    /// once nothing of theirs is in flight. Returns how many running runs it ended, by state.
     public func settleRuns(limit: Int = 100) async throws -> [CampaignRunState: Int] {
         try await StorageSQL.transaction(client, logger: logger, "settle campaign runs", within: wait) { connection in
             var ids: [Int64] = []
             var failed: [Int64: Bool] = [:]
-            for try await (id, state) in try await connection.query(
+            var cancelled: Set<Int64> = []
+            // Running runs whose notification is final, and cancelled ones whose last sends
+            // (in flight when the run was cancelled) have ended and whose counts are not stored.
+            for try await (id, runState, state) in try await connection.query(
                 """
-                SELECT r.id, n.state FROM campaign_runs r JOIN notifications n ON n.campaign_run_id = r.id
-                WHERE r.state = 'Running' AND n.finished_at IS NOT NULL
+                SELECT r.id, r.state, n.state FROM campaign_runs r JOIN notifications n ON n.campaign_run_id = r.id
+                WHERE (r.state = 'Running' OR (r.state = 'Cancelled' AND r.counts IS NULL)) AND n.finished_at IS NOT NULL
                 ORDER BY r.id LIMIT \(Int64(limit)) FOR UPDATE OF r SKIP LOCKED
                 """, logger: logger
-            ).decode((Int64, String).self) {
+            ).decode((Int64, String, String).self) {
                 ids.append(id)
                 failed[id] = NotificationState(rawValue: state)?.isFailure ?? true
+                if runState == CampaignRunState.cancelled.rawValue { cancelled.insert(id) }
             }
             guard !ids.isEmpty else { return [:] }
             let counts = try await Self.liveCounts(of: ids, on: connection, logger: logger)
@@ -548,14 +588,15 @@ public struct CampaignStore: Sendable {
                 // A run with any failed hub send is partially failed (the notification's state
                 // shows the worst one).
                 let failures = runCounts.hubSends.filter { NotificationState(rawValue: $0.key)?.isFailure == true }
-                let state: CampaignRunState = failed[id] == true || !failures.isEmpty ? .partiallyFailed : .completed
-                settled[state, default: 0] += 1
+                let state: CampaignRunState =
+                    cancelled.contains(id) ? .cancelled : failed[id] == true || !failures.isEmpty ? .partiallyFailed : .completed
+                if !cancelled.contains(id) { settled[state, default: 0] += 1 }
                 states.append(state.rawValue)
                 countTexts.append(String(decoding: try encoder.encode(runCounts), as: UTF8.self))
             }
             try await connection.query(
                 """
-                UPDATE campaign_runs r SET state = u.state, counts = u.counts::jsonb, finished_at = now()
+                UPDATE campaign_runs r SET state = u.state, counts = u.counts::jsonb, finished_at = coalesce(r.finished_at, now())
                 FROM unnest(\(ids)::int8[], \(states)::text[], \(countTexts)::text[]) AS u(id, state, counts)
                 WHERE r.id = u.id
                 """, logger: logger)
@@ -634,6 +675,31 @@ public struct CampaignStore: Sendable {
     }
 
     // MARK: Helpers
+
+    /// Replaces the counts of runs without stored final counts (running, or cancelled before
+    /// their counts were stored) by live ones, in one batched read.
+    static func fillLiveCounts(
+        _ runs: inout [CampaignRun], logger: Logger, connection: PostgresConnection
+    ) async throws {
+        let live = runs.filter(\.needsLiveCounts).map(\.id)
+        guard !live.isEmpty else { return }
+        let counts = try await liveCounts(of: live, on: connection, logger: logger)
+        for index in runs.indices where runs[index].needsLiveCounts {
+            runs[index].counts = counts[runs[index].id] ?? .empty
+        }
+    }
+
+    /// ``fillLiveCounts(_:logger:connection:)`` on a connection of `client`.
+    static func fillLiveCounts(_ runs: inout [CampaignRun], logger: Logger, client: PostgresClient) async throws {
+        guard runs.contains(where: \.needsLiveCounts) else { return }
+        var copy = runs
+        copy = try await client.withConnection { connection in
+            var filled = copy
+            try await fillLiveCounts(&filled, logger: logger, connection: connection)
+            return filled
+        }
+        runs = copy
+    }
 
     /// Live counts of runs from their hub sends and outcome rows (three grouped reads over the
     /// runs' hub sends, by `hub_sends_campaign_run`).

@@ -156,17 +156,18 @@ struct Campaigns: AsyncParsableCommand {
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
-            let instant: Date
+            // Without --slot, the current minute on the database clock (times come from the
+            // database, as the scheduler's do).
+            var chosen = CampaignFireSlot.currentMinute
             if let text = slot {
                 guard let parsed = ISO8601.date(text) else {
                     HeraldExit.fail(
                         "heraldctl",
                         CommandFailure("--slot \"\(text)\" is not an ISO 8601 instant such as 2026-11-24T09:00:00Z"))
                 }
-                instant = parsed
-            } else {
-                instant = Self.currentMinute(Date())
+                chosen = .at(parsed)
             }
+            let instant = chosen
             await withDatabase { ctl in
                 let campaign = try await ctl.campaign(named: name)
                 let result = try await ctl.stores.campaigns.fire(id: campaign.id, slot: instant, by: .command)
@@ -184,15 +185,10 @@ struct Campaigns: AsyncParsableCommand {
                     )
                 } else {
                     print(
-                        "slot \(ISO8601.string(instant)) of campaign \(campaign.definition.name) already has run \(run.id) "
+                        "slot \(ISO8601.string(run.slot)) of campaign \(campaign.definition.name) already has run \(run.id) "
                             + "(\(run.state.rawValue), fired by \(run.firedBy.rawValue)); nothing sent again")
                 }
             }
-        }
-
-        /// `date` truncated to its minute.
-        static func currentMinute(_ date: Date) -> Date {
-            Date(timeIntervalSince1970: (date.timeIntervalSince1970 / 60).rounded(.down) * 60)
         }
     }
 
@@ -211,17 +207,8 @@ struct Campaigns: AsyncParsableCommand {
             await withDatabase { ctl in
                 let campaign = try await ctl.campaign(named: name)
                 let page = try await ctl.stores.campaigns.runs(campaignID: campaign.id, limit: limit)
-                // The page has the counts runs stored when they ended; running ones are read live.
-                var runs: [CampaignRun] = []
-                for run in page.runs {
-                    if run.state == .running,
-                        let live = try await ctl.stores.campaigns.run(campaignID: campaign.id, runID: run.id)
-                    {
-                        runs.append(live)
-                    } else {
-                        runs.append(run)
-                    }
-                }
+                // Running runs come with live counts, finished ones with those they stored.
+                let runs = page.runs
                 if output.json {
                     try CampaignOutput.print([
                         "runs": runs.map(CampaignOutput.run), "nextCursor": page.nextCursor.map { $0 as Any } ?? NSNull(),

@@ -253,8 +253,13 @@ struct CampaignAPITests {
             #expect(withBody.errorMessage?.contains("slot is not a field") == true, "\(withBody.text)")
             #expect(try await api.count("SELECT count(*) FROM campaign_runs") == 3)
 
-            // A paused campaign still fires when asked (only its schedule stops).
+            // A paused campaign fires nothing, by hand either, until it resumes.
             #expect(try await api.send(.post, "/v1/campaigns/\(id)/pause", auth: keyAuth(key)).status == .ok)
+            let paused = try await api.send(.post, "/v1/campaigns/\(id)/runs", auth: keyAuth(key))
+            #expect(paused.status == .conflict)
+            #expect(paused.errorCode == "campaign_paused")
+            #expect(try await api.count("SELECT count(*) FROM campaign_runs") == 3)
+            #expect(try await api.send(.post, "/v1/campaigns/\(id)/resume", auth: keyAuth(key)).status == .ok)
             #expect(try await api.send(.post, "/v1/campaigns/\(id)/runs", auth: keyAuth(key)).status == .created)
         }
     }

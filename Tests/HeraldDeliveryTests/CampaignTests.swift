@@ -129,7 +129,7 @@ struct CampaignTests {
                         return "tick fired \(tick.fired) duplicates \(tick.duplicates)"
                     }
                     group.addTask {
-                        switch try await campaigns.fire(id: campaign.id, slot: slot, by: .command) {
+                        switch try await campaigns.fire(id: campaign.id, slot: .at(slot), by: .command) {
                         case .fired: return "command fired"
                         case .existing: return "command existing"
                         }

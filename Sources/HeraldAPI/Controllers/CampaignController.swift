@@ -71,9 +71,11 @@ struct CampaignController: Sendable {
         let key = try requireKey(context)
         let id = try Self.campaignID(context)
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .senderAPI)
-        let current = try await existing(id)
-        let definition = try CampaignRequestReader.patched(current.definition, with: body, limits: hubSendLimits)
-        let campaign = try await store.update(id: id, definition)
+        let limits = hubSendLimits
+        // Merged under the campaign's row lock: concurrent PATCHes of different fields both hold.
+        let campaign = try await store.update(id: id) { stored in
+            try CampaignRequestReader.patched(stored, with: body, limits: limits)
+        }
         context.logger.info("herald.campaign.updated", metadata: ["campaign.id": "\(id)", "api_key.id": "\(key.id)"])
         return try JSONWriter.response(CampaignBody(campaign, now: Date()))
     }
