@@ -102,7 +102,8 @@ public struct DeliveryConfiguration: Sendable {
     /// `HERALD_CAMPAIGN_SCHEDULER`.
     public static let campaignSchedulerToggle = Setting.toggle(
         "campaign.scheduler", default: true,
-        "whether this worker fires campaigns' due slots (every worker may: one fires each slot); off when only a Kubernetes CronJob running `heraldctl campaign fire` should")
+        "whether this worker fires campaigns' due slots (every worker may: one fires each slot); off when only a Kubernetes CronJob running `heraldctl campaign fire` should"
+    )
 
     /// Every key this configuration reads.
     public static let settings = [

@@ -61,7 +61,8 @@ public struct DeliveryHandlers: Sendable {
             authenticationAttempts: configuration.authenticationAttempts, maxSyncRounds: configuration.maxSyncRounds)
         let store = stores.notifications
         self.notifications = NotificationJobRunner(
-            store: store, campaigns: stores.campaigns, starter: NotificationAttemptStarter(store: store), writer: NotificationOutcomeWriter(store: store),
+            store: store, campaigns: stores.campaigns, starter: NotificationAttemptStarter(store: store),
+            writer: NotificationOutcomeWriter(store: store),
             hub: hub, throttle: HubThrottle(),
             limits: .init(
                 retryAfterCap: configuration.retryAfterCap, authenticationAttempts: configuration.authenticationAttempts,

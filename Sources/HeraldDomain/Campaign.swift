@@ -56,7 +56,8 @@ public enum CampaignAudience: Sendable, Hashable {
             default: return self
             }
         } catch {
-            throw DomainError(code: "invalid_audience", message: error.message.replacingOccurrences(of: "target.", with: "audience."))
+            throw DomainError(
+                code: "invalid_audience", message: error.message.replacingOccurrences(of: "target.", with: "audience."))
         }
     }
 }

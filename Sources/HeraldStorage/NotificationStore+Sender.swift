@@ -318,7 +318,8 @@ extension NotificationStore {
         )
         let target = try JSONDecoder().decode(NotificationTarget.self, from: Data(head.4.utf8))
         let summary = NotificationSummary(
-            id: head.0, apiKeyID: head.1, senderUserID: head.2, campaignRunID: try cells[12].decode(Int64?.self), state: NotificationState(rawValue: head.3) ?? .unknown,
+            id: head.0, apiKeyID: head.1, senderUserID: head.2, campaignRunID: try cells[12].decode(Int64?.self),
+            state: NotificationState(rawValue: head.3) ?? .unknown,
             target: target, tags: head.5, sendAt: tail.0, deadline: tail.1, createdAt: tail.2, updatedAt: tail.3,
             finishedAt: tail.4)
         return (summary, tail.5)

@@ -25,7 +25,9 @@ struct CampaignTests {
     }
 
     /// Waits until the run is final (settling runs as the scheduler does) and returns it.
-    static func finished(_ world: SendWorld, _ run: CampaignRun, timeout: Duration = .seconds(30)) async throws
+    static func finished(
+        _ world: SendWorld, _ run: CampaignRun, timeout: Duration = .seconds(30)
+    ) async throws
         -> CampaignRun
     {
         try await Poll.until(timeout: timeout, "run \(run.id) never finished") {

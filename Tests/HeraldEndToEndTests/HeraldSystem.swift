@@ -59,7 +59,8 @@ struct HeraldSystem: Sendable {
             worker.stderr.contains { $0.contains("herald.worker.started") }
         }
         let system = HeraldSystem(
-            db: db, emulator: emulator, api: api, worker: worker, workerEnvironment: workerEnvironment, apiURL: "http://127.0.0.1:\(port)",
+            db: db, emulator: emulator, api: api, worker: worker, workerEnvironment: workerEnvironment,
+            apiURL: "http://127.0.0.1:\(port)",
             emulatorURL: emulatorURL, hub: hubEnvironment["HERALD_HUB_NAME"] ?? "herald")
         defer {
             for process in [api, worker, emulator] { process.signal(SIGTERM) }
