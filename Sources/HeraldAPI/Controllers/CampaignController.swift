@@ -55,7 +55,8 @@ struct CampaignController: Sendable {
             includeArchived: includeArchived, cursor: query.get("cursor"), limit: try Self.limit(query.get("limit")))
         let now = Date()
         return try JSONWriter.response(
-            CampaignPageBody(campaigns: page.campaigns.map { CampaignBody($0, now: now) }, nextCursor: page.nextCursor))
+            PageBody(
+                name: "campaigns", items: page.campaigns.map { CampaignBody($0, now: now) }, nextCursor: page.nextCursor))
     }
 
     /// `GET /v1/campaigns/{id}`.
@@ -131,7 +132,7 @@ struct CampaignController: Sendable {
         _ = try await existing(id)
         let page = try await store.runs(campaignID: id, cursor: query.get("cursor"), limit: limit)
         return try JSONWriter.response(
-            CampaignRunPageBody(runs: page.runs.map(CampaignRunBody.init), nextCursor: page.nextCursor))
+            PageBody(name: "runs", items: page.runs.map(CampaignRunBody.init), nextCursor: page.nextCursor))
     }
 
     /// `GET /v1/campaigns/{id}/runs/{run}`.

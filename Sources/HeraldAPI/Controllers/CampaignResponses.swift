@@ -79,20 +79,6 @@ struct ContentBody: Encodable {
     }
 }
 
-/// `GET /v1/campaigns`.
-struct CampaignPageBody: Encodable {
-    var campaigns: [CampaignBody]
-    var nextCursor: String?
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(campaigns, forKey: .campaigns)
-        try container.encode(nextCursor, forKey: .nextCursor)  // null on the last page
-    }
-
-    enum CodingKeys: String, CodingKey { case campaigns, nextCursor }
-}
-
 /// A run: its slot, how it was fired, its state and counts.
 struct CampaignRunBody: Encodable {
     var id: CampaignRunID
@@ -118,18 +104,4 @@ struct CampaignRunBody: Encodable {
         startedAt = run.startedAt
         finishedAt = run.finishedAt
     }
-}
-
-/// `GET /v1/campaigns/{id}/runs`.
-struct CampaignRunPageBody: Encodable {
-    var runs: [CampaignRunBody]
-    var nextCursor: String?
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(runs, forKey: .runs)
-        try container.encode(nextCursor, forKey: .nextCursor)  // null on the last page
-    }
-
-    enum CodingKeys: String, CodingKey { case runs, nextCursor }
 }

@@ -88,7 +88,7 @@ struct NotificationController: Sendable {
             state: state, since: try date("since"), until: try date("until"), tag: query.get("tag"),
             cursor: query.get("cursor"), limit: limit)
         return try JSONWriter.response(
-            PageBody(notifications: page.notifications.map(SummaryBody.init), nextCursor: page.nextCursor))
+            PageBody(name: "notifications", items: page.notifications.map(SummaryBody.init), nextCursor: page.nextCursor))
     }
 
     /// `DELETE /v1/notifications/{id}`.

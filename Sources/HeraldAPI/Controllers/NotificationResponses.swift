@@ -175,16 +175,24 @@ struct OutcomeBody: Encodable {
     }
 }
 
-/// `GET /v1/notifications`.
-struct PageBody: Encodable {
-    var notifications: [SummaryBody]
+/// A keyset page of a list (`GET /v1/notifications`, `/v1/campaigns`, `…/runs`): the items
+/// under the list's own name, and `nextCursor`, `null` on the last page.
+struct PageBody<Item: Encodable>: Encodable {
+    /// The items' key: `notifications`, `campaigns`, `runs`.
+    var name: String
+    var items: [Item]
     var nextCursor: String?
 
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(notifications, forKey: .notifications)
-        try container.encode(nextCursor, forKey: .nextCursor)  // null on the last page
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 
-    enum CodingKeys: String, CodingKey { case notifications, nextCursor }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(items, forKey: Key(stringValue: name))
+        try container.encode(nextCursor, forKey: Key(stringValue: "nextCursor"))
+    }
 }
