@@ -52,7 +52,10 @@ struct HeraldWorkerMain: AsyncParsableCommand {
             try? await httpClient.shutdown()
             HeraldExit.fail("herald-worker", error)
         }
-        let listener = JobQueueListener(client: client, logger: logger)
+        // With HERALD_QUEUE_NOTIFY off (behind a transaction-pooling proxy) nothing notifies,
+        // and a LISTEN through such a proxy would sit on a pooled server connection, whose
+        // notifications the proxy drops: the executors poll instead.
+        let listener = runtime.queue.notifyOnEnqueue ? JobQueueListener(client: client, logger: logger) : nil
         let maintenance = JobQueueMaintenance(
             queue: stores.queue, configuration: .init(historyRetention: delivery.historyRetention))
         let notificationMaintenance = NotificationMaintenance(
@@ -63,10 +66,11 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         let statusListener = OpsListener(
             host: delivery.metricsHost, port: delivery.metricsPort, stores: stores, registry: registry, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: client), .init(service: stores.availability), .init(service: listener),
+            .init(service: client), .init(service: stores.availability),
             .init(service: maintenance), .init(service: notificationMaintenance), .init(service: deviceMaintenance),
             .init(service: statusListener),
         ]
+        if let listener { services.insert(.init(service: listener), at: 2) }
         let executors = handlersByQueue.sorted(by: { $0.key < $1.key }).map { queueName, handlers in
             JobExecutor(
                 queue: stores.queue, handlers: handlers,
