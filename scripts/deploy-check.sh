@@ -123,14 +123,15 @@ run_stage_closure() {
 }
 
 check_ldd() {
-  local scratch="${1:-.build}" stage product
+  local scratch="${1:-.build}" product
   ensure_venv
   # -lxml2 (in the flags, as in the image's build stage) needs libxml2's development link.
   if ! ls /usr/lib/*/libxml2.so >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive $(sudo_cmd) apt-get install -y -qq --no-install-recommends libxml2-dev >/dev/null
   fi
+  # Global, for the exit trap.
   stage="$(mktemp -d)"
-  trap 'rm -rf "$stage"' EXIT
+  trap 'rm -rf "${stage:-}"' EXIT
   local started=$SECONDS
   for product in $products; do
     "$venv/bin/python" "$check_py" static-link "$scratch" deploy/Dockerfile "$product" "$stage/$product"
