@@ -9,7 +9,7 @@ DB_ENV := .data/postgres.env
 
 help:
 	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
-	@echo "make test        start PostgreSQL, build every product, run every test and the reduced fault harness"
+	@echo "make test        start PostgreSQL, build every product, run every test (also through PgBouncer), the deploy checks and the reduced fault harness"
 	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, ...)"
 	@echo "make bench       every benchmark (release build); bench-queue, bench-hub, bench-api, bench-send for subsets"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
@@ -26,15 +26,22 @@ build:
 	$(SWIFT) build
 
 # db-up, then build every product (tests start the executables as child processes), then the
-# Swift tests, then the fault harness at its reduced size (it restarts the cluster, so it runs
-# alone, after them). `make test` fails when either fails.
+# Swift tests; then the end-to-end send and registration suites again, through a PgBouncer in
+# transaction mode with three workers (scripts/pgbouncer.sh); then the deploy files' checks
+# (scripts/deploy-check.sh); then the fault harness at its reduced size (it restarts the
+# cluster, so it runs alone, after them). `make test` fails when any of them fails.
 test: db-up
 	$(SWIFT) build --build-tests
 	@set -a; . ./$(DB_ENV); set +a; \
 	  scripts/test-db-cleanup.sh; \
-	  status=0; \
-	  HERALD_BIN_DIR="$$($(SWIFT) build --show-bin-path)" $(SWIFT) test --skip-build || status=$$?; \
-	  scripts/chaos.sh "$$($(SWIFT) build --show-bin-path)" reduced || status=$$((status == 0 ? 1 : status)); \
+	  status=0; bin="$$($(SWIFT) build --show-bin-path)"; \
+	  HERALD_BIN_DIR="$$bin" $(SWIFT) test --skip-build || status=$$?; \
+	  ( scripts/pgbouncer.sh up >/dev/null && set -a && . ./.data/pgbouncer.env && set +a && \
+	    HERALD_TEST_WORKERS=3 HERALD_BIN_DIR="$$bin" $(SWIFT) test --skip-build \
+	      --filter 'HeraldEndToEndTests.(SendTests|DeviceRegistrationTests)' ) || status=$$((status == 0 ? 1 : status)); \
+	  scripts/pgbouncer.sh down || true; \
+	  scripts/deploy-check.sh all "$$bin" || status=$$((status == 0 ? 1 : status)); \
+	  scripts/chaos.sh "$$bin" reduced || status=$$((status == 0 ? 1 : status)); \
 	  exit $$status
 
 # The fault harness at full size (scripts/chaos/chaos.py): one line per scenario.

@@ -52,7 +52,10 @@ struct HeraldWorkerMain: AsyncParsableCommand {
             try? await httpClient.shutdown()
             HeraldExit.fail("herald-worker", error)
         }
-        let listener = JobQueueListener(client: client, logger: logger)
+        // With HERALD_QUEUE_NOTIFY off (behind a transaction-pooling proxy) nothing notifies,
+        // and a LISTEN through such a proxy would sit on a pooled server connection, whose
+        // notifications the proxy drops: the executors poll instead.
+        let listener = runtime.queue.notifyOnEnqueue ? JobQueueListener(client: client, logger: logger) : nil
         let maintenance = JobQueueMaintenance(
             queue: stores.queue, configuration: .init(historyRetention: delivery.historyRetention))
         let notificationMaintenance = NotificationMaintenance(
@@ -63,23 +66,24 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         let statusListener = OpsListener(
             host: delivery.metricsHost, port: delivery.metricsPort, stores: stores, registry: registry, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: client), .init(service: stores.availability), .init(service: listener),
+            .init(service: client), .init(service: stores.availability),
             .init(service: maintenance), .init(service: notificationMaintenance), .init(service: deviceMaintenance),
             .init(service: statusListener),
         ]
+        if let listener { services.insert(.init(service: listener), at: 2) }
         if delivery.campaignScheduler {
             services.append(.init(service: CampaignScheduler(store: stores.campaigns, logger: logger)))
         }
-        for (queueName, handlers) in handlersByQueue.sorted(by: { $0.key < $1.key }) {
-            let executor = JobExecutor(
+        let executors = handlersByQueue.sorted(by: { $0.key < $1.key }).map { queueName, handlers in
+            JobExecutor(
                 queue: stores.queue, handlers: handlers,
                 configuration: .init(
                     queue: queueName, concurrency: delivery.concurrency, leaseDuration: delivery.lease,
                     hotPollInterval: delivery.hotPollInterval,
                     retryPolicy: DeliveryHandlers.retryPolicy(forQueue: queueName)),
                 listener: listener)
-            services.append(.init(service: executor))
         }
+        services.append(.init(service: ExecutorGroup(executors: executors, logger: logger)))
         logger.notice(
             "herald.worker.started",
             metadata: ["queues": "\(handlersByQueue.keys.sorted())", "hub.name": "\(delivery.hubName)"])
@@ -96,5 +100,30 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         } catch {
             HeraldExit.fail("herald-worker", error)
         }
+    }
+}
+
+/// Every queue's executor as one service. A `ServiceGroup` shuts its services down one after
+/// another, so as separate services the second queue would go on claiming while the first
+/// drained, and the drain would take one budget per queue. As one service, SIGTERM reaches
+/// them all at once: every queue stops claiming, and they drain side by side within one
+/// `JobExecutor.Configuration.shutdownBudget` (deploy/README.md sizes the grace periods on it).
+struct ExecutorGroup: Service {
+    let executors: [JobExecutor]
+    let logger: Logger
+
+    func run() async {
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                for executor in executors {
+                    group.addTask { await executor.run() }
+                }
+            }
+        } onGracefulShutdown: { [executors, logger] in
+            let budget = executors.map(\.configuration.shutdownBudget).max() ?? .zero
+            logger.notice(
+                "herald.worker.stopping", metadata: ["shutdown.budget_seconds": "\(budget.components.seconds)"])
+        }
+        logger.notice("herald.worker.drained")
     }
 }

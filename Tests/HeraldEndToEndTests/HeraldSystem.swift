@@ -11,23 +11,51 @@ import Testing
 /// The whole system as separate processes, as `make run` starts it: `nh-emulator`,
 /// `herald-api` and `herald-worker`, on a fresh database, each on a free loopback port.
 /// Tests talk to it over HTTP only, like the tutorial app clients do.
+///
+/// Two environment variables change how it runs, so that the same suites also check Herald
+/// as production runs it (`make test` runs the send and registration suites both ways):
+/// - `HERALD_TEST_PGBOUNCER_URL`: the API and the workers reach the test's database through
+///   this PgBouncer (transaction pooling, `scripts/pgbouncer.sh`), with `HERALD_QUEUE_NOTIFY`
+///   off, as deploy/README.md says to run behind one. The test's own queries stay direct.
+/// - `HERALD_TEST_WORKERS`: how many `herald-worker` processes share the queue (default 1).
 struct HeraldSystem: Sendable {
     let db: TestDatabase
     let emulator: ChildProcess
     let api: ChildProcess
-    let worker: ChildProcess
-    /// The environment the worker runs with (to start more workers like it).
-    let workerEnvironment: [String: String]
+    /// Every worker process; `worker` is the first.
+    let workers: [ChildProcess]
+    var worker: ChildProcess { workers[0] }
     /// `http://127.0.0.1:<port>` of herald-api.
     let apiURL: String
     /// `http://127.0.0.1:<port>` of the emulator (its `/_emulator` inspection API).
     let emulatorURL: String
     let hub: String
+    /// The environment the workers were started with (for a test that starts another).
+    let workerEnvironment: [String: String]
+
+    /// The PgBouncer the processes go through, if the run asks for one.
+    static var pgbouncerURL: String? { ProcessInfo.processInfo.environment["HERALD_TEST_PGBOUNCER_URL"] }
+
+    /// How many workers to start when a test does not say.
+    static var defaultWorkerCount: Int {
+        ProcessInfo.processInfo.environment["HERALD_TEST_WORKERS"].flatMap { Int($0) }.map { max(1, $0) } ?? 1
+    }
+
+    /// The database URL the processes get: `db`'s own, or the same database through PgBouncer.
+    static func processDatabaseURL(_ db: TestDatabase) throws -> String {
+        guard let proxy = pgbouncerURL else { return db.url }
+        guard var components = URLComponents(string: proxy) else {
+            throw TestSupportError("bad HERALD_TEST_PGBOUNCER_URL")
+        }
+        components.path = "/" + db.name
+        return components.string!
+    }
 
     /// Starts everything on `db`, with users `alice` and `bob` (passwords `<name>-password`),
-    /// runs `body`, and stops the processes.
+    /// runs `body`, and stops the processes. `workers` defaults to `HERALD_TEST_WORKERS`.
     static func with<T: Sendable>(
-        _ db: TestDatabase, environment: [String: String] = [:], _ body: @Sendable (HeraldSystem) async throws -> T
+        _ db: TestDatabase, environment: [String: String] = [:], workers workerCount: Int? = nil,
+        _ body: @Sendable (HeraldSystem) async throws -> T
     ) async throws -> T {
         let users = UserStore(client: db.client, logger: db.logger)
         for name in ["alice", "bob"] {
@@ -45,27 +73,46 @@ struct HeraldSystem: Sendable {
             connectionString.split(separator: ";").first { $0.hasPrefix("Endpoint=") }?.dropFirst("Endpoint=".count))
         let emulatorURL = endpoint.replacingOccurrences(of: "sb://", with: "http://").trimmingSuffix("/")
 
-        var common = ["HERALD_DATABASE_URL": db.url, "HERALD_LOG_LEVEL": "info", "HERALD_WORKER_METRICS_PORT": "0"]
+        var common = [
+            "HERALD_DATABASE_URL": try processDatabaseURL(db), "HERALD_LOG_LEVEL": "info",
+            "HERALD_WORKER_METRICS_PORT": "0",
+        ]
+        // LISTEN/NOTIFY cannot pass a transaction-pooling proxy: workers poll behind one.
+        if pgbouncerURL != nil { common["HERALD_QUEUE_NOTIFY"] = "off" }
         for (key, value) in environment { common[key] = value }
         let api = try ChildProcess("herald-api", environment: common.merging(["HERALD_API_PORT": "0"]) { $1 })
         let workerEnvironment = common.merging(hubEnvironment) { $1 }
-        let worker = try ChildProcess("herald-worker", environment: workerEnvironment)
+        let workers = try (0..<(workerCount ?? defaultWorkerCount)).map { _ in
+            try ChildProcess("herald-worker", environment: workerEnvironment)
+        }
         try await Poll.until(timeout: .seconds(60), "herald-api never listened: \(api.stderr.suffix(5))") {
             api.stderr.contains { $0.contains("herald.api.listening") }
         }
         let listening = try #require(api.stderr.first { $0.contains("herald.api.listening") })
         let port = try #require(listening.firstMatch(of: /port=(\d+)/)?.1)
+        for worker in workers {
+            try await Poll.until(timeout: .seconds(60), "herald-worker never started: \(worker.stderr.suffix(5))") {
+                worker.stderr.contains { $0.contains("herald.worker.started") }
+            }
+        }
+        let system = HeraldSystem(
+            db: db, emulator: emulator, api: api, workers: workers, apiURL: "http://127.0.0.1:\(port)",
+            emulatorURL: emulatorURL, hub: hubEnvironment["HERALD_HUB_NAME"] ?? "herald",
+            workerEnvironment: workerEnvironment)
+        defer {
+            for process in [api, emulator] + workers { process.signal(SIGTERM) }
+        }
+        return try await body(system)
+    }
+
+    /// Starts one more worker like the others and waits until it runs; stopping it is the
+    /// caller's job.
+    func startWorker() async throws -> ChildProcess {
+        let worker = try ChildProcess("herald-worker", environment: workerEnvironment)
         try await Poll.until(timeout: .seconds(60), "herald-worker never started: \(worker.stderr.suffix(5))") {
             worker.stderr.contains { $0.contains("herald.worker.started") }
         }
-        let system = HeraldSystem(
-            db: db, emulator: emulator, api: api, worker: worker, workerEnvironment: workerEnvironment,
-            apiURL: "http://127.0.0.1:\(port)",
-            emulatorURL: emulatorURL, hub: hubEnvironment["HERALD_HUB_NAME"] ?? "herald")
-        defer {
-            for process in [api, worker, emulator] { process.signal(SIGTERM) }
-        }
-        return try await body(system)
+        return worker
     }
 
     // MARK: HTTP

@@ -203,6 +203,46 @@ struct SendTests {
         }
     }
 
+    @Test("many sends, shared by every worker: each reaches the hub, and only a recorded second call repeats one")
+    func everySendOnce() async throws {
+        try await TestDatabase.with { db async throws in
+            try await HeraldSystem.with(db) { system in
+                let handle = Self.apnsHandle()
+                _ = try await system.tutorialRegister(user: "bob", handle: handle)
+                try await system.waitForHub(handle: handle, "registered") { $0.count == 1 }
+                let key = try await APIKeyStore(client: db.client, logger: db.logger)
+                    .create(name: "bulk-sender", scopes: [.send, .read], rateLimitPerSecond: 1000).key
+                // Three batches, so that idle workers and busy ones both get a chance to claim.
+                var ids: Set<String> = []
+                for wave in 0..<3 {
+                    let items = (0..<40).map { n in
+                        #"{"target":{"user":"bob"},"content":{"apple":{"aps":{"alert":"wave \#(wave) item \#(n)"}}}}"#
+                    }
+                    let reply = try await system.request(
+                        .POST, "/v1/notifications:batch", authorization: "Bearer \(key)",
+                        body: #"{"notifications":[\#(items.joined(separator: ","))]}"#)
+                    try #require(reply.status == .accepted, "\(reply.status) \(reply.body.prefix(300))")
+                    let object = try JSONSerialization.jsonObject(with: Data(reply.body.utf8)) as? [String: Any]
+                    let accepted = try #require(object?["notifications"] as? [[String: Any]])
+                    ids.formUnion(accepted.compactMap { $0["id"] as? String })
+                }
+                #expect(ids.count == 120)
+                try await Poll.until(timeout: .seconds(60), "not every send completed") {
+                    try await db.count("SELECT count(*) FROM notifications WHERE state = 'Completed'") == 120
+                }
+                let deliveries = try await Self.deliveries(system, to: handle, count: 120)
+                let texts = Set(deliveries.map(\.payload))
+                #expect(texts.count == 120, "every notification's own payload arrived")
+                // At least once: a notification reaches the push service again only when the
+                // worker made (and recorded) a second hub call for it.
+                let hubCalls = try await db.count(
+                    "SELECT count(*) FROM notification_outcomes WHERE kind = 'send' AND http_status BETWEEN 200 AND 299")
+                #expect(deliveries.count == hubCalls, "\(deliveries.count) deliveries for \(hubCalls) successful hub calls")
+                #expect(hubCalls >= 120)
+            }
+        }
+    }
+
     @Test("a send cancelled before it goes out ends Cancelled and never reaches the hub")
     func cancel() async throws {
         try await TestDatabase.with { db async throws in

@@ -135,6 +135,12 @@ public struct HubInspection: Sendable {
         guard status == 200 else { throw TestSupportError("faults answered \(status)") }
     }
 
+    /// Removes every fault rule.
+    public func clearFaults() async throws {
+        let (status, _) = try await call(.DELETE, "/faults")
+        guard status == 204 else { throw TestSupportError("DELETE faults answered \(status)") }
+    }
+
     /// The hub requests logged so far.
     public func requests() async throws -> [LoggedRequest] {
         let (status, body) = try await call(.GET, "/requests")

@@ -1,0 +1,133 @@
+import Foundation
+import HeraldStorage
+import HeraldTestSupport
+import PostgresNIO
+import Testing
+
+/// What Kubernetes and Compose assume when they stop a worker (deploy/README.md): on SIGTERM
+/// the real `herald-worker` stops claiming on every queue, lets its running jobs finish within
+/// the shutdown budget, releases those still running at the budget's end, and exits 0 — so its
+/// grace period only has to exceed that budget, which the deploy files are checked against.
+@Suite(
+    "End to end: worker shutdown",
+    .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct WorkerShutdownTests {
+
+    @Test("SIGTERM to a busy worker: it claims nothing more, finishes the quick sends, releases the stuck ones, exits 0")
+    func sigtermDrains() async throws {
+        try await TestDatabase.with { db async throws in
+            try await HeraldSystem.with(db, workers: 1) { system in
+                let worker = system.worker
+                let bob = SendTests.apnsHandle()
+                _ = try await system.tutorialRegister(user: "bob", handle: bob)
+                try await system.waitForHub(handle: bob, "bob's device") { $0.count == 1 }
+
+                // Ten sends the hub answers after 1.5 s, four it holds far past the budget.
+                try await system.inspection.addFaults([
+                    FaultRule(method: "POST", pathPattern: "/messages", delayMs: 1_500, count: 10),
+                    FaultRule(method: "POST", pathPattern: "/messages", delayMs: 600_000, count: 4),
+                ])
+                let key = try await SendTests.apiKey(system)
+                let items = (0..<14).map { n in #"{"target":{"user":"bob"},"content":{"apple":{"aps":{"alert":"busy \#(n)"}}}}"# }
+                let batch = try await system.request(
+                    .POST, "/v1/notifications:batch", authorization: "Bearer \(key)",
+                    body: #"{"notifications":[\#(items.joined(separator: ","))]}"#)
+                try #require(batch.status == .accepted, "\(batch.status) \(batch.body.prefix(300))")
+                try await Poll.until(timeout: .seconds(30), "the worker never held all 14 sends") {
+                    try await db.count(
+                        "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications' AND state = 'running'") == 14
+                }
+
+                let stopped = ContinuousClock.now
+                worker.signal(SIGTERM)
+                try await Poll.until(timeout: .seconds(10), "no herald.worker.stopping: \(worker.stderr.suffix(3))") {
+                    worker.stderr.contains { $0.contains("herald.worker.stopping") }
+                }
+                // The budget the running worker announces, and the moment (database clock) after
+                // which it must claim nothing: a claim records its transaction's start.
+                let stopping = try #require(worker.stderr.first { $0.contains("herald.worker.stopping") })
+                let seconds = try #require(stopping.firstMatch(of: /shutdown.budget_seconds=(\d+)/).flatMap { Int($0.1) })
+                let budget = Duration.seconds(seconds)
+                var stopAt = Date()
+                for try await now in try await db.client.query("SELECT now()", logger: db.logger).decode(Date.self) {
+                    stopAt = now
+                }
+                // Work that arrives now, on both queues, must wait for another worker.
+                let late = try await system.request(
+                    .POST, "/v1/notifications", authorization: "Bearer \(key)",
+                    body: #"{"target":{"user":"bob"},"content":{"apple":{"aps":{"alert":"late"}}}}"#)
+                #expect(late.status == .accepted, "\(late.body)")
+                let alice = SendTests.apnsHandle()
+                _ = try await system.tutorialRegister(user: "alice", handle: alice)
+
+                let status = try await worker.waitForExit(timeout: .seconds(90))
+                let took = ContinuousClock.now - stopped
+                let log = worker.stderr.suffix(30).joined(separator: "\n")
+                #expect(status == 0, "exit status; worker: \(log)")
+                #expect(took >= budget - .seconds(1), "the stuck sends had the whole budget (took \(took)); worker: \(log)")
+                #expect(took < budget + .seconds(10), "the drain took \(took) for a budget of \(budget)")
+                #expect(worker.stderr.contains { $0.contains("herald.worker.drained") })
+
+                // It claimed nothing after SIGTERM, though there was work on both queues.
+                let claimedAfter = try await db.count(
+                    """
+                    SELECT (SELECT count(*) FROM pgqueue.jobs WHERE attempted_at > \(stopAt))
+                         + (SELECT count(*) FROM pgqueue.job_history WHERE attempted_at > \(stopAt))
+                    """)
+                #expect(claimedAfter == 0, "jobs claimed after SIGTERM")
+                #expect(
+                    try await db.count(
+                        "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications' AND created_at > \(stopAt) AND attempted_at IS NULL"
+                    ) >= 1, "the late send waits")
+                #expect(
+                    try await db.count(
+                        "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'devices' AND created_at > \(stopAt) AND attempted_at IS NULL"
+                    ) == 1,
+                    "alice's registration waits")
+                // Nothing is left leased by the worker that is gone.
+                #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE state = 'running'") == 0)
+                // The quick sends finished, once each.
+                #expect(
+                    try await db.count("SELECT count(*) FROM notification_outcomes WHERE kind = 'send' AND http_status = 201")
+                        == 10)
+                #expect(try await system.inspection.deliveries().filter { $0.pnsHandle == bob }.count == 10)
+                // The stuck ones went back to the queue at once, not after their lease.
+                #expect(
+                    try await db.count(
+                        """
+                        SELECT count(*) FROM pgqueue.jobs
+                        WHERE kind = 'notification.send' AND state IN ('available', 'retryable') AND locked_by IS NULL
+                          AND attempted_at IS NOT NULL
+                        """) == 4, "worker: \(log)")
+
+                // Another worker takes everything over; nothing was lost.
+                try await system.inspection.clearFaults()
+                let next = try await system.startWorker()
+                try await Poll.until(timeout: .seconds(60), "the released and late sends never reached the hub") {
+                    try await db.count(
+                        "SELECT count(DISTINCT notification_id) FROM notification_outcomes WHERE kind = 'send' AND http_status = 201"
+                    )
+                        == 15
+                }
+                try await system.waitForHub(handle: alice, "alice's registration") { $0.count == 1 }
+                next.signal(SIGTERM)
+                #expect(try await next.waitForExit(timeout: .seconds(60)) == 0)
+
+                try Self.checkGracePeriods(budgetSeconds: seconds)
+            }
+        }
+    }
+
+    /// The grace periods in deploy/ cover the drain budget, with room for the last writes.
+    static func checkGracePeriods(budgetSeconds budget: Int) throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let manifest = try String(contentsOf: root.appendingPathComponent("deploy/kubernetes/worker.yaml"), encoding: .utf8)
+        let grace = try #require(manifest.firstMatch(of: /terminationGracePeriodSeconds: (\d+)/).flatMap { Int($0.1) })
+        #expect(grace >= budget + 15, "worker.yaml: \(grace) s for a \(budget) s budget")
+        let compose = try String(contentsOf: root.appendingPathComponent("deploy/compose.yaml"), encoding: .utf8)
+        let workerSection = try #require(compose.firstRange(of: "  herald-worker:\n").map { compose[$0.lowerBound...] })
+        let stop = try #require(workerSection.firstMatch(of: /stop_grace_period: (\d+)s/).flatMap { Int($0.1) })
+        #expect(stop >= budget + 15, "compose.yaml: \(stop) s for a \(budget) s budget")
+    }
+}

@@ -1,0 +1,383 @@
+#!/usr/bin/env python3
+"""The deploy files' static checks that need Python (scripts/deploy-check.sh runs them).
+
+  check.py compose COMPOSE_YAML SCHEMA_JSON ENV_EXAMPLE
+      Interpolates compose.yaml as Compose does (with every variable env.example names set),
+      then validates it against the Compose specification's JSON Schema, and checks that
+      every `depends_on` names a service (with a health check where it waits for health).
+  check.py keda MANIFEST CRD_DIR DEPLOYMENTS_YAML
+      Validates each KEDA object against its CRD's openAPIV3Schema (unknown fields are
+      errors, as they would be lost on apply), and checks the postgresql trigger: known
+      metadata keys, a query, a positive target, an authenticationRef that exists here, and
+      a scale target that is a Deployment in DEPLOYMENTS_YAML.
+  check.py query MANIFEST
+      Prints the postgresql trigger's query (the shell runs it on a migrated database).
+  check.py run-packages DOCKERFILE
+      Prints the Debian packages the Dockerfile's last stage installs, one a line.
+  check.py static-link SCRATCH DOCKERFILE PRODUCT OUTPUT
+      Links PRODUCT again from the objects of the debug build in SCRATCH (`swift build`'s
+      own link command, from its build manifest), with the Swift runtime linked in as
+      `--static-swift-stdlib` does and the Dockerfile's STATIC_LINK_FLAGS, into OUTPUT: the
+      image's link without compiling everything a second time.
+  check.py secrets KUBERNETES_DIR README
+      Checks that every Secret key the manifests read is named in the README.
+
+Prints one line per check; exits 1 on the first failure with what was wrong.
+"""
+import copy
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import jsonschema
+import yaml
+
+
+def fail(message):
+    print(f"deploy-check: FAIL {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def ok(message):
+    print(f"deploy-check: ok {message}")
+
+
+def load_all(path):
+    with open(path) as f:
+        return [doc for doc in yaml.safe_load_all(f) if doc is not None]
+
+
+# ------------------------------------------------------------------ compose
+
+
+def interpolate(text, env):
+    """Compose's interpolation: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default},
+    ${VAR:?error}, ${VAR?error}, ${VAR:+alt}; defaults may nest."""
+    out = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c != "$":
+            out.append(c)
+            i += 1
+            continue
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+            continue
+        if text.startswith("${", i):
+            depth, j = 1, i + 2
+            while j < len(text) and depth:
+                if text.startswith("${", j):
+                    depth += 1
+                    j += 2
+                    continue
+                if text[j] == "}":
+                    depth -= 1
+                j += 1
+            if depth:
+                raise ValueError(f"unclosed ${{ in {text!r}")
+            body = text[i + 2 : j - 1]
+            match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])(.*))?$", body, re.S)
+            if not match:
+                raise ValueError(f"bad substitution ${{{body}}}")
+            name, op, arg = match.group(1), match.group(2), match.group(3)
+            value = env.get(name)
+            if op is None:
+                out.append(value or "")
+            elif op in (":-", "-"):
+                unset = value is None or (op == ":-" and value == "")
+                out.append(interpolate(arg, env) if unset else value)
+            elif op in (":?", "?"):
+                if value is None or (op == ":?" and value == ""):
+                    raise ValueError(f"{name} is required: {arg}")
+                out.append(value)
+            else:  # :+ / +
+                out.append(interpolate(arg, env) if value else "")
+            i = j
+            continue
+        match = re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)", text[i:])
+        if match:
+            out.append(env.get(match.group(1), ""))
+            i += len(match.group(0))
+            continue
+        raise ValueError(f"a lone $ in {text!r} (write $$)")
+    return "".join(out)
+
+
+def interpolate_tree(node, env):
+    if isinstance(node, dict):
+        return {k: interpolate_tree(v, env) for k, v in node.items()}
+    if isinstance(node, list):
+        return [interpolate_tree(v, env) for v in node]
+    if isinstance(node, str):
+        return interpolate(node, env)
+    return node
+
+
+def example_env(path):
+    """Every variable env.example names (set or commented out), with a placeholder value."""
+    env = {}
+    with open(path) as f:
+        for line in f:
+            match = re.match(r"^#?\s*([A-Z_][A-Z0-9_]*)=", line)
+            if match:
+                env[match.group(1)] = "placeholder0123456789"
+    return env
+
+
+def check_compose(compose_path, schema_path, env_example):
+    with open(schema_path) as f:
+        schema = json.load(f)
+    docs = load_all(compose_path)
+    if len(docs) != 1:
+        fail(f"{compose_path}: expected one YAML document, found {len(docs)}")
+    raw = docs[0]
+    # The file must not be usable without the secrets file: without it, interpolation fails.
+    try:
+        interpolate_tree(raw, {})
+        fail(f"{compose_path}: interpolates without any secret set (a required ${{VAR:?…}} is missing)")
+    except ValueError:
+        pass
+    env = example_env(env_example)
+    # Unset the optional ones so the defaults are what is checked.
+    for optional in [k for k in env if k not in ("POSTGRES_PASSWORD", "NH_EMULATOR_KEY")]:
+        del env[optional]
+    try:
+        compose = interpolate_tree(raw, env)
+    except ValueError as error:
+        fail(f"{compose_path}: interpolation: {error}")
+    validator = jsonschema.Draft7Validator(schema)
+    errors = sorted(validator.iter_errors(compose), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"  at {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:10]]
+        fail(f"{compose_path} does not match the Compose specification:\n" + "\n".join(lines))
+    services = compose.get("services", {})
+    for name, service in services.items():
+        depends = service.get("depends_on", {})
+        items = depends.items() if isinstance(depends, dict) else [(d, {}) for d in depends]
+        for target, spec in items:
+            if target not in services:
+                fail(f"{compose_path}: {name} depends on unknown service {target}")
+            if spec.get("condition") == "service_healthy" and "healthcheck" not in services[target]:
+                fail(f"{compose_path}: {name} waits for {target} to be healthy, but {target} has no healthcheck")
+    ok(f"compose {os.path.basename(compose_path)}: matches the Compose specification ({len(services)} services)")
+
+
+# ------------------------------------------------------------------ KEDA
+
+
+def strict(schema):
+    """A CRD's structural schema as JSON Schema that rejects unknown fields."""
+    schema = copy.deepcopy(schema)
+
+    def walk(node):
+        if not isinstance(node, dict):
+            return node
+        if node.pop("x-kubernetes-int-or-string", False):
+            node.pop("type", None)
+            node.setdefault("anyOf", [{"type": "integer"}, {"type": "string"}])
+        if node.pop("nullable", False) and "type" in node:
+            node["type"] = [node["type"], "null"]
+        preserve = node.pop("x-kubernetes-preserve-unknown-fields", False)
+        for key in list(node):
+            if key.startswith("x-kubernetes-"):
+                node.pop(key)
+        for key in ("properties", "patternProperties"):
+            if key in node:
+                node[key] = {k: walk(v) for k, v in node[key].items()}
+        for key in ("items", "additionalProperties", "not"):
+            if isinstance(node.get(key), dict):
+                node[key] = walk(node[key])
+        for key in ("allOf", "anyOf", "oneOf"):
+            if key in node:
+                node[key] = [walk(v) for v in node[key]]
+        if "properties" in node and "additionalProperties" not in node and not preserve:
+            node["additionalProperties"] = False
+        return node
+
+    return walk(schema)
+
+
+def crd_schemas(crd_dir):
+    schemas = {}
+    for name in sorted(os.listdir(crd_dir)):
+        if not name.endswith(".yaml"):
+            continue
+        for crd in load_all(os.path.join(crd_dir, name)):
+            group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+            for version in crd["spec"]["versions"]:
+                schema = strict(version["schema"]["openAPIV3Schema"])
+                # metadata is checked by the API server, not the CRD: an object of strings.
+                schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+                schemas[(f"{group}/{version['name']}", kind)] = schema
+    return schemas
+
+
+POSTGRESQL_METADATA = {
+    "query", "targetQueryValue", "activationTargetQueryValue", "connectionFromEnv", "host", "port",
+    "userName", "dbName", "sslmode", "passwordFromEnv",
+}
+POSTGRESQL_AUTH_PARAMETERS = {"connection", "password", "host", "port", "userName", "dbName", "sslmode"}
+
+
+def check_keda(manifest, crd_dir, deployments_path):
+    schemas = crd_schemas(crd_dir)
+    docs = load_all(manifest)
+    auths = {}
+    scaled = []
+    for doc in docs:
+        key = (doc.get("apiVersion"), doc.get("kind"))
+        if key not in schemas:
+            fail(f"{manifest}: {key[1]} {key[0]} is not a KEDA kind the kept CRDs define")
+        errors = sorted(jsonschema.Draft7Validator(schemas[key]).iter_errors(doc), key=lambda e: list(e.absolute_path))
+        if errors:
+            lines = [f"  at {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:10]]
+            fail(f"{manifest}: {key[1]} {doc['metadata'].get('name')} does not match KEDA's CRD:\n" + "\n".join(lines))
+        if key[1] == "TriggerAuthentication":
+            auths[doc["metadata"]["name"]] = doc
+        if key[1] == "ScaledObject":
+            scaled.append(doc)
+    if not scaled:
+        fail(f"{manifest}: no ScaledObject")
+    deployments = {d["metadata"]["name"]: d for d in load_all(deployments_path) if d.get("kind") == "Deployment"}
+    for obj in scaled:
+        name = obj["metadata"]["name"]
+        target = obj["spec"]["scaleTargetRef"]
+        if target.get("kind", "Deployment") != "Deployment" or target["name"] not in deployments:
+            fail(f"{manifest}: ScaledObject {name} scales {target}, not a Deployment of {deployments_path}")
+        if obj["spec"].get("minReplicaCount", 0) < 1:
+            fail(f"{manifest}: ScaledObject {name} may scale to zero, but workers also rescue leases and prune")
+        if obj["spec"].get("maxReplicaCount", 100) < obj["spec"].get("minReplicaCount", 0):
+            fail(f"{manifest}: ScaledObject {name}: maxReplicaCount below minReplicaCount")
+        triggers = [t for t in obj["spec"]["triggers"] if t["type"] == "postgresql"]
+        if not triggers:
+            fail(f"{manifest}: ScaledObject {name} has no postgresql trigger")
+        for trigger in triggers:
+            metadata = trigger.get("metadata", {})
+            unknown = set(metadata) - POSTGRESQL_METADATA
+            if unknown:
+                fail(f"{manifest}: postgresql trigger metadata has unknown keys {sorted(unknown)}")
+            if not metadata.get("query", "").strip():
+                fail(f"{manifest}: postgresql trigger has no query")
+            try:
+                target_value = float(metadata.get("targetQueryValue", "0"))
+            except ValueError:
+                fail(f"{manifest}: targetQueryValue {metadata.get('targetQueryValue')!r} is not a number")
+            if target_value <= 0:
+                fail(f"{manifest}: targetQueryValue must be positive")
+            ref = trigger.get("authenticationRef", {}).get("name")
+            if ref is None and "connectionFromEnv" not in metadata and "host" not in metadata:
+                fail(f"{manifest}: postgresql trigger has no way to connect")
+            if ref is not None:
+                if ref not in auths:
+                    fail(f"{manifest}: authenticationRef {ref} is not a TriggerAuthentication in this file")
+                for secret in auths[ref]["spec"].get("secretTargetRef", []):
+                    if secret["parameter"] not in POSTGRESQL_AUTH_PARAMETERS:
+                        fail(f"{manifest}: TriggerAuthentication {ref}: unknown parameter {secret['parameter']}")
+    ok(f"keda {os.path.basename(manifest)}: {len(docs)} objects match KEDA's CRDs; the postgresql trigger is complete")
+
+
+def print_query(manifest):
+    for doc in load_all(manifest):
+        if doc.get("kind") == "ScaledObject":
+            for trigger in doc["spec"]["triggers"]:
+                if trigger["type"] == "postgresql":
+                    print(trigger["metadata"]["query"])
+                    return
+    fail(f"{manifest}: no postgresql trigger")
+
+
+# ------------------------------------------------------------------ Dockerfile, secrets
+
+
+def run_packages(dockerfile):
+    with open(dockerfile) as f:
+        text = f.read().replace("\\\n", " ")
+    stages = re.split(r"(?im)^FROM\s", text)
+    last = stages[-1]
+    packages = []
+    for match in re.finditer(r"apt-get\s+install\s+([^&;\n]*)", last):
+        packages += [word for word in match.group(1).split() if not word.startswith("-")]
+    if not packages:
+        fail(f"{dockerfile}: the run stage installs no packages")
+    print("\n".join(packages))
+
+
+def link_flags(dockerfile):
+    with open(dockerfile) as f:
+        match = re.search(r'(?m)^ARG STATIC_LINK_FLAGS="([^"]*)"', f.read())
+    if not match:
+        fail(f"{dockerfile}: no ARG STATIC_LINK_FLAGS=\"…\"")
+    return shlex.split(match.group(1))
+
+
+def static_link(scratch, dockerfile, product, output):
+    manifest = os.path.join(scratch, "debug.yaml")
+    try:
+        with open(manifest) as f:
+            commands = yaml.safe_load(f)["commands"]
+    except (OSError, KeyError, yaml.YAMLError) as error:
+        fail(f"cannot read swift build's manifest {manifest} ({error}): run `swift build` first")
+    links = [c for name, c in commands.items() if name.startswith(f"C.{product}-") and name.endswith("-debug.exe")]
+    if len(links) != 1:
+        fail(f"{manifest}: found {len(links)} link commands for {product}")
+    args = list(links[0]["args"])
+    if "-o" not in args:
+        fail(f"{manifest}: the link command for {product} has no -o")
+    args[args.index("-o") + 1] = output
+    # What `swift build --static-swift-stdlib` adds to the link, then the Dockerfile's flags.
+    args += ["-static-stdlib"] + link_flags(dockerfile)
+    result = subprocess.run(args, capture_output=True, text=True)
+    if result.returncode != 0:
+        undefined = sorted(set(re.findall(r"undefined reference to '([^']*)'", result.stderr)))
+        detail = f"{len(undefined)} undefined symbols, e.g. {undefined[:5]}" if undefined else result.stderr[-2000:]
+        fail(f"linking {product} with --static-swift-stdlib and the Dockerfile's flags failed: {detail}")
+
+
+def check_secrets(kube_dir, readme):
+    keys = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            ref = node.get("secretKeyRef")
+            if isinstance(ref, dict):
+                keys.add((ref["name"], ref["key"]))
+            if "parameter" in node and "key" in node and "name" in node:  # KEDA secretTargetRef
+                keys.add((node["name"], node["key"]))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for name in sorted(os.listdir(kube_dir)):
+        if name.endswith(".yaml"):
+            for doc in load_all(os.path.join(kube_dir, name)):
+                walk(doc)
+    with open(readme) as f:
+        text = f.read()
+    missing = sorted(f"{s}/{k}" for s, k in keys if s not in text or k not in text)
+    if missing:
+        fail(f"{readme} does not say how to create these Secret keys the manifests read: {missing}")
+    ok(f"secrets: the {len(keys)} Secret keys the manifests read are all in {os.path.basename(readme)}")
+
+
+def main():
+    if len(sys.argv) < 2:
+        fail(__doc__)
+    command, args = sys.argv[1], sys.argv[2:]
+    commands = {
+        "compose": check_compose, "keda": check_keda, "query": print_query, "run-packages": run_packages,
+        "secrets": check_secrets, "static-link": static_link,
+    }
+    if command not in commands:
+        fail(f"unknown command {command}")
+    commands[command](*args)
+
+
+if __name__ == "__main__":
+    main()
