@@ -29,6 +29,8 @@ enum DeliveryMetrics {
 ///   `telemetry`.
 /// - `herald_sends_paused_total`: send jobs that found the hub paused by the shared throttle
 ///   and snoozed without calling it.
+/// - `herald_campaign_throttle_late_total`: throttled campaign sends that woke up too late for
+///   their reserved instant and reserved a new one (a loaded worker).
 /// - `herald_stale_results_total{kind}`: results a worker wrote for an attempt that was no
 ///   longer the hub send's current one (`send` or `telemetry`), which changed nothing.
 extension DeliveryMetrics {
@@ -43,6 +45,10 @@ extension DeliveryMetrics {
 
     static func sendPaused() {
         Counter(label: "herald_sends_paused_total").increment()
+    }
+
+    static func throttleLate() {
+        Counter(label: "herald_campaign_throttle_late_total").increment()
     }
 
     static func staleResult(kind: String) {

@@ -60,16 +60,14 @@ struct NotificationJobRunner: Sendable {
             // Spread the wake-ups so the paused sends do not all hit the hub at the same instant.
             return .snooze(remaining + .milliseconds(Int64.random(in: 0...200)))
         }
-        // A throttled campaign's send calls the hub only at the instant it reserved: a short
-        // wait here, a longer one as a snooze (the reservation is kept for it). After the wait
-        // it asks again: a late wake-up gets a new instant instead of going out late.
+        // A throttled campaign's send calls the hub only at the instant it reserved: an instant
+        // more than a short wait away snoozes the job (the reservation is kept for it); a near
+        // one is waited for just before the hub call, once the attempt has started.
+        var throttleInstant: ContinuousClock.Instant?
         if let campaignID = args.throttledCampaignID {
-            var wait = try await campaigns.reserveThrottleSlot(hubSendID: args.hubSendID, campaignID: campaignID)
-            while wait > .zero {
-                if wait > Self.longestThrottleSleep { return .snooze(wait) }
-                try await Task.sleep(for: wait)
-                wait = try await campaigns.reserveThrottleSlot(hubSendID: args.hubSendID, campaignID: campaignID)
-            }
+            let wait = try await campaigns.reserveThrottleSlot(hubSendID: args.hubSendID, campaignID: campaignID)
+            if wait > Self.longestThrottleSleep { return .snooze(wait) }
+            throttleInstant = .now + wait
         }
         let attempt: SendAttempt
         let begun = ContinuousClock.now
@@ -107,6 +105,16 @@ struct NotificationJobRunner: Sendable {
             return .discard(reason: Self.noTargetReason)
         }
         let notification = Self.pushNotification(for: attempt)
+        if let campaignID = args.throttledCampaignID, let instant = throttleInstant {
+            do {
+                try await waitForThrottle(until: instant, hubSendID: attempt.hubSendID, campaignID: campaignID)
+            } catch {
+                // Shutdown while waiting: no hub call was made; release the attempt and the job.
+                result.decision = .released
+                try await record(result, log: log)
+                throw error
+            }
+        }
         let started = ContinuousClock.now
         let outcome: JobOutcome
         do {
@@ -184,6 +192,20 @@ struct NotificationJobRunner: Sendable {
     /// The longest a throttled send waits for its reserved instant while holding its job; a
     /// later instant snoozes the job until then.
     static let longestThrottleSleep = Duration.seconds(2)
+
+    /// Sleeps until the reserved `instant` (this process's monotonic clock), right before the
+    /// hub call. A wake-up later than ``CampaignThrottle/lateness`` (a loaded machine) must not
+    /// go out among the next sends: it reserves a new instant (the attempt's start released
+    /// the old one) and waits for that.
+    func waitForThrottle(until instant: ContinuousClock.Instant, hubSendID: Int64, campaignID: Int64) async throws {
+        var instant = instant
+        while true {
+            try await Task.sleep(until: instant, clock: .continuous)
+            if ContinuousClock.now - instant <= CampaignThrottle.lateness { return }
+            DeliveryMetrics.throttleLate()
+            instant = .now + (try await campaigns.reserveThrottleSlot(hubSendID: hubSendID, campaignID: campaignID))
+        }
+    }
 
     /// Why a hub send without a target is abandoned.
     static let noTargetReason =
