@@ -172,6 +172,10 @@ public struct DeviceStore: Sendable {
                     platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
                     template_body = EXCLUDED.template_body, template_headers = EXCLUDED.template_headers,
                     deleted_at = NULL, sync_state = 'pending', last_error = NULL,
+                    -- A deleted device coming back gets a new hub registration: its old one is
+                    -- deleted, or about to be (the hub may refuse the id once it is).
+                    hub_registration_id = CASE WHEN devices.deleted_at IS NULL THEN devices.hub_registration_id END,
+                    hub_expires_at = CASE WHEN devices.deleted_at IS NULL THEN devices.hub_expires_at END,
                     version = devices.version + 1, updated_at = now()
                 WHERE devices.user_id = EXCLUDED.user_id AND devices.kind = 'registration'
                 RETURNING \(unescaped: Self.columns)

@@ -173,6 +173,26 @@ struct DeviceStoreTests {
         }
     }
 
+    @Test("a deleted device that comes back gets a new hub registration, even before its deletion reached the hub")
+    func reviveForgetsTheOldRegistration() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await Self.fixture(db)
+            let id = DeviceID.random()
+            let first = try await store.register(try Self.registration(alice, .apns, Self.tokenA), id: id, owner: alice)
+            #expect(try await store.markSynced(id: id, version: first.version, hubID: "hub-1", expiresAt: nil))
+            // Deleted, and back before the worker recorded the deletion (its hub delete may
+            // already have happened): the sync must not write to the deleted id again.
+            try await store.delete(owner: alice, id: id)
+            let back = try await store.register(try Self.registration(alice, .apns, Self.tokenA), id: id, owner: alice)
+            #expect(back.hubRegistrationID == nil)
+            // A live device that changes keeps its registration.
+            #expect(try await store.markSynced(id: id, version: back.version, hubID: "hub-2", expiresAt: nil))
+            let changed = try await store.register(
+                try Self.registration(alice, .apns, Self.tokenA, tags: ["x"]), id: id, owner: alice)
+            #expect(changed.hubRegistrationID == "hub-2")
+        }
+    }
+
     @Test("sync writes are fenced on the version the job read")
     func fencedSync() async throws {
         try await TestDatabase.with { db async throws in
