@@ -620,7 +620,9 @@ public struct CampaignStore: Sendable {
     // MARK: Throttle
 
     /// Reserves the instant hub send `hubSendID` of campaign `campaignID` may call the hub at,
-    /// under the campaign's throttle, and returns how long from now that is (zero: go now).
+    /// under the campaign's throttle, and returns it (on the database's clock: the worker waits
+    /// for it on its wall clock, which keeps the reply's latency out of the spacing); nil when
+    /// there is nothing to wait for.
     ///
     /// Reservations are `spacingFactor / rate` seconds apart (``CampaignThrottle``), serialized
     /// on the campaign's row, so the cap holds across every worker. The reservation is kept on
@@ -630,7 +632,7 @@ public struct CampaignStore: Sendable {
     /// slow wake-up on a loaded machine) gives its instant up and reserves a new one, so late
     /// sends never bunch up with the ones on time. The next attempt of a retried send reserves
     /// anew. A send that is no longer waiting, or a campaign without a throttle, reserves nothing.
-    public func reserveThrottleSlot(hubSendID: Int64, campaignID: CampaignID) async throws -> Duration {
+    public func reserveThrottleSlot(hubSendID: Int64, campaignID: CampaignID) async throws -> Date? {
         try await StorageSQL.transaction(client, logger: logger, "reserve a throttled send", within: wait) {
             connection in
             var found: (slot: Date?, waiting: Bool)?
@@ -640,16 +642,16 @@ public struct CampaignStore: Sendable {
             ).decode((Date?, Bool).self) {
                 found = row
             }
-            guard let found, found.waiting else { return .zero }
+            guard let found, found.waiting else { return nil }
             let lateness = CampaignThrottle.lateness.seconds
             if let slot = found.slot {
-                for try await seconds in try await connection.query(
-                    "SELECT extract(epoch FROM \(slot) - clock_timestamp())::float8", logger: logger
-                ).decode(Double.self) where seconds >= -lateness {
-                    return Self.duration(seconds)
+                for try await late in try await connection.query(
+                    "SELECT clock_timestamp() - \(slot) > make_interval(secs => \(lateness))", logger: logger
+                ).decode(Bool.self) where !late {
+                    return slot
                 }
             }
-            for try await seconds in try await connection.query(
+            for try await slot in try await connection.query(
                 """
                 WITH reserved AS (
                     UPDATE campaigns
@@ -660,18 +662,13 @@ public struct CampaignStore: Sendable {
                               AS slot
                 )
                 UPDATE hub_sends h SET throttle_slot = reserved.slot FROM reserved WHERE h.id = \(hubSendID)
-                RETURNING extract(epoch FROM reserved.slot - clock_timestamp())::float8
+                RETURNING reserved.slot
                 """, logger: logger
-            ).decode(Double.self) {
-                return Self.duration(seconds)
+            ).decode(Date.self) {
+                return slot
             }
-            return .zero
+            return nil
         }
-    }
-
-    /// Seconds to wait as a duration (zero when the instant has come).
-    static func duration(_ seconds: Double) -> Duration {
-        seconds > 0 ? .milliseconds(Int64((seconds * 1000).rounded(.up))) : .zero
     }
 
     // MARK: Helpers

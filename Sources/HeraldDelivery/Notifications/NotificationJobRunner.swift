@@ -63,11 +63,12 @@ struct NotificationJobRunner: Sendable {
         // A throttled campaign's send calls the hub only at the instant it reserved: an instant
         // more than a short wait away snoozes the job (the reservation is kept for it); a near
         // one is waited for just before the hub call, once the attempt has started.
-        var throttleInstant: ContinuousClock.Instant?
+        var throttleInstant: Date?
         if let campaignID = args.throttledCampaignID {
-            let wait = try await campaigns.reserveThrottleSlot(hubSendID: args.hubSendID, campaignID: campaignID)
-            if wait > Self.longestThrottleSleep { return .snooze(wait) }
-            throttleInstant = .now + wait
+            throttleInstant = try await campaigns.reserveThrottleSlot(hubSendID: args.hubSendID, campaignID: campaignID)
+            if let instant = throttleInstant, Self.wait(until: instant) > Self.longestThrottleSleep {
+                return .snooze(Self.wait(until: instant))
+            }
         }
         let attempt: SendAttempt
         let begun = ContinuousClock.now
@@ -193,18 +194,29 @@ struct NotificationJobRunner: Sendable {
     /// later instant snoozes the job until then.
     static let longestThrottleSleep = Duration.seconds(2)
 
-    /// Sleeps until the reserved `instant` (this process's monotonic clock), right before the
-    /// hub call. A wake-up later than ``CampaignThrottle/lateness`` (a loaded machine) must not
-    /// go out among the next sends: it reserves a new instant (the attempt's start released
-    /// the old one) and waits for that.
-    func waitForThrottle(until instant: ContinuousClock.Instant, hubSendID: Int64, campaignID: Int64) async throws {
+    /// Sleeps until the reserved `instant`, right before the hub call. The instant is on the
+    /// database's clock and is waited for on this machine's wall clock (kept in step with it by
+    /// NTP), so neither the reservation's reply nor the attempt's start delays the call. A
+    /// wake-up later than ``CampaignThrottle/lateness`` (a loaded machine) must not go out among
+    /// the next sends: it reserves a new instant (the attempt's start released the old one).
+    func waitForThrottle(until instant: Date, hubSendID: Int64, campaignID: Int64) async throws {
         var instant = instant
         while true {
-            try await Task.sleep(until: instant, clock: .continuous)
-            if ContinuousClock.now - instant <= CampaignThrottle.lateness { return }
+            let wait = Self.wait(until: instant)
+            if wait > .zero { try await Task.sleep(for: wait) }
+            if Date().timeIntervalSince(instant) <= CampaignThrottle.lateness.seconds { return }
             DeliveryMetrics.throttleLate()
-            instant = .now + (try await campaigns.reserveThrottleSlot(hubSendID: hubSendID, campaignID: campaignID))
+            guard let next = try await campaigns.reserveThrottleSlot(hubSendID: hubSendID, campaignID: campaignID) else {
+                return
+            }
+            instant = next
         }
+    }
+
+    /// How long from now on the wall clock until `instant` (zero once it has passed).
+    static func wait(until instant: Date) -> Duration {
+        let seconds = instant.timeIntervalSinceNow
+        return seconds > 0 ? .microseconds(Int64((seconds * 1_000_000).rounded(.up))) : .zero
     }
 
     /// Why a hub send without a target is abandoned.
