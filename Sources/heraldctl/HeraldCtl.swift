@@ -11,8 +11,8 @@ import PostgresNIO
 struct HeraldCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "heraldctl",
-        abstract: "Operate Herald: migrate the database, manage device users and sender API keys.",
-        subcommands: [Migrate.self, Users.self, Keys.self]
+        abstract: "Operate Herald: migrate the database, manage device users and sender API keys, send from a file.",
+        subcommands: [Migrate.self, Users.self, Keys.self, Send.self]
     )
 }
 
