@@ -29,6 +29,7 @@ build:
 # Swift tests, then the fault harness at its reduced size (it restarts the cluster, so it runs
 # alone, after them). `make test` fails when either fails.
 test: db-up
+	@scripts/test-tools.sh
 	$(SWIFT) build --build-tests
 	@set -a; . ./$(DB_ENV); set +a; \
 	  scripts/test-db-cleanup.sh; \

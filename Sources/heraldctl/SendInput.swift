@@ -61,8 +61,9 @@ struct UsersFile: Sendable {
         guard let text = String(data: data, encoding: .utf8) else {
             throw CommandFailure("the users file \(path) is not UTF-8 text")
         }
-        // Split on \n only (not \r\n as one grapheme), so line numbers match editors'.
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        // "\r\n" is one Character in Swift: split on it and on "\n" alone, so CRLF files
+        // have lines and line numbers match editors'.
+        var lines = text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" }
         if lines.last?.isEmpty == true { lines.removeLast() }
         let isCSV: Bool
         switch format {

@@ -61,7 +61,7 @@ struct BulkSendTests {
                 lines.insert("alice", at: 10)
                 lines.insert("bad name!", at: 16)  // line 17
                 lines.insert("bob", at: 2_000)
-                lines.insert("user00042", at: 4_999)  // line 5,000: a duplicate of line 43
+                lines.insert("user00042", at: 4_999)  // line 5,000: a duplicate of line 44
                 lines.append(String(repeating: "x", count: 70))  // line 10,000: too long
                 #expect(lines.count == 10_000)
                 let folder = try Self.folder()
@@ -106,7 +106,7 @@ struct BulkSendTests {
                 let rows = rejects.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { $0.split(separator: "\t") }
                 #expect(rows.map { $0[0] } == ["17", "5000", "10000"], "\(rejects)")
                 #expect(rows[0][1].contains("bad user name"))
-                #expect(rows[1][1].contains("duplicate of line 43"))
+                #expect(rows[1][1].contains("duplicate of line 44"))
 
                 // A third run sends nothing new either.
                 let third = try Self.send(system, key: key, arguments)
@@ -138,28 +138,43 @@ struct BulkSendTests {
                 let heraldctl = ChildProcess.binDirectory().appendingPathComponent("heraldctl").path
                 let command =
                     "'\(heraldctl)' send --api \(system.apiURL) --users-file '\(file.path)' --message Hi --batch-size 100; "
-                    + "echo \"exit=$?\"; sleep 600"
-                func run(_ arguments: [String]) throws -> String {
+                    + "echo \"exit=$?\"; sleep 120"
+                // A private tmux server (its own socket), stopped at the end. The server that
+                // `new-session` starts inherits the client's descriptors, so Foundation would see
+                // the client end only when the server does: that one is started and not waited
+                // for; `has-session` says when the session is there.
+                func tmuxProcess(_ arguments: [String], output: Pipe?) throws -> Process {
                     let process = Process()
                     process.executableURL = URL(fileURLWithPath: tmux)
                     process.arguments = ["-L", socket] + arguments
-                    let out = Pipe()
-                    process.standardOutput = out
+                    process.standardInput = FileHandle.nullDevice
+                    process.standardOutput = output ?? FileHandle.nullDevice
+                    process.standardError = FileHandle.nullDevice
                     try process.run()
+                    return process
+                }
+                func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
+                    let out = Pipe()
+                    let process = try tmuxProcess(arguments, output: out)
                     let data = out.fileHandleForReading.readDataToEndOfFile()
                     process.waitUntilExit()
-                    return String(decoding: data, as: UTF8.self)
+                    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
                 }
                 defer { _ = try? run(["kill-server"]) }
-                _ = try run([
-                    "new-session", "-d", "-x", "120", "-y", "20", "-e", "HERALD_API_KEY=\(key)", "-e", "HERALD_LOG_LEVEL=warning",
-                    "sh", "-c", command,
-                ])
+                let session = try tmuxProcess(
+                    [
+                        "new-session", "-d", "-s", "send", "-x", "120", "-y", "20", "-e", "HERALD_API_KEY=\(key)", "-e",
+                        "HERALD_LOG_LEVEL=warning", "sh", "-c", command,
+                    ], output: nil)
+                _ = session
+                try await Poll.until(timeout: .seconds(30), "the tmux session never started") {
+                    try run(["has-session", "-t", "send"]).status == 0
+                }
                 let bar = /sending \[[#-]{24}\] ([\d,]+)\/3,000 +\d+%(  [\d,]+\/s)?  ETA (\d+:\d\d|-)/
                 // Mid-run: one bar line, partly done.
                 let midway = Shared<String>("")
                 try await Poll.until(timeout: .seconds(60), "no bar mid-run; pane: \(midway.withLock { $0 })") {
-                    let pane = try run(["capture-pane", "-p"])
+                    let pane = try run(["capture-pane", "-p", "-t", "send"]).output
                     midway.withLock { $0 = pane }
                     let bars = pane.split(separator: "\n").filter { $0.contains("sending [") }
                     guard bars.count == 1, let match = bars[0].firstMatch(of: bar),
@@ -170,7 +185,7 @@ struct BulkSendTests {
                 // At the end: still one bar line (redrawn in place, not one line per redraw), full.
                 let final = Shared<String>("")
                 try await Poll.until(timeout: .seconds(60), "never finished; pane: \(final.withLock { $0 })") {
-                    let pane = try run(["capture-pane", "-p"])
+                    let pane = try run(["capture-pane", "-p", "-t", "send"]).output
                     final.withLock { $0 = pane }
                     return pane.contains("exit=")
                 }
