@@ -31,6 +31,7 @@ build:
 # (scripts/deploy-check.sh); then the fault harness at its reduced size (it restarts the
 # cluster, so it runs alone, after them). `make test` fails when any of them fails.
 test: db-up
+	@scripts/test-tools.sh
 	$(SWIFT) build --build-tests
 	@set -a; . ./$(DB_ENV); set +a; \
 	  scripts/test-db-cleanup.sh; \

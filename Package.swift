@@ -197,8 +197,13 @@ let package = Package(
         .executableTarget(
             name: "heraldctl",
             dependencies: [
-                "HeraldSettings", "HeraldStorage", "HeraldRuntime",
+                "HeraldDomain", "HeraldSettings", "HeraldStorage", "HeraldRuntime",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                // `heraldctl send` talks to herald-api over HTTP (not to the hub: no NotificationHubs).
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -11,6 +11,10 @@
 #   bench send.e2e_ratio <v> ratio         send.e2e / hub.client.sends
 #   bench send.latency.p50_ms <v> ms       enqueue (the notification's commit) -> start of its hub
 #   bench send.latency.p99_ms <v> ms       call, at 1,000 notifications/s offered (10 every 10 ms)
+#   bench cli.send <v> jobs/s              notifications accepted through `heraldctl send` from a file of
+#                                          BENCH_ACCEPT_COUNT users (batches of 1,000, 4 in flight, an
+#                                          idempotency key per line, worker stopped), process start to exit
+#   bench cli.send_rate <v> ratio          cli.send / send.batch_accept (same run; target >= 0.8)
 #
 # Usage: scripts/bench-send.sh BIN_DIR   (BIN_DIR holds release builds of the executables and herald-bench)
 # Knobs: BENCH_ACCEPT_COUNT (50000), BENCH_E2E_COUNT (20000), BENCH_LATENCY_SECONDS (10),
@@ -120,6 +124,18 @@ jobs="$(q "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'")"
 [ "$jobs" -eq "$accept_posted" ] || { echo "bench-send: $accept_posted accepted but $jobs jobs" >&2; exit 1; }
 reset
 
+# 1b. The same through `heraldctl send` (a users file, one apple send to each user's tag, so
+# one hub send per notification as above), still without a worker.
+python3 -c "import sys; sys.stdout.write(''.join(f'bench{i}\n' for i in range($accept_posted)))" >"$work/users.txt"
+cli_start="$(date +%s.%N)"
+HERALD_API_KEY="$key" "$bin/heraldctl" send --api "$url" --users-file "$work/users.txt" \
+  --apple '{"aps":{"alert":"Benchmark","badge":1}}' >"$work/cli.out" 2>"$work/cli.err" \
+  || { echo "bench-send: heraldctl send failed:" >&2; tail -5 "$work/cli.err" >&2; exit 1; }
+cli_end="$(date +%s.%N)"
+jobs="$(q "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'")"
+[ "$jobs" -eq "$accept_posted" ] || { echo "bench-send: heraldctl send made $jobs jobs for $accept_posted users" >&2; exit 1; }
+reset
+
 # 2. End to end: the worker runs while the batches arrive.
 start_worker
 post bulk 2000 2 >/dev/null; wait_sent  # warm-up: connections, caches
@@ -145,6 +161,8 @@ read -r p50 p99 < <(q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY 
 echo "bench-send: accepted $accept_posted in ${accept_seconds}s; e2e $e2e_posted; latency $latency_posted" >&2
 echo "bench hub.client.sends $client_sends sends/s"
 python3 -c "print(f'bench send.batch_accept {$accept_posted / $accept_seconds:.0f} jobs/s')"
+python3 -c "print(f'bench cli.send {$accept_posted / ($cli_end - $cli_start):.0f} jobs/s')"
+python3 -c "print(f'bench cli.send_rate {($accept_posted / ($cli_end - $cli_start)) / ($accept_posted / $accept_seconds):.3f} ratio')"
 e2e="$(python3 -c "print(f'{$e2e_posted / ($end_time - $start_time):.0f}')")"
 echo "bench send.e2e $e2e sends/s"
 python3 -c "print(f'bench send.e2e_ratio {$e2e / $client_sends:.3f} ratio')"

@@ -11,8 +11,9 @@ import PostgresNIO
 struct HeraldCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "heraldctl",
-        abstract: "Operate Herald: migrate the database, manage device users, sender API keys and campaigns.",
-        subcommands: [Migrate.self, Users.self, Keys.self, Campaigns.self]
+        abstract:
+            "Operate Herald: migrate the database, manage device users, sender API keys and campaigns, send from a file.",
+        subcommands: [Migrate.self, Users.self, Keys.self, Campaigns.self, Send.self]
     )
 }
 

@@ -1,0 +1,139 @@
+import Foundation
+import HeraldDomain
+import NIOCore
+
+/// What every notification of a send shares (content and options), checked by the domain's
+/// rules before anything is read or sent, and the JSON of batch items built from it.
+struct SendRequest: Sendable {
+    /// `"apple":{…},"fcmv1":{…},"windows":"…"`: the native payloads, as given.
+    let nativeParts: String
+    /// `--template-params`, or nil.
+    let templateParameters: [String: String]?
+    /// `,"ttl":600,"sendAt":"…",…`: the options.
+    let optionParts: String
+    /// The checked request with a placeholder target (for its hub-send count and formats).
+    let checked: NotificationRequest
+
+    /// The text every line's idempotency key starts from.
+    var sharedText: String {
+        nativeParts + "|" + (templateParameters.map(Self.templateJSON) ?? "") + "|" + optionParts
+    }
+
+    init(
+        content: NotificationContent, priority: NotificationPriority?, collapseId: String?, apnsPushType: String?,
+        ttl: Int?, sendAt: (text: String, date: Date)?, hasParameterColumns: Bool
+    ) throws {
+        var parts: [String] = []
+        if let apple = content.apple { parts.append(#""apple":"# + apple) }
+        if let fcmv1 = content.fcmv1 { parts.append(#""fcmv1":"# + fcmv1) }
+        if let windows = content.windows { parts.append(#""windows":"# + Self.string(windows)) }
+        nativeParts = parts.joined(separator: ",")
+        templateParameters = content.template
+        var options = ""
+        if let ttl { options += #","ttl":\#(ttl)"# }
+        if let sendAt { options += #","sendAt":"# + Self.string(sendAt.text) }
+        if let priority { options += #","priority":"# + Self.string(priority.rawValue) }
+        if let collapseId { options += #","collapseId":"# + Self.string(collapseId) }
+        if let apnsPushType { options += #","apnsPushType":"# + Self.string(apnsPushType) }
+        optionParts = options
+        var probe = content
+        if hasParameterColumns && probe.template == nil { probe.template = [:] }
+        guard !probe.formats.isEmpty else {
+            throw CommandFailure(
+                "no content: give --message, --apple, --fcmv1, --windows or --template-params (or CSV parameter columns)")
+        }
+        do {
+            checked = try NotificationRequest(
+                target: .user("heraldctl"), content: probe,
+                options: NotificationOptions(apnsPushType: apnsPushType, priority: priority, collapseId: collapseId),
+                sendAt: sendAt?.date, ttl: ttl
+            ).validated(now: Date())
+        } catch {
+            throw CommandFailure(error.message)
+        }
+    }
+
+    /// The template parameters of `recipient`: `--template-params` with its CSV cells over them.
+    func parameters(for recipient: Recipient) -> [String: String]? {
+        guard templateParameters != nil || !recipient.parameters.isEmpty else { return nil }
+        return (templateParameters ?? [:]).merging(recipient.parameters) { $1 }
+    }
+
+    /// Checks the content a recipient gets with its own parameters (the template's size).
+    func check(_ recipient: Recipient) -> String? {
+        guard !recipient.parameters.isEmpty else { return nil }
+        var content = checked.content
+        content.template = parameters(for: recipient)
+        do {
+            try content.validate()
+            return nil
+        } catch {
+            return error.message
+        }
+    }
+
+    /// One batch's body: `{"notifications":[…]}`.
+    func body(_ recipients: [Recipient], keys: SendKeys) -> ByteBuffer {
+        var text = #"{"notifications":["#
+        text.reserveCapacity(recipients.count * (nativeParts.utf8.count + optionParts.utf8.count + 160))
+        for (index, recipient) in recipients.enumerated() {
+            if index > 0 { text += "," }
+            // A checked user name is ASCII letters, digits and . _ @ -: nothing to escape.
+            text += #"{"target":{"user":""# + recipient.user + #""},"content":{"# + nativeParts
+            if let parameters = parameters(for: recipient) {
+                text += (nativeParts.isEmpty ? "" : ",") + #""template":"# + Self.templateJSON(parameters)
+            }
+            text += #"},"idempotencyKey":""# + keys.key(for: recipient) + "\"" + optionParts + "}"
+        }
+        text += "]}"
+        return ByteBuffer(string: text)
+    }
+
+    /// Template parameters as a JSON object with sorted keys.
+    static func templateJSON(_ parameters: [String: String]) -> String {
+        "{" + parameters.keys.sorted().map { string($0) + ":" + string(parameters[$0]!) }.joined(separator: ",") + "}"
+    }
+
+    /// `text` as a JSON string literal.
+    static func string(_ text: String) -> String {
+        var out = "\""
+        out.reserveCapacity(text.utf8.count + 2)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    out += String(format: "\\u%04x", scalar.value)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// A `--template-params` value: strings as they are, numbers and booleans as text (as the API
+/// takes them).
+struct TemplateValue: Decodable {
+    var text: String
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let text = try? container.decode(String.self) {
+            self.text = text
+        } else if let flag = try? container.decode(Bool.self) {
+            text = flag ? "true" : "false"
+        } else if let number = try? container.decode(Int64.self) {
+            text = String(number)
+        } else if let number = try? container.decode(Double.self) {
+            text = String(number)
+        } else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a string, number or boolean")
+        }
+    }
+}
