@@ -30,6 +30,11 @@ build:
 # transaction mode with three workers (scripts/pgbouncer.sh); then the deploy files' checks
 # (scripts/deploy-check.sh); then the fault harness at its reduced size (it restarts the
 # cluster, so it runs alone, after them). `make test` fails when any of them fails.
+# At most this many tests run at once. Unbounded, the suites (many start real processes) ran all at
+# once on a 2-core machine and the slowest waited past their timeouts; 8 finished sooner too.
+TEST_PARALLELISM ?= 8
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH := $(TEST_PARALLELISM)
+
 test: db-up
 	@scripts/test-tools.sh
 	$(SWIFT) build --build-tests
