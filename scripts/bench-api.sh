@@ -24,8 +24,8 @@ threads="${BENCH_THREADS:-2}"
 
 if ! command -v wrk >/dev/null; then
   echo "bench-api: installing wrk (Debian package)" >&2
-  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq >/dev/null && $sudo_cmd apt-get install -y -qq wrk >/dev/null
+  . "$(dirname "${BASH_SOURCE[0]}")/lib/tools.sh"
+  debian_install wrk
 fi
 
 . scripts/bench-lib.sh

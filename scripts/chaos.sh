@@ -17,15 +17,8 @@ venv=.data/chaos-venv
 schemathesis_version="4.32.5"
 
 scripts/db.sh up >/dev/null
-if ! "$venv/bin/st" --version 2>/dev/null | grep -q "$schemathesis_version"; then
-  if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
-    sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv >/dev/null
-  fi
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check "schemathesis==$schemathesis_version"
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/lib/tools.sh"
+python_venv "$venv" "schemathesis==$schemathesis_version"
 # Databases left by interrupted runs would slow the cluster's restart.
 set -a; . .data/postgres.env; set +a
 scripts/test-db-cleanup.sh >/dev/null 2>&1 || true

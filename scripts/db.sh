@@ -21,6 +21,7 @@ db_name="herald"
 
 log() { printf 'db: %s\n' "$*" >&2; }
 die() { printf 'db: error: %s\n' "$*" >&2; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/tools.sh"
 
 find_bindir() {
   local dir
@@ -36,15 +37,7 @@ find_bindir() {
 
 install_server() {
   log "PostgreSQL server binaries not found; installing the Debian 'postgresql' package"
-  local sudo=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null 2>&1 || die "not root and no sudo: install the 'postgresql' package first"
-    sudo="sudo"
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq >/dev/null
-  # The package would start a system cluster on 5432; ours does not need it, so keep it from starting.
-  $sudo apt-get install -y -qq --no-install-recommends postgresql postgresql-contrib >/dev/null
+  debian_install postgresql postgresql-contrib || die "could not install the 'postgresql' package"
 }
 
 # The OS user that owns the cluster. initdb refuses root.

@@ -36,16 +36,9 @@ fail() { printf 'deploy-check: FAIL %s\n' "$*" >&2; exit 1; }
 
 sudo_cmd() { if [ "$(id -u)" -ne 0 ]; then echo sudo; fi; }
 
-ensure_venv() {
-  if [ -x "$venv/bin/python" ] && cmp -s "$requirements" "$venv/requirements.txt"; then return 0; fi
-  if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
-    DEBIAN_FRONTEND=noninteractive $(sudo_cmd) apt-get install -y -qq python3-venv >/dev/null
-  fi
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
-  cp "$requirements" "$venv/requirements.txt"
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib/tools.sh"
+
+ensure_venv() { python_venv "$venv" "$(cat "$requirements")"; }
 
 check_files() {
   ensure_venv
@@ -127,7 +120,7 @@ check_ldd() {
   ensure_venv
   # -lxml2 (in the flags, as in the image's build stage) needs libxml2's development link.
   if ! ls /usr/lib/*/libxml2.so >/dev/null 2>&1; then
-    DEBIAN_FRONTEND=noninteractive $(sudo_cmd) apt-get install -y -qq --no-install-recommends libxml2-dev >/dev/null
+    debian_install libxml2-dev
   fi
   # Global, for the exit trap.
   stage="$(mktemp -d)"

@@ -21,6 +21,7 @@ env_file="$data_root/pgbouncer.env"
 
 log() { printf 'pgbouncer: %s\n' "$*" >&2; }
 die() { printf 'pgbouncer: error: %s\n' "$*" >&2; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/tools.sh"
 
 find_binary() {
   local path
@@ -32,14 +33,9 @@ find_binary() {
 
 install_pgbouncer() {
   log "pgbouncer not found; installing the Debian 'pgbouncer' package"
+  debian_install pgbouncer || die "could not install the 'pgbouncer' package"
   local sudo=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null 2>&1 || die "not root and no sudo: install the 'pgbouncer' package first"
-    sudo="sudo"
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq >/dev/null
-  $sudo apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
   # The package starts a system-wide pgbouncer on 6432; ours does not need it.
   $sudo systemctl disable --now pgbouncer >/dev/null 2>&1 || $sudo service pgbouncer stop >/dev/null 2>&1 || true
 }

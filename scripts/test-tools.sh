@@ -4,10 +4,10 @@
 # (Tests/HeraldEndToEndTests/BulkSendTests.swift). Installs the Debian package when missing;
 # the test fails, never skips, without it.
 set -euo pipefail
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib/tools.sh"
 if ! command -v tmux >/dev/null 2>&1; then
   echo "test-tools: installing tmux (Debian package)" >&2
-  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends tmux >/dev/null
+  debian_install tmux
 fi
 command -v tmux >/dev/null 2>&1 || { echo "test-tools: tmux is still missing" >&2; exit 1; }

@@ -17,17 +17,7 @@ croniter_version="7.0.0"
 # (TimeZone.timeZoneDataVersion, 2025b with Swift 6.3) so both sides see the same rules.
 tzdata_version="2025.2"
 
-if ! "$venv/bin/python" -c "
-import importlib.metadata as m, sys
-sys.exit(m.version('croniter') != '$croniter_version' or m.version('tzdata') != '$tzdata_version')
-" 2>/dev/null; then
-  if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
-    sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv >/dev/null
-  fi
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check \
-    "croniter==$croniter_version" "tzdata==$tzdata_version"
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/tools.sh"
+python_venv "$venv" "croniter==$croniter_version
+tzdata==$tzdata_version"
 exec "$venv/bin/python" scripts/cron-fixtures/generate.py --out Tests/HeraldDomainTests/Fixtures/cron "$@"
