@@ -531,12 +531,7 @@ public struct CampaignStore: Sendable {
                 guard try await NotificationStore.lockNotification(notificationID, on: connection, logger: logger) else {
                     throw StorageError(.query, "run \(runID)'s notification vanished")
                 }
-                try await connection.query(
-                    """
-                    UPDATE hub_sends SET state = 'Cancelled', updated_at = now()
-                    WHERE notification_id = \(notificationID) AND state IN ('Scheduled', 'Queued')
-                      AND in_flight_since IS NULL
-                    """, logger: logger)
+                _ = try await NotificationStore.cancelWaitingSends(of: notificationID, on: connection, logger: logger)
                 try await NotificationStore.refreshState(of: notificationID, on: connection, logger: logger)
             }
             try await connection.query(

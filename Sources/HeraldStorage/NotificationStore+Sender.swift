@@ -284,13 +284,7 @@ extension NotificationStore {
             for try await count in try await connection.query(
                 "SELECT count(*) FROM hub_sends WHERE notification_id = \(id)", logger: logger
             ).decode(Int64.self) { total = Int(count) }
-            let updated = try await connection.query(
-                """
-                UPDATE hub_sends SET state = 'Cancelled', updated_at = now()
-                WHERE notification_id = \(id) AND state IN ('Scheduled', 'Queued') AND in_flight_since IS NULL
-                RETURNING id
-                """, logger: logger)
-            let cancelled = try await updated.count()
+            let cancelled = try await Self.cancelWaitingSends(of: id, on: connection, logger: logger)
             guard cancelled == total else {
                 // Thrown inside the transaction: the hub sends already updated roll back.
                 throw DomainError(
@@ -300,6 +294,22 @@ extension NotificationStore {
             }
             return try await Self.refreshState(of: id, on: connection, logger: logger)
         }
+    }
+
+    /// Moves the hub sends of notification `id` that have not started (waiting and not in
+    /// flight) to `Cancelled`; returns how many. The caller holds the notification's row lock
+    /// and refreshes its state. A worker's fenced start then matches nothing, so their jobs end
+    /// without a hub call.
+    static func cancelWaitingSends(
+        of id: NotificationID, on connection: PostgresConnection, logger: Logger
+    ) async throws -> Int {
+        try await connection.query(
+            """
+            UPDATE hub_sends SET state = 'Cancelled', updated_at = now()
+            WHERE notification_id = \(id) AND state IN ('Scheduled', 'Queued') AND in_flight_since IS NULL
+            RETURNING id
+            """, logger: logger
+        ).count()
     }
 
     static func notFound(_ id: NotificationID) -> DomainError {
