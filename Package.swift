@@ -141,6 +141,7 @@ let package = Package(
             dependencies: [
                 "HeraldDomain", "HeraldStorage", "PostgresQueue",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -158,8 +159,6 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -173,7 +172,7 @@ let package = Package(
         .executableTarget(
             name: "herald-api",
             dependencies: [
-                "HeraldAPI", "HeraldRuntime", "HeraldDomain", "HeraldSettings", "HeraldStorage",
+                "HeraldAPI", "HeraldOps", "HeraldRuntime", "HeraldDomain", "HeraldSettings", "HeraldStorage",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -33,7 +33,7 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     let auth = configuration.auth
     let sends = configuration.sends
-    let registry = metrics ?? PrometheusCollectorRegistry()
+    let registry = metrics ?? HeraldMetrics.registry(process: "herald-api")
     // Failed sign-ins per client address, Basic and API keys alike.
     let clientLimits = ClientLimits(perMinute: auth.failedSignInsPerMinute)
     let authenticator = DeviceAuthenticator(
@@ -72,7 +72,7 @@ public func buildApplication(
     let router = Router(context: HeraldRequestContext.self)
     // Middleware applies to routes added after it: these wrap every route and the not-found
     // answer. Metrics and the log are outermost so they see the status the error mapping chose.
-    router.add(middleware: HTTPMetricsMiddleware(factory: PrometheusMetricsFactory(registry: registry)))
+    router.add(middleware: HTTPMetricsMiddleware(factory: HeraldMetricsFactory(registry: registry)))
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: ErrorMiddleware())
     router.add(
