@@ -350,7 +350,10 @@ public struct DeviceStore: Sendable {
                             WHERE coalesce(u.time_zone, \(defaultTimeZone)) = \(zone) AND d.deleted_at IS NULL
                               AND d.platform IS NOT NULL
                               AND d.tags IS DISTINCT FROM \(unescaped: Self.withoutZoneTags("d.tags")) || \(tag)::text
-                            ORDER BY d.id LIMIT \(Int64(max(1, batch))) FOR UPDATE OF d SKIP LOCKED)
+                            ORDER BY d.id LIMIT \(Int64(max(1, batch)))
+                            -- The user's row too: a zone change waits, and one that committed
+                            -- first is seen (the condition is checked again on the locked rows).
+                            FOR UPDATE OF d SKIP LOCKED FOR SHARE OF u SKIP LOCKED)
                         RETURNING id, kind
                         """, logger: logger)
                     let jobs = try await Self.syncJobs(rows)
@@ -387,23 +390,23 @@ public struct DeviceStore: Sendable {
         owner: DeviceOwner, setting zone: String?, except id: DeviceID, jobs: inout [NewJob],
         on connection: PostgresConnection
     ) async throws -> String {
-        if let zone {
-            let changed = try await connection.query(
-                """
-                UPDATE users SET time_zone = \(zone) WHERE id = \(owner.id) AND time_zone IS DISTINCT FROM \(zone)
-                RETURNING id
-                """, logger: logger
-            ).decode(Int64.self).reduce(into: 0) { count, _ in count += 1 }
-            let tag = ZoneTag.tag(forZone: zone)
-            if changed > 0 { jobs += try await retag(userID: owner.id, tag: tag, except: id, on: connection) }
-            return tag
-        }
-        for try await stored in try await connection.query(
-            "SELECT time_zone FROM users WHERE id = \(owner.id)", logger: logger
+        // The user's row stays locked until the device is written: a concurrent zone change
+        // waits for it, and then retags this device too (or went first, and is read here).
+        var stored: String?
+        for try await current in try await connection.query(
+            "SELECT time_zone FROM users WHERE id = \(owner.id) FOR \(unescaped: zone == nil ? "SHARE" : "UPDATE")",
+            logger: logger
         ).decode(String?.self) {
-            return ZoneTag.tag(forZone: stored ?? defaultTimeZone)
+            stored = current
         }
-        return ZoneTag.tag(forZone: defaultTimeZone)
+        guard let zone else { return ZoneTag.tag(forZone: stored ?? defaultTimeZone) }
+        let tag = ZoneTag.tag(forZone: zone)
+        if zone != stored {
+            try await connection.query(
+                "UPDATE users SET time_zone = \(zone) WHERE id = \(owner.id)", logger: logger)
+            jobs += try await retag(userID: owner.id, tag: tag, except: id, on: connection)
+        }
+        return tag
     }
 
     /// SQL for the tags of `column` without its `tz:` tags, the others in order (a zone tag is

@@ -205,6 +205,40 @@ struct LocalTimeTests {
         }
     }
 
+    @Test("a throttled local-time run: every wave's hub sends wait for the wave's instant (spread from there)")
+    func throttledWaves() async throws {
+        try await withSends { world in
+            try await Self.user(world, "east", zone: "Asia/Tokyo")
+            _ = try await world.device("east")
+            _ = try await world.device("nozone")
+            var definition = try Self.campaign("slow", .all, localTime: "09:00", catchUp: 3600)
+            definition.content = NotificationContent(apple: Self.apple, template: ["m": "x"])
+            definition.throttlePerSecond = 1
+            let campaign = try await world.campaigns.create(definition)
+            // Two days ahead: every wave is scheduled.
+            let now = try #require(try await world.db.one("SELECT now()", as: Date.self))
+            let slot = Date(timeIntervalSince1970: ((now.timeIntervalSince1970 / 86_400).rounded(.down) + 2) * 86_400)
+            let run = try await world.campaigns.fire(id: campaign.id, slot: .at(slot), by: .api).run
+            #expect(run.waves.count == 2 && run.waves.allSatisfy { $0.start == .scheduled })
+            for wave in run.waves {
+                let id = try #require(wave.notificationID)
+                let early = try await world.db.count(
+                    """
+                    SELECT count(*) FROM pgqueue.jobs j JOIN hub_sends h ON h.id = (j.args->>'hubSendID')::int8
+                    WHERE h.notification_id = \(id) AND j.run_at < \(wave.instant)
+                    """)
+                #expect(early == 0, "\(wave.zone): a send would go before its wave")
+                #expect(
+                    try await world.db.count(
+                        """
+                        SELECT count(*) FROM pgqueue.jobs j JOIN hub_sends h ON h.id = (j.args->>'hubSendID')::int8
+                        WHERE h.notification_id = \(id)
+                        """) == 2)
+            }
+            _ = try await world.campaigns.cancelRun(campaignID: campaign.id, runID: run.id)
+        }
+    }
+
     @Test("a wave past its catch-up window is Missed while later ones send; cancel stops the waves still waiting")
     func missedAndCancel() async throws {
         try await withSends { world in
