@@ -26,6 +26,7 @@ CREATE TABLE campaign_waves (
     -- The notification's state once the run settled (kept after retention prunes it).
     final_state     text,
     UNIQUE (run_id, zone),
-    CHECK ((start = 'Missed') = (notification_id IS NULL AND final_state IS NULL) OR start <> 'Missed')
+    -- A missed wave never has a notification (one that went out may lose it to retention).
+    CHECK (start <> 'Missed' OR (notification_id IS NULL AND final_state IS NULL))
 );
 CREATE INDEX campaign_waves_notification ON campaign_waves (notification_id) WHERE notification_id IS NOT NULL;

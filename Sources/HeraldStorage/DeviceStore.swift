@@ -322,8 +322,9 @@ public struct DeviceStore: Sendable {
     /// Gives every live device the zone tag of its user's zone (else ``defaultTimeZone``) where
     /// it has another or none: devices stored before zones existed, and all devices of users
     /// without a zone after the default changed. Each retagged device gets a new version and its
-    /// sync job, in batches of `batch` per transaction. Returns how many it retagged. The worker
-    /// runs it at start; `heraldctl users retag-zones` runs it by hand.
+    /// sync job, in batches of `batch` per transaction (waiting for rows other transactions
+    /// hold). Returns how many it retagged. The worker runs it at start;
+    /// `heraldctl users retag-zones` runs it by hand.
     public func retagZones(batch: Int = 1000) async throws -> Int {
         let zones = try await StorageSQL.run("read users' zones", within: StorageSQL.maintenanceDeadline) {
             try await client.query(
@@ -353,7 +354,9 @@ public struct DeviceStore: Sendable {
                             ORDER BY d.id LIMIT \(Int64(max(1, batch)))
                             -- The user's row too: a zone change waits, and one that committed
                             -- first is seen (the condition is checked again on the locked rows).
-                            FOR UPDATE OF d SKIP LOCKED FOR SHARE OF u SKIP LOCKED)
+                            -- No SKIP LOCKED: a device a sync job is writing would be left
+                            -- stale; a deadlock with a zone change is retried.
+                            FOR UPDATE OF d FOR SHARE OF u)
                         RETURNING id, kind
                         """, logger: logger)
                     let jobs = try await Self.syncJobs(rows)
