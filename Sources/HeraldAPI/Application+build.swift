@@ -16,7 +16,7 @@ public import Prometheus
 /// - The tutorial-compatible device API under `/api` (`DeviceController`, the tutorial send
 ///   of `TutorialSendController`): `Authorization: Basic` or, when a JWT key is configured,
 ///   `Authorization: Bearer <JWT>`.
-/// - The sender API under `/v1` (`NotificationController`, `CampaignController`) and `GET /metrics` (``OpsRoutes``):
+/// - The sender API under `/v1` (`NotificationController`, `CampaignController`, `UserController`) and `GET /metrics` (``OpsRoutes``):
 ///   an API key (`APIKeyAuthenticator` over HeraldOps' `APIKeyVerifier`), rate-limited per key.
 ///
 /// Every error is answered as JSON `{"code": "...", "message": "..."}` (unknown routes 404,
@@ -66,7 +66,8 @@ public func buildApplication(
         campaigns: CampaignController(
             store: stores.campaigns, maxBodyBytes: configuration.maxBodyBytes,
             hubSendLimits: HubSendLimits(
-                perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest)))
+                perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest)),
+        users: UserController(devices: stores.devices, maxBodyBytes: configuration.maxBodyBytes))
     let keys = APIKeyVerifier(keys: stores.apiKeys, cacheSeconds: sends.apiKeyCacheSeconds)
 
     let router = Router(context: HeraldRequestContext.self)
@@ -113,6 +114,7 @@ struct RouteHandlers: Sendable {
     let tutorial: TutorialSendController
     let notifications: NotificationController
     let campaigns: CampaignController
+    let users: UserController
 
     func handler(for operation: RouteSpec.Operation) -> Handler {
         switch operation {
@@ -144,6 +146,8 @@ struct RouteHandlers: Sendable {
         case .campaignRuns: return campaigns.runs
         case .campaignRun: return campaigns.run
         case .campaignCancelRun: return campaigns.cancelRun
+        case .userDetail: return users.detail
+        case .userUpdate: return users.update
         }
     }
 }

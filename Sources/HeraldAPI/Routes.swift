@@ -12,6 +12,7 @@ struct RouteSpec: Sendable {
         case notificationCreate, notificationBatch, notificationList, notificationDetail, notificationCancel
         case campaignCreate, campaignList, campaignDetail, campaignUpdate, campaignArchive, campaignPause, campaignResume
         case campaignFire, campaignRuns, campaignRun, campaignCancelRun
+        case userDetail, userUpdate
     }
 
     /// Who may call it.
@@ -119,6 +120,13 @@ enum APIRoutes {
         RouteSpec(
             method: .delete, path: "/v1/campaigns/{id}/runs/{run}", operation: .campaignCancelRun, access: .apiKey,
             statuses: apiKey.union([200, 404, 409])),
+        RouteSpec(
+            method: .get, path: "/v1/users/{name}", operation: .userDetail, access: .apiKey,
+            statuses: apiKey.union([200, 404])),
+        RouteSpec(
+            method: .put, path: "/v1/users/{name}", operation: .userUpdate, access: .apiKey,
+            statuses: apiKey.union([200, 400, 404, 413]),
+            body: .init(schema: "UserUpdate", required: UserController.updateRequiredFields)),
     ]
 
     /// The path of the batch route, whose bodies may be larger.
