@@ -11,13 +11,16 @@ public import Prometheus
 /// Builds the HTTP application. Every route is in ``APIRoutes/all`` (the table the OpenAPI
 /// document, `openapi.yaml`, is checked against):
 ///
-/// - `GET /health/live`, `GET /health/ready` (HeraldOps' ``OpsRoutes``), `GET /openapi.yaml`: no
-///   authentication.
+/// - `GET /health/live`, `GET /health/ready` (HeraldOps' ``OpsRoutes``), `GET /openapi.yaml`, and
+///   the ops dashboard's files, `GET /dashboard` and `GET /dashboard/{asset}`
+///   (`DashboardController`, embedded in the binary, with a strict CSP): no authentication.
 /// - The tutorial-compatible device API under `/api` (`DeviceController`, the tutorial send
 ///   of `TutorialSendController`): `Authorization: Basic` or, when a JWT key is configured,
 ///   `Authorization: Bearer <JWT>`.
-/// - The sender API under `/v1` (`NotificationController`, `CampaignController`) and `GET /metrics` (``OpsRoutes``):
-///   an API key (`APIKeyAuthenticator` over HeraldOps' `APIKeyVerifier`), rate-limited per key.
+/// - The sender API under `/v1` (`NotificationController`, `CampaignController`, the ops console's
+///   `OpsActionController`) and `GET /metrics` (``OpsRoutes``): an API key (`APIKeyAuthenticator`
+///   over HeraldOps' `APIKeyVerifier`), rate-limited per key; `GET /v1/whoami` takes a key of any
+///   scope.
 ///
 /// Every error is answered as JSON `{"code": "...", "message": "..."}` (unknown routes 404,
 /// other methods on known routes 405, bodies over `maxBodyBytes` 413). Each request is logged
@@ -66,7 +69,9 @@ public func buildApplication(
         campaigns: CampaignController(
             store: stores.campaigns, maxBodyBytes: configuration.maxBodyBytes,
             hubSendLimits: HubSendLimits(
-                perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest)))
+                perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest)),
+        dashboard: DashboardController(),
+        opsActions: OpsActionController(store: stores.notifications, maxBodyBytes: configuration.maxBodyBytes))
     let keys = APIKeyVerifier(keys: stores.apiKeys, cacheSeconds: sends.apiKeyCacheSeconds)
 
     let router = Router(context: HeraldRequestContext.self)
@@ -86,12 +91,15 @@ public func buildApplication(
     let senders = router.group().add(middleware: gate).add(
         middleware: APIKeyAuthenticator(
             keys: keys, limits: clientLimits, rates: rates, requiredScope: APIKeyAuthenticator.byMethod))
+    let anyKey = router.group().add(middleware: gate).add(
+        middleware: APIKeyAuthenticator(keys: keys, limits: clientLimits, rates: rates, requiredScope: { _ in nil }))
     for route in APIRoutes.all {
         let handler = handlers.handler(for: route.operation)
         switch route.access {
         case .open: router.on(RouterPath(route.path), method: route.method, use: handler)
         case .device: devices.on(RouterPath(route.path), method: route.method, use: handler)
         case .apiKey: senders.on(RouterPath(route.path), method: route.method, use: handler)
+        case .anyKey: anyKey.on(RouterPath(route.path), method: route.method, use: handler)
         }
     }
     addMethodNotAllowed(to: router, routes: APIRoutes.all)
@@ -113,6 +121,8 @@ struct RouteHandlers: Sendable {
     let tutorial: TutorialSendController
     let notifications: NotificationController
     let campaigns: CampaignController
+    let dashboard: DashboardController
+    let opsActions: OpsActionController
 
     func handler(for operation: RouteSpec.Operation) -> Handler {
         switch operation {
@@ -144,6 +154,11 @@ struct RouteHandlers: Sendable {
         case .campaignRuns: return campaigns.runs
         case .campaignRun: return campaigns.run
         case .campaignCancelRun: return campaigns.cancelRun
+        case .dashboard: return dashboard.page
+        case .dashboardAsset: return dashboard.asset
+        case .whoami: return opsActions.whoami
+        case .notificationCancelMatching: return opsActions.cancel
+        case .hubSendRetry: return opsActions.retry
         }
     }
 }
