@@ -16,7 +16,8 @@ public import Prometheus
 /// - The tutorial-compatible device API under `/api` (`DeviceController`, the tutorial send
 ///   of `TutorialSendController`): `Authorization: Basic` or, when a JWT key is configured,
 ///   `Authorization: Bearer <JWT>`.
-/// - The sender API under `/v1` (`NotificationController`, `CampaignController`) and `GET /metrics` (``OpsRoutes``):
+/// - The sender API under `/v1` (`NotificationController`, `CampaignController`, the ops console's reads in
+///   `OpsConsoleController`) and `GET /metrics` (``OpsRoutes``):
 ///   an API key (`APIKeyAuthenticator` over HeraldOps' `APIKeyVerifier`), rate-limited per key.
 ///
 /// Every error is answered as JSON `{"code": "...", "message": "..."}` (unknown routes 404,
@@ -66,7 +67,8 @@ public func buildApplication(
         campaigns: CampaignController(
             store: stores.campaigns, maxBodyBytes: configuration.maxBodyBytes,
             hubSendLimits: HubSendLimits(
-                perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest)))
+                perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest)),
+        console: OpsConsoleController(store: stores.stats))
     let keys = APIKeyVerifier(keys: stores.apiKeys, cacheSeconds: sends.apiKeyCacheSeconds)
 
     let router = Router(context: HeraldRequestContext.self)
@@ -113,6 +115,7 @@ struct RouteHandlers: Sendable {
     let tutorial: TutorialSendController
     let notifications: NotificationController
     let campaigns: CampaignController
+    let console: OpsConsoleController
 
     func handler(for operation: RouteSpec.Operation) -> Handler {
         switch operation {
@@ -144,6 +147,9 @@ struct RouteHandlers: Sendable {
         case .campaignRuns: return campaigns.runs
         case .campaignRun: return campaigns.run
         case .campaignCancelRun: return campaigns.cancelRun
+        case .stats: return console.stats
+        case .failures: return console.failures
+        case .userDevices: return console.userDevices
         }
     }
 }
