@@ -154,6 +154,37 @@ struct OpsConsoleAPITests {
         }
     }
 
+    @Test("a fired campaign run shows among the running runs with its hub sends, and leaves once it ends")
+    func runningCampaignRuns() async throws {
+        try await APIHarness.with { api async throws in
+            let key = try await api.makeKey("ops", scopes: [.send, .read])
+            let created = try await api.send(
+                .post, "/v1/campaigns", auth: keyAuth(key.key), json: campaignJSON(name: "goal-alert"))
+            #expect(created.status == .created, "\(created.text)")
+            let campaignID = try #require(created.object?["id"] as? Int)
+            let fired = try await api.send(.post, "/v1/campaigns/\(campaignID)/runs", auth: keyAuth(key.key))
+            #expect(fired.status == .created, "\(fired.text)")
+            let runID = try #require(fired.object?["id"] as? Int)
+
+            var stats = try #require(try await api.send(.get, "/v1/stats", auth: keyAuth(key.key)).object)
+            var runs = try #require(stats["campaignRuns"] as? [[String: Any]])
+            #expect(runs.count == 1)
+            #expect(runs.first?["campaignId"] as? String == String(campaignID))
+            #expect(runs.first?["runId"] as? String == String(runID))
+            #expect(runs.first?["campaignName"] as? String == "goal-alert")
+            #expect(runs.first?["state"] as? String == "Running")
+            #expect(runs.first?["hubSends"] as? Int == 1)
+            #expect(runs.first?["finishedHubSends"] as? Int == 0)
+
+            let cancelled = try await api.send(
+                .delete, "/v1/campaigns/\(campaignID)/runs/\(runID)", auth: keyAuth(key.key))
+            #expect(cancelled.status == .ok, "\(cancelled.text)")
+            stats = try #require(try await api.send(.get, "/v1/stats", auth: keyAuth(key.key)).object)
+            runs = try #require(stats["campaignRuns"] as? [[String: Any]])
+            #expect(runs.isEmpty)
+        }
+    }
+
     @Test("a user's devices: matched ignoring case, deleted ones included, fingerprints not handles, 20 newest hub calls")
     func userDevices() async throws {
         try await APIHarness.with { api async throws in
