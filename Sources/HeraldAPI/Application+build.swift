@@ -18,9 +18,9 @@ public import Prometheus
 ///   of `TutorialSendController`): `Authorization: Basic` or, when a JWT key is configured,
 ///   `Authorization: Bearer <JWT>`.
 /// - The sender API under `/v1` (`NotificationController`, `CampaignController`, the ops console's
-///   `OpsActionController`) and `GET /metrics` (``OpsRoutes``): an API key (`APIKeyAuthenticator`
-///   over HeraldOps' `APIKeyVerifier`), rate-limited per key; `GET /v1/whoami` takes a key of any
-///   scope.
+///   reads in `OpsConsoleController` and its actions in `OpsActionController`) and `GET /metrics`
+///   (``OpsRoutes``): an API key (`APIKeyAuthenticator` over HeraldOps' `APIKeyVerifier`),
+///   rate-limited per key; `GET /v1/whoami` takes a key of any scope.
 ///
 /// Every error is answered as JSON `{"code": "...", "message": "..."}` (unknown routes 404,
 /// other methods on known routes 405, bodies over `maxBodyBytes` 413). Each request is logged
@@ -71,7 +71,8 @@ public func buildApplication(
             hubSendLimits: HubSendLimits(
                 perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest)),
         dashboard: DashboardController(),
-        opsActions: OpsActionController(store: stores.notifications, maxBodyBytes: configuration.maxBodyBytes))
+        opsActions: OpsActionController(store: stores.notifications, maxBodyBytes: configuration.maxBodyBytes),
+        console: OpsConsoleController(store: stores.stats))
     let keys = APIKeyVerifier(keys: stores.apiKeys, cacheSeconds: sends.apiKeyCacheSeconds)
 
     let router = Router(context: HeraldRequestContext.self)
@@ -123,6 +124,7 @@ struct RouteHandlers: Sendable {
     let campaigns: CampaignController
     let dashboard: DashboardController
     let opsActions: OpsActionController
+    let console: OpsConsoleController
 
     func handler(for operation: RouteSpec.Operation) -> Handler {
         switch operation {
@@ -159,6 +161,9 @@ struct RouteHandlers: Sendable {
         case .whoami: return opsActions.whoami
         case .notificationCancelMatching: return opsActions.cancel
         case .hubSendRetry: return opsActions.retry
+        case .stats: return console.stats
+        case .failures: return console.failures
+        case .userDevices: return console.userDevices
         }
     }
 }

@@ -13,6 +13,7 @@ struct RouteSpec: Sendable {
         case campaignCreate, campaignList, campaignDetail, campaignUpdate, campaignArchive, campaignPause, campaignResume
         case campaignFire, campaignRuns, campaignRun, campaignCancelRun
         case dashboard, dashboardAsset, whoami, notificationCancelMatching, hubSendRetry
+        case stats, failures, userDevices
     }
 
     /// Who may call it.
@@ -133,6 +134,12 @@ enum APIRoutes {
         RouteSpec(
             method: .delete, path: "/v1/campaigns/{id}/runs/{run}", operation: .campaignCancelRun, access: .apiKey,
             statuses: apiKey.union([200, 404, 409])),
+        RouteSpec(method: .get, path: "/v1/stats", operation: .stats, access: .apiKey, statuses: apiKey.union([200, 400])),
+        RouteSpec(
+            method: .get, path: "/v1/failures", operation: .failures, access: .apiKey, statuses: apiKey.union([200, 400])),
+        RouteSpec(
+            method: .get, path: "/v1/users/{name}/devices", operation: .userDevices, access: .apiKey,
+            statuses: apiKey.union([200, 404])),
     ]
 
     /// The path of the batch route, whose bodies may be larger.
