@@ -12,7 +12,9 @@ import Testing
 /// The ops console's routes on a real database: the embedded dashboard's files and headers,
 /// `GET /v1/whoami`, the `sender` filter, and the two write actions with their scopes, limits,
 /// dry runs and audit rows. (The retried send going out again is in the end-to-end tests.)
-@Suite("Ops console API: dashboard and actions", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+@Suite(
+    "Ops console API: dashboard and actions",
+    .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct OpsActionsAPITests {
     static let csp =
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "

@@ -402,7 +402,7 @@ def run(system):
 
         # A read+send key cancels the scheduled notification from the page.
         browser.sign_in(system.ops_key)
-        browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#overview[aria-busy=false]"), what="the overview")
+        browser.wait(lambda d: d.find_element(By.ID, "who").is_displayed(), what="the signed-in header")
         browser.go(f"#/notifications/{scheduled}")
         browser.wait(lambda d: d.find_elements(By.ID, "cancel-notification"), what="the Cancel button")
         browser.driver.find_element(By.ID, "cancel-notification").click()
