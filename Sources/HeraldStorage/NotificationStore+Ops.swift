@@ -14,11 +14,11 @@ public enum NotificationSelection: Sendable, Hashable {
 
 /// Which hub sends the ops console's retry takes.
 public enum HubSendSelection: Sendable, Hashable {
-    /// A failure group as `GET /v1/failures` lists it: hub sends still `Abandoned` whose latest
-    /// final outcome (decision `abandoned`) was recorded in the last `windowSeconds`, with this
-    /// cause. `httpStatus` and `error`: nil does not filter; `.some(nil)` is "no answer" / "no
-    /// error text".
-    case failureGroup(windowSeconds: Int, httpStatus: Int??, error: String??)
+    /// A failure group as `GET /v1/failures` lists it (``StatsStore/failures(window:)``): hub sends
+    /// still `Abandoned` whose latest final outcome (decision `abandoned`) was recorded in
+    /// `window` (from the start of its first bucket, as the failures read it), with this cause.
+    /// `httpStatus` and `error`: nil does not filter; `.some(nil)` is "no answer" / "no error text".
+    case failureGroup(window: StatsWindow, httpStatus: Int??, error: String??)
     /// These hub sends (at most ``NotificationStore/maxActionIDs``).
     case ids([Int64])
 }
@@ -217,21 +217,25 @@ extension NotificationStore {
     ) async throws -> HubSendRetryResult {
         let owner: Int64? = actor.isAdmin ? nil : actor.apiKeyID
         let limit = Int64(Self.maxActionItems + 1)
-        let candidateQuery: PostgresQuery
+        // The failure group's statement needs the window's start, read on the action's connection.
+        let candidateQuery: @Sendable (Date?) -> PostgresQuery
+        var window: StatsWindow?
         switch selection {
-        case .failureGroup(let windowSeconds, let httpStatus, let error):
+        case .failureGroup(let groupWindow, let httpStatus, let error):
+            window = groupWindow
             // The same groups as `GET /v1/failures`: each hub send by its latest final outcome in
             // the window, still Abandoned.
             let anyStatus = httpStatus == nil
             let status: Int32? = httpStatus.flatMap { $0.map { Int32(clamping: $0) } }
             let anyError = error == nil
             let errorText: String? = error.flatMap { $0 }
-            candidateQuery = """
+            candidateQuery = { from in
+                """
                 WITH finals AS (
                     SELECT DISTINCT ON (o.hub_send_id) o.hub_send_id, o.http_status, o.error, o.decision
                     FROM notification_outcomes o
                     WHERE o.kind = 'send' AND o.decision IN ('abandoned', 'expired')
-                      AND o.at >= now() - make_interval(secs => \(Double(windowSeconds)))
+                      AND o.at >= \(from)
                     ORDER BY o.hub_send_id, o.id DESC
                 )
                 SELECT h.id, h.notification_id, h.state, n.deadline <= now(), n.state = 'Cancelled'
@@ -243,25 +247,31 @@ extension NotificationStore {
                   AND (\(owner)::int8 IS NULL OR n.api_key_id = \(owner))
                 ORDER BY h.id LIMIT \(limit)
                 """
+            }
         case .ids(let ids):
             guard ids.count <= Self.maxActionIDs else {
                 throw DomainError(code: "invalid_request", message: "ids lists at most \(Self.maxActionIDs) ids")
             }
-            candidateQuery = """
+            candidateQuery = { _ in
+                """
                 SELECT h.id, h.notification_id, h.state, n.deadline <= now(), n.state = 'Cancelled'
                 FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
                 WHERE h.id = ANY(\(ids)::int8[]) AND (\(owner)::int8 IS NULL OR n.api_key_id = \(owner))
                 ORDER BY h.id LIMIT \(limit)
                 """
+            }
         }
+        let groupWindow = window
         let logger = self.logger
         let maxSendAttempts = self.maxSendAttempts
         let queue = self.queue
         return try await StorageSQL.transaction(
             client, logger: logger, "retry hub sends", within: StorageSQL.maintenanceDeadline
         ) { connection in
+            var from: Date?
+            if let groupWindow { from = try await StatsStore.bounds(of: groupWindow, on: connection, logger: logger).0 }
             var candidates: [(id: Int64, notification: UUID, state: String, late: Bool, cancelled: Bool)] = []
-            for try await row in try await connection.query(candidateQuery, logger: logger).decode(
+            for try await row in try await connection.query(candidateQuery(from), logger: logger).decode(
                 (Int64, UUID, String, Bool, Bool).self)
             {
                 candidates.append((row.0, row.1, row.2, row.3, row.4))

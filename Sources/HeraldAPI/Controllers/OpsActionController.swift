@@ -25,8 +25,6 @@ struct OpsActionController: Sendable {
     static let cancelFilterFields = ["state", "tag", "sender", "since", "until"]
     /// The fields of a retry's failure group (a `GET /v1/failures` group).
     static let retryGroupFields = ["window", "httpStatus", "error", "decision"]
-    /// The windows `GET /v1/failures` and a retry's group take, in seconds.
-    static let windows: [String: Int] = ["15m": 900, "1h": 3600, "24h": 86_400, "7d": 604_800]
     /// The longest tag, and error text, a filter takes.
     static let maxFilterText = 1000
 
@@ -87,8 +85,8 @@ struct OpsActionController: Sendable {
             selection = .ids(try Self.ids(ids) { cursor throws(APIError) in Int64(try cursor.wholeNumber()) })
         } else {
             let windowField = try body.required("window")
-            guard let seconds = Self.windows[try windowField.string()] else {
-                throw windowField.refusal("is one of 15m, 1h, 24h, 7d")
+            guard let window = StatsWindow(rawValue: try windowField.string()) else {
+                throw windowField.refusal("is one of \(StatsWindow.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             if let decision = body["decision"], try decision.string() != "abandoned" {
                 throw decision.refusal("can only be abandoned: expired sends are past their deadline")
@@ -117,7 +115,7 @@ struct OpsActionController: Sendable {
                     error = .some(text)
                 }
             }
-            selection = .failureGroup(windowSeconds: seconds, httpStatus: status, error: error)
+            selection = .failureGroup(window: window, httpStatus: status, error: error)
         }
         let result = try await store.retryHubSends(
             selection, by: OpsActor(apiKeyID: key.id, isAdmin: key.scopes.contains(.admin)), dryRun: dryRun,
