@@ -21,6 +21,7 @@ each page (1280x800, and the overview at 390 px wide) go to .build/dashboard-scr
 """
 
 import argparse
+import base64
 import json
 import os
 import re
@@ -196,6 +197,27 @@ def direct(handle, alert, **extra):
                  "content": {"apple": {"aps": {"alert": alert}}}}, **extra)
 
 
+def register_device(system):
+    """A device user and one device through the tutorial API; waits until the worker synced it."""
+    out = subprocess.run([os.path.join(system.bin, "heraldctl"), "users", "add", "alice", "--password-stdin"],
+                         env=system.env, input="alice-password\n", capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise Failure(f"heraldctl users add: {out.stderr.strip()[:200]}")
+    basic = "Basic " + base64.b64encode(b"alice:alice-password").decode()
+    handle = "D" * 64
+    status, text, _ = http("POST", f"{system.api_url}/api/register?handle={handle}", headers={"Authorization": basic})
+    if status != 200:
+        raise Failure(f"register: {status} {text[:200]}")
+    device = text[1:-1]
+    status, text, _ = http("PUT", f"{system.api_url}/api/register/{device}",
+                           {"Platform": "apns", "Handle": handle, "Tags": ["World"]}, {"Authorization": basic})
+    if status != 200:
+        raise Failure(f"register update: {status} {text[:200]}")
+    wait_for("alice's device to be synced", lambda: [d["syncState"] for d in
+             system.v1("GET", "/v1/users/alice/devices")[1]["devices"]] == ["synced"], 60)
+    return device
+
+
 def seed(system):
     """Seeds through the public API; returns (retried id and handle, abandoned id, scheduled id)."""
     # The hub answers the first send 500 (retried) and the next 400 (abandoned for good).
@@ -315,6 +337,7 @@ def expected_numbers(stats):
 
 
 def run(system):
+    device = register_device(system)
     retried, retried_handle, abandoned, scheduled = seed(system)
     # Quiesce: with the worker stopped nothing moves (telemetry would turn Enqueued into
     # Completed), so the page and the API must show the same numbers.
@@ -381,6 +404,16 @@ def run(system):
         browser.shot("failures")
         browser.go("#/devices")
         browser.wait(lambda d: d.find_elements(By.ID, "device-user"), what="the devices page")
+        browser.driver.find_element(By.ID, "device-user").send_keys("alice\n")
+        browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, f".device[data-device='{device}']"), what="alice's device")
+        card = browser.find(f".device[data-device='{device}']")[0]
+        calls = card.find_elements(By.CSS_SELECTOR, "tbody tr")
+        _, api_devices, _ = system.v1("GET", "/v1/users/alice/devices", key=system.read_key)
+        api_calls = api_devices["devices"][0]["hubCalls"]
+        report("synced" in card.text and len(calls) == len(api_calls) >= 1
+               and [c.find_elements(By.TAG_NAME, "td")[1].text for c in calls] == [c["operation"] for c in api_calls],
+               "the devices page shows alice's device, synced, with each registration-side hub call",
+               f"{len(calls)} call(s) on the page, {len(api_calls)} in the API")
         browser.shot("devices")
         browser.go("#/campaigns")
         browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#campaigns, #page .muted:not(.loading)"),
