@@ -479,8 +479,8 @@
         if (!(await confirmAction("Cancel this notification? Its hub sends that have not gone out will never be sent."))) return;
         try {
           await api("/v1/notifications/" + encodeURIComponent(id), { method: "DELETE" });
-          setStatus("Notification cancelled.", "ok");
           route();
+          setStatus("Notification cancelled.", "ok");
         } catch (error) {
           message.className = "error";
           message.textContent = "Could not cancel: " + error.message;
@@ -513,7 +513,8 @@
         el("dt", {}, "last error"), el("dd", { class: "mono" }, send.lastError || "–"),
         el("dt", {}, "telemetry"), el("dd", { class: "mono" },
           send.telemetry ? JSON.stringify(send.telemetry) : (send.telemetryNote || "–"))),
-      outcomes.length === 0 ? el("p", { class: "muted" }, "No attempt yet.") :
+      outcomes.length === 0 ?
+        el("p", { class: "muted" }, ["Scheduled", "Queued"].includes(send.state) ? "No attempt yet." : "No attempt was made.") :
         el("ol", { class: "timeline", "aria-label": "Attempts of hub send " + send.id },
           outcomes.map((o) => el("li", {
             class: "outcome", "data-kind": o.kind, "data-attempt": o.attempt, "data-tracking-id": o.trackingId || "",
