@@ -447,6 +447,24 @@ def run(system):
         report(detail["state"] == "Cancelled", "cancelling a scheduled notification from the page makes it Cancelled",
                detail["state"])
         browser.shot("cancelled")
+
+        # Retry the hub's 400 group from the Failures page: the confirmation counts it first.
+        browser.go("#/failures")
+        browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#failures tbody tr button"), what="a Retry button")
+        row = next(r for r in browser.find("#failures tbody tr") if r.find_element(By.TAG_NAME, "td").text == "400")
+        row.find_element(By.TAG_NAME, "button").click()
+        browser.wait(lambda d: d.find_element(By.ID, "confirm").is_displayed(), what="the retry confirmation")
+        question = browser.driver.find_element(By.ID, "confirm-text").text
+        browser.driver.find_element(By.ID, "confirm-yes").click()
+        browser.wait(lambda d: "Retried" in d.find_element(By.ID, "status").text, what="the retry's answer")
+        answer = browser.driver.find_element(By.ID, "status").text
+        _, detail, _ = system.v1("GET", f"/v1/notifications/{abandoned}")
+        audit = system.psql("SELECT count(*) FROM ops_actions WHERE action = 'hub_sends.retry'")
+        report(question.startswith("Retry 1 ") and "Retried 1 of 1" in answer and detail["state"] == "Queued"
+               and detail["hubSends"][0]["state"] == "Queued" and audit == "1",
+               "retrying the 400 group from the Failures page (confirmed with its count) queues the send again",
+               f"{question!r} -> {answer!r}; notification {detail['state']}; audit rows {audit}")
+        browser.shot("retried")
         browser.drain_logs()
         send_console = [e for e in browser.console if e["level"] == "SEVERE" and e not in expected_401
                         and e not in read_console]
