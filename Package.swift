@@ -101,7 +101,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings,
-            plugins: ["EmbedMigrations"]
+            plugins: ["EmbedFiles"]
         ),
         .target(
             name: "HeraldDelivery",
@@ -134,7 +134,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             resources: [.copy("openapi.yaml")],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedFiles"]
         ),
         .target(
             name: "HeraldOps",
@@ -164,9 +165,10 @@ let package = Package(
         ),
 
         // MARK: Build plugins
-        // Embeds `migrations/*.sql` (the one copy, at the top of the repository) into HeraldStorage.
-        .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["embed-migrations"]),
-        .executableTarget(name: "embed-migrations", path: "Plugins/EmbedMigrationsTool", swiftSettings: swiftSettings),
+        // Embeds `migrations/*.sql` (the one copy, at the top of the repository) into HeraldStorage,
+        // and the dashboard's files (Sources/HeraldAPI/Dashboard) into HeraldAPI.
+        .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["embed-files"]),
+        .executableTarget(name: "embed-files", path: "Plugins/EmbedFilesTool", swiftSettings: swiftSettings),
 
         // MARK: Executables (parsing and wiring only)
         .executableTarget(

@@ -47,7 +47,7 @@ public enum DeviceKind: String, Sendable, Hashable, Codable {
 }
 
 /// Where a device's hub state stands.
-public enum DeviceSyncState: String, Sendable, Hashable, Codable {
+public enum DeviceSyncState: String, Sendable, Hashable, Codable, CaseIterable {
     /// Created by `POST /api/register?handle=`, not registered yet: nothing at the hub.
     case new
     /// Changed; a sync job will bring the hub up to date.

@@ -56,6 +56,8 @@ public struct DeviceRecord: Sendable, Hashable {
     public var createdAt: Date
     /// When the device last changed.
     public var updatedAt: Date
+    /// When a sync job last wrote its state to the hub (nil: never).
+    public var syncedAt: Date? = nil
 
     /// Whether the device was deleted.
     public var isDeleted: Bool { deletedAt != nil }
@@ -566,6 +568,32 @@ public struct DeviceStore: Sendable {
         }
     }
 
+    /// The last `limit` hub calls of each of `deviceIDs`, newest first (one statement).
+    public func recentHubCalls(deviceIDs: [DeviceID], limit: Int = 20) async throws -> [DeviceID: [DeviceHubCall]] {
+        guard !deviceIDs.isEmpty else { return [:] }
+        let ids = deviceIDs.map(\.uuid)
+        let limit = max(1, limit)
+        return try await StorageSQL.run("read hub calls", within: wait) {
+            let rows = try await client.query(
+                """
+                SELECT d.id, c.operation, c.hub_id, c.http_status, c.duration_ms, c.tracking_id, c.error, c.at
+                FROM unnest(\(ids)::uuid[]) AS d(id)
+                CROSS JOIN LATERAL (SELECT * FROM device_hub_calls WHERE device_id = d.id
+                                    ORDER BY id DESC LIMIT \(limit)) c
+                ORDER BY d.id, c.id DESC
+                """, logger: logger)
+            var calls: [DeviceID: [DeviceHubCall]] = [:]
+            for try await row in rows.decode((UUID, String, String?, Int32?, Double, String?, String?, Date).self) {
+                let id = DeviceID(row.0)
+                calls[id, default: []].append(
+                    DeviceHubCall(
+                        deviceID: id, operation: row.1, hubID: row.2, httpStatus: row.3.map(Int.init),
+                        durationMilliseconds: row.4, trackingID: row.5, error: row.6, at: row.7))
+            }
+            return calls
+        }
+    }
+
     /// The hub calls made for a device, oldest first.
     public func hubCalls(deviceID: DeviceID) async throws -> [DeviceHubCall] {
         try await StorageSQL.run("read hub calls", within: wait) {
@@ -722,7 +750,7 @@ public struct DeviceStore: Sendable {
     static let columns = """
         id, user_id, kind, platform, handle, tags, template_body, template_headers::text AS template_headers,
         installation_id, templates::text AS templates, hub_registration_id, hub_expires_at, sync_state, last_error,
-        version, synced_version, deleted_at, created_at, updated_at
+        version, synced_version, deleted_at, created_at, updated_at, synced_at
         """
 
     static func records(_ rows: PostgresRowSequence) async throws -> [DeviceRecord] {
@@ -756,7 +784,8 @@ public struct DeviceStore: Sendable {
                     syncedVersion: try r["synced_version"].decode(Int64?.self),
                     deletedAt: try r["deleted_at"].decode(Date?.self),
                     createdAt: try r["created_at"].decode(Date.self),
-                    updatedAt: try r["updated_at"].decode(Date.self)))
+                    updatedAt: try r["updated_at"].decode(Date.self),
+                    syncedAt: try r["synced_at"].decode(Date?.self)))
         }
         return records
     }

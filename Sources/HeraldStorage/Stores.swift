@@ -25,6 +25,8 @@ public struct Stores: Sendable {
     public let users: UserStore
     /// Sender API keys.
     public let apiKeys: APIKeyStore
+    /// The ops console's reads (statistics, failures, a user's devices).
+    public let stats: StatsStore
     /// The schema check and migrations.
     public let migrations: MigrationRunner
     /// Whether the database answers. Processes that watch it (`herald-api`, `herald-worker`)
@@ -49,6 +51,8 @@ public struct Stores: Sendable {
             defaultTimeZone: configuration.defaultTimeZone)
         self.users = UserStore(client: client, logger: logger, wait: configuration.databaseWait)
         self.apiKeys = APIKeyStore(client: client, logger: logger, wait: configuration.databaseWait)
+        self.stats = StatsStore(
+            client: client, queue: queue, devices: devices, logger: logger, wait: configuration.databaseWait)
         self.migrations = MigrationRunner(client: client, logger: logger)
         self.availability = .assumedAvailable(logger: logger)
     }

@@ -8,7 +8,9 @@ public import ServiceLifecycle
 /// the hub call on its job's last attempt ends `Unknown`) and the expiry sweep
 /// (``NotificationStore/expireOverdue(batch:)``: waiting sends past their deadline end
 /// `Expired` even when no worker got to them), and every minute the retention pruner
-/// (``NotificationStore/pruneFinished(olderThan:batch:)``, in batches until done). Safe to
+/// (``NotificationStore/pruneFinished(olderThan:batch:)``, in batches until done) and the
+/// statistics rollups' pruner (``NotificationStore/pruneStatsRollups(olderThan:batch:)``: buckets
+/// older than 8 days, which outlive the pruned notifications). Safe to
 /// run in every worker process at once (`SKIP LOCKED`, idempotent deletes).
 public struct NotificationMaintenance: Service {
     private let store: NotificationStore
@@ -49,6 +51,8 @@ public struct NotificationMaintenance: Service {
                 await PeriodicTask.run(every: pruneInterval) {
                     let total = try await inBatches { try await store.pruneFinished(olderThan: retention, batch: $0) }
                     if total > 0 { logger.info("herald.notifications.pruned", metadata: ["count": "\(total)"]) }
+                    let rollups = try await store.pruneStatsRollups(batch: batch)
+                    if rollups > 0 { logger.info("herald.stats.pruned", metadata: ["count": "\(rollups)"]) }
                 } onError: {
                     logFailure($0)
                 }

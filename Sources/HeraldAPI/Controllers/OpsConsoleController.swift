@@ -1,0 +1,331 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+import Hummingbird
+import PostgresQueue
+
+/// The ops console's read routes (API key with scope `read`; see ``APIKeyAuthenticator``), all
+/// read through ``StatsStore``:
+///
+/// | request | answer |
+/// |---|---|
+/// | `GET /v1/stats?window=15m\|1h\|24h\|7d` | 200 ``StatsBody`` (default window `1h`) |
+/// | `GET /v1/failures?window=15m\|1h\|24h\|7d` | 200 ``FailuresBody`` (default window `1h`) |
+/// | `GET /v1/users/{name}/devices` | 200 ``UserDevicesBody``; 404 `user_not_found` |
+///
+/// Any other `window` is a 400 `invalid_query` naming `window`.
+struct OpsConsoleController: Sendable {
+    let store: StatsStore
+
+    /// `GET /v1/stats`.
+    func stats(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        _ = try requireKey(context)
+        let window = try Self.window(request)
+        let stats = try await store.stats(window: window)
+        return try JSONWriter.response(StatsBody(stats, generatedAt: Date()))
+    }
+
+    /// `GET /v1/failures`.
+    func failures(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        _ = try requireKey(context)
+        let window = try Self.window(request)
+        return try JSONWriter.response(FailuresBody(try await store.failures(window: window)))
+    }
+
+    /// `GET /v1/users/{name}/devices`.
+    func userDevices(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        _ = try requireKey(context)
+        // A name that is not a valid user name cannot exist: not found, as an unknown one.
+        guard let text = context.parameters.get("name"), let name = try? UserName.validated(text),
+            let found = try await store.userDevices(name: name)
+        else {
+            throw APIError(.notFound, code: "user_not_found", message: "no such user")
+        }
+        return try JSONWriter.response(UserDevicesBody(found))
+    }
+
+    // MARK: Helpers
+
+    /// `window` from the query; ``StatsWindow/standard`` when absent.
+    static func window(_ request: Request) throws(APIError) -> StatsWindow {
+        guard let text = request.uri.queryParameters.get("window") else { return .standard }
+        guard let window = StatsWindow(rawValue: text) else {
+            throw APIError(
+                .badRequest, code: "invalid_query",
+                message: "window must be one of " + StatsWindow.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        return window
+    }
+
+    func requireKey(_ context: HeraldRequestContext) throws -> APIKeyRecord {
+        guard let key = context.apiKey else { throw APIKeyAuthenticator.unauthorized }
+        return key
+    }
+}
+
+// MARK: Answer bodies (written by ``JSONWriter``: dates as ISO 8601 UTC, keys sorted)
+
+/// An optional value written as JSON `null` when absent (the synthesized `Encodable` leaves
+/// absent optionals out, and the console's shapes list every key).
+struct Nullable<Value: Encodable>: Encodable {
+    var value: Value?
+
+    init(_ value: Value?) { self.value = value }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        if let value { try container.encode(value) } else { try container.encodeNil() }
+    }
+}
+
+/// `GET /v1/stats`.
+struct StatsBody: Encodable {
+    var window: String
+    var from: Date
+    var to: Date
+    var bucketSeconds: Int
+    var generatedAt: Date
+    var notifications: Notifications
+    var outcomes: Outcomes
+    var errors: [ErrorGroup]
+    var queues: [Queue]
+    var devices: Devices
+    var hubThrottling: Throttling
+    var campaignRuns: [Run]
+
+    struct Notifications: Encodable {
+        /// Notifications created within the window, by their current state; every state present.
+        var byState: [String: Int]
+    }
+
+    struct Counts: Encodable {
+        var accepted: Int
+        var retried: Int
+        var throttled: Int
+        var abandoned: Int
+        var expired: Int
+
+        init(_ counts: SendResultCounts) {
+            accepted = counts.accepted
+            retried = counts.retried
+            throttled = counts.throttled
+            abandoned = counts.abandoned
+            expired = counts.expired
+        }
+    }
+
+    struct Bucket: Encodable {
+        var at: Date
+        var accepted: Int
+        var retried: Int
+        var throttled: Int
+        var abandoned: Int
+        var expired: Int
+
+        init(_ bucket: SendResultBucket) {
+            at = bucket.at
+            accepted = bucket.counts.accepted
+            retried = bucket.counts.retried
+            throttled = bucket.counts.throttled
+            abandoned = bucket.counts.abandoned
+            expired = bucket.counts.expired
+        }
+    }
+
+    struct Outcomes: Encodable {
+        var totals: Counts
+        var buckets: [Bucket]
+        var errorRate: Double
+    }
+
+    struct ErrorGroup: Encodable {
+        var httpStatus: Nullable<Int>
+        var error: Nullable<String>
+        var count: Int
+        var lastAt: Date
+    }
+
+    struct Queue: Encodable {
+        var queue: String
+        /// `waiting` (available + retryable), `running`, `available`, `retryable`.
+        var byState: [String: Int]
+        var oldestWaitingSeconds: Double
+    }
+
+    struct FailedSync: Encodable {
+        var deviceId: String
+        var user: Nullable<String>
+        var operation: String
+        var httpStatus: Nullable<Int>
+        var error: Nullable<String>
+        var at: Date
+    }
+
+    struct Devices: Encodable {
+        var bySyncState: [String: Int]
+        var recentFailedSyncs: [FailedSync]
+    }
+
+    struct Throttling: Encodable {
+        var throttledLast5m: Int
+        var lastThrottledAt: Nullable<Date>
+        var inEffect: Bool
+    }
+
+    struct Run: Encodable {
+        var campaignId: String
+        var campaignName: String
+        var runId: String
+        var slot: Date
+        var state: String
+        var hubSends: Int
+        var finishedHubSends: Int
+    }
+
+    /// The queues always listed, with zeros when they hold no job.
+    static let knownQueues = [NotificationJobs.queue, DeviceJobs.queue]
+
+    init(_ stats: OpsStats, generatedAt: Date) {
+        window = stats.window.rawValue
+        from = stats.from
+        to = stats.to
+        bucketSeconds = stats.window.bucketSeconds
+        self.generatedAt = generatedAt
+        notifications = Notifications(
+            byState: Dictionary(uniqueKeysWithValues: stats.notificationsByState.map { ($0.key.rawValue, $0.value) }))
+        outcomes = Outcomes(
+            totals: Counts(stats.totals), buckets: stats.buckets.map(Bucket.init), errorRate: stats.totals.errorRate)
+        errors = stats.errors.map {
+            ErrorGroup(httpStatus: Nullable($0.httpStatus), error: Nullable($0.error), count: $0.count, lastAt: $0.lastAt)
+        }
+        queues = Self.queues(stats.queues)
+        devices = Devices(
+            bySyncState: Dictionary(uniqueKeysWithValues: stats.devicesBySyncState.map { ($0.key.rawValue, $0.value) }),
+            recentFailedSyncs: stats.recentFailedSyncs.map {
+                FailedSync(
+                    deviceId: $0.deviceID.description, user: Nullable($0.user), operation: $0.operation,
+                    httpStatus: Nullable($0.httpStatus), error: Nullable($0.error), at: $0.at)
+            })
+        hubThrottling = Throttling(
+            throttledLast5m: stats.throttling.throttledLast5m, lastThrottledAt: Nullable(stats.throttling.lastThrottledAt),
+            inEffect: stats.throttling.inEffect)
+        campaignRuns = stats.campaignRuns.map {
+            Run(
+                campaignId: String($0.campaignID), campaignName: $0.campaignName, runId: String($0.runID), slot: $0.slot,
+                state: $0.state, hubSends: $0.hubSends, finishedHubSends: $0.finishedHubSends)
+        }
+    }
+
+    /// Every known queue and every queue with jobs, by name; the oldest waiting job's age is
+    /// the largest of the waiting states', as `/metrics` reports it (``QueueCount``).
+    static func queues(_ counts: [QueueCount]) -> [Queue] {
+        var byQueue: [String: (states: [String: Int], oldest: Double)] = [:]
+        for name in knownQueues { byQueue[name] = ([:], 0) }
+        for count in counts {
+            var entry = byQueue[count.queue] ?? ([:], 0)
+            entry.states[count.state.rawValue, default: 0] += count.count
+            if count.state != .running {
+                entry.states["waiting", default: 0] += count.count
+                entry.oldest = max(entry.oldest, count.oldestRunnableAge.seconds)
+            }
+            byQueue[count.queue] = entry
+        }
+        return byQueue.keys.sorted().map { name in
+            let entry = byQueue[name]!
+            var states = entry.states
+            for key in ["waiting", JobState.running.rawValue, JobState.available.rawValue, JobState.retryable.rawValue] {
+                states[key] = states[key] ?? 0
+            }
+            return Queue(queue: name, byState: states, oldestWaitingSeconds: entry.oldest)
+        }
+    }
+}
+
+/// `GET /v1/failures`.
+struct FailuresBody: Encodable {
+    var window: String
+    var from: Date
+    var to: Date
+    var groups: [Group]
+
+    struct Cause: Encodable {
+        var httpStatus: Nullable<Int>
+        var error: Nullable<String>
+    }
+
+    struct Group: Encodable {
+        var cause: Cause
+        var decision: String
+        var count: Int
+        var notifications: Int
+        var lastAt: Date
+        var sampleNotificationIds: [String]
+    }
+
+    init(_ report: FailureReport) {
+        window = report.window.rawValue
+        from = report.from
+        to = report.to
+        groups = report.groups.map {
+            Group(
+                cause: Cause(httpStatus: Nullable($0.httpStatus), error: Nullable($0.error)), decision: $0.decision,
+                count: $0.count, notifications: $0.notifications, lastAt: $0.lastAt,
+                sampleNotificationIds: $0.sampleNotificationIDs.map { $0.uuidString.lowercased() })
+        }
+    }
+}
+
+/// `GET /v1/users/{name}/devices`.
+struct UserDevicesBody: Encodable {
+    var user: String
+    /// The user's IANA time zone; set once users have one.
+    var timeZone: Nullable<String>
+    var devices: [Device]
+
+    struct HubCall: Encodable {
+        var operation: String
+        var httpStatus: Nullable<Int>
+        var durationMs: Double
+        var trackingId: Nullable<String>
+        var error: Nullable<String>
+        var at: Nullable<Date>
+    }
+
+    struct Device: Encodable {
+        var id: String
+        var kind: String
+        var platform: Nullable<String>
+        var tags: [String]
+        /// `deleted` for a deleted device, whatever its hub side's state.
+        var syncState: String
+        var lastError: Nullable<String>
+        var hubRegistrationId: Nullable<String>
+        var installationId: Nullable<String>
+        var createdAt: Date
+        var updatedAt: Date
+        var syncedAt: Nullable<Date>
+        var deletedAt: Nullable<Date>
+        /// ``DeviceHandle/fingerprint(_:)``, never the handle.
+        var handleFingerprint: String
+        var hubCalls: [HubCall]
+    }
+
+    init(_ found: UserDevices) {
+        user = found.name
+        timeZone = Nullable(nil)
+        devices = found.devices.map { device in
+            Device(
+                id: device.id.description, kind: device.kind.rawValue, platform: Nullable(device.platform?.rawValue),
+                tags: device.tags, syncState: device.isDeleted ? DeviceSyncState.deleted.rawValue : device.syncState.rawValue,
+                lastError: Nullable(device.lastError), hubRegistrationId: Nullable(device.hubRegistrationID),
+                installationId: Nullable(device.installationID), createdAt: device.createdAt, updatedAt: device.updatedAt,
+                syncedAt: Nullable(device.syncedAt), deletedAt: Nullable(device.deletedAt),
+                handleFingerprint: DeviceHandle.fingerprint(device.handle),
+                hubCalls: (found.hubCalls[device.id] ?? []).map {
+                    HubCall(
+                        operation: $0.operation, httpStatus: Nullable($0.httpStatus), durationMs: $0.durationMilliseconds,
+                        trackingId: Nullable($0.trackingID), error: Nullable($0.error), at: Nullable($0.at))
+                })
+        }
+    }
+}
