@@ -202,7 +202,7 @@ struct OpsActionController: Sendable {
     static func filterJSON(_ body: JSONObjectCursor) throws -> String {
         var fields = body.fields
         fields["dryRun"] = nil
-        return String(decoding: try JSONWriter.data(JSONValue.object(fields)), as: UTF8.self)
+        return try JSONWriter.canonicalText(.object(fields))
     }
 }
 
