@@ -224,6 +224,14 @@ struct Campaigns: AsyncParsableCommand {
         }
     }
 
+    /// A RUN argument as a run id; exits with one line when it is not one.
+    static func runID(_ text: String) -> CampaignRunID {
+        guard let runID = CampaignRunID(text), runID > 0 else {
+            HeraldExit.fail("heraldctl", CommandFailure("RUN \"\(text)\" is not a run id (a number)"))
+        }
+        return runID
+    }
+
     struct RunDetail: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "run",
@@ -239,9 +247,7 @@ struct Campaigns: AsyncParsableCommand {
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
-            guard let runID = CampaignRunID(run), runID > 0 else {
-                HeraldExit.fail("heraldctl", CommandFailure("RUN \"\(run)\" is not a run id (a number)"))
-            }
+            let runID = Campaigns.runID(run)
             await withDatabase { ctl in
                 let campaign = try await ctl.campaign(named: name)
                 guard let found = try await ctl.stores.campaigns.run(campaignID: campaign.id, runID: runID) else {
@@ -271,9 +277,7 @@ struct Campaigns: AsyncParsableCommand {
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
-            guard let runID = CampaignRunID(run), runID > 0 else {
-                HeraldExit.fail("heraldctl", CommandFailure("RUN \"\(run)\" is not a run id (a number)"))
-            }
+            let runID = Campaigns.runID(run)
             await withDatabase { ctl in
                 let campaign = try await ctl.campaign(named: name)
                 let cancelled = try await ctl.stores.campaigns.cancelRun(campaignID: campaign.id, runID: runID)

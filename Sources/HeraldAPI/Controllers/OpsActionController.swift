@@ -60,17 +60,20 @@ struct OpsActionController: Sendable {
             selection, by: OpsActor(apiKeyID: key.id, isAdmin: key.scopes.contains(.admin)), dryRun: dryRun,
             filterJSON: try Self.filterJSON(body))
         if !dryRun {
-            context.logger.info(
-                "herald.ops.action",
-                metadata: [
-                    "action": "notifications.cancel", "api_key.id": "\(key.id)", "matched": "\(result.matched)",
-                    "cancelled": "\(result.cancelled)",
-                ])
+            Self.logAction(
+                context, "notifications.cancel", key: key.id, ["matched": result.matched, "cancelled": result.cancelled])
         }
         return try JSONWriter.response(
             CancelBody(
                 matched: result.matched, cancelled: result.cancelled, notCancellable: result.notCancellable,
                 more: result.more, dryRun: dryRun))
+    }
+
+    /// Logs an action that changed something as `herald.ops.action`, with the key's id (never the key).
+    static func logAction(_ context: HeraldRequestContext, _ action: String, key: Int64, _ counts: [String: Int]) {
+        var metadata: Logger.Metadata = ["action": "\(action)", "api_key.id": "\(key)"]
+        for (name, count) in counts { metadata[name] = "\(count)" }
+        context.logger.info("herald.ops.action", metadata: metadata)
     }
 
     /// `POST /v1/hub-sends:retry`.
@@ -121,12 +124,7 @@ struct OpsActionController: Sendable {
             selection, by: OpsActor(apiKeyID: key.id, isAdmin: key.scopes.contains(.admin)), dryRun: dryRun,
             filterJSON: try Self.filterJSON(body))
         if !dryRun {
-            context.logger.info(
-                "herald.ops.action",
-                metadata: [
-                    "action": "hub_sends.retry", "api_key.id": "\(key.id)", "matched": "\(result.matched)",
-                    "retried": "\(result.retried)",
-                ])
+            Self.logAction(context, "hub_sends.retry", key: key.id, ["matched": result.matched, "retried": result.retried])
         }
         return try JSONWriter.response(
             RetryBody(
