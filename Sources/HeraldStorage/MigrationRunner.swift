@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HeraldDomain
 public import Logging
 public import PostgresNIO
 import PostgresQueue
@@ -25,7 +26,7 @@ public struct Migration: Sendable, Hashable {
 
     /// SHA-256 of the script, recorded so an edited, already-applied migration is noticed.
     public var checksum: String {
-        SHA256.hash(data: Data(sql.utf8)).map { String(format: "%02x", $0) }.joined()
+        Hex.string(SHA256.hash(data: Data(sql.utf8)))
     }
 
     /// `component/NNNN_name`.

@@ -265,7 +265,7 @@ extension NotificationStore {
             message: "the idempotency key \"\(key.prefix(64))\" was used with a different request", kind: .conflict)
     }
 
-    static func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
+    static func hex(_ data: Data) -> String { Hex.string(data) }
 
     static func json(_ value: some Encodable, _ encoder: JSONEncoder) throws -> String {
         String(decoding: try encoder.encode(value), as: UTF8.self)

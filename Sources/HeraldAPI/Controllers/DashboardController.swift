@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HeraldDomain
 import Hummingbird
 import NIOCore
 
@@ -50,7 +51,7 @@ struct DashboardController: Sendable {
         var assets: [String: Asset] = [:]
         for (name, bytes) in files {
             let ext = String(name.split(separator: ".").last ?? "")
-            let digest = SHA256.hash(data: bytes).prefix(16).map { String(format: "%02x", $0) }.joined()
+            let digest = Hex.string(SHA256.hash(data: bytes).prefix(16))
             assets[name] = Asset(
                 body: ByteBuffer(bytes: bytes), contentType: Self.contentTypes[ext] ?? "application/octet-stream",
                 etag: "\"\(digest)\"")
