@@ -47,6 +47,7 @@ test: db-up
 	      --filter 'HeraldEndToEndTests.(SendTests|DeviceRegistrationTests)' ) || status=$$((status == 0 ? 1 : status)); \
 	  scripts/pgbouncer.sh down || true; \
 	  scripts/deploy-check.sh all "$$bin" || status=$$((status == 0 ? 1 : status)); \
+	  scripts/dashboard-test.sh "$$bin" || status=$$((status == 0 ? 1 : status)); \
 	  scripts/chaos.sh "$$bin" reduced || status=$$((status == 0 ? 1 : status)); \
 	  exit $$status
 

@@ -101,7 +101,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings,
-            plugins: ["EmbedMigrations"]
+            plugins: ["EmbedFiles"]
         ),
         .target(
             name: "HeraldDelivery",
@@ -134,13 +134,15 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             resources: [.copy("openapi.yaml")],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedFiles"]
         ),
         .target(
             name: "HeraldOps",
             dependencies: [
                 "HeraldDomain", "HeraldStorage", "PostgresQueue",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -158,22 +160,21 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
         ),
 
         // MARK: Build plugins
-        // Embeds `migrations/*.sql` (the one copy, at the top of the repository) into HeraldStorage.
-        .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["embed-migrations"]),
-        .executableTarget(name: "embed-migrations", path: "Plugins/EmbedMigrationsTool", swiftSettings: swiftSettings),
+        // Embeds `migrations/*.sql` (the one copy, at the top of the repository) into HeraldStorage,
+        // and the dashboard's files (Sources/HeraldAPI/Dashboard) into HeraldAPI.
+        .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["embed-files"]),
+        .executableTarget(name: "embed-files", path: "Plugins/EmbedFilesTool", swiftSettings: swiftSettings),
 
         // MARK: Executables (parsing and wiring only)
         .executableTarget(
             name: "herald-api",
             dependencies: [
-                "HeraldAPI", "HeraldRuntime", "HeraldDomain", "HeraldSettings", "HeraldStorage",
+                "HeraldAPI", "HeraldOps", "HeraldRuntime", "HeraldDomain", "HeraldSettings", "HeraldStorage",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -6,6 +6,9 @@
 #                                          against Kubernetes' schemas (kubernetes-validate, strict);
 #                                          KEDA's objects against KEDA's CRDs; compose.yaml against
 #                                          the Compose specification; Secret keys documented
+#   scripts/deploy-check.sh monitoring     promtool on deploy/prometheus (rules, their unit tests, the
+#                                          scrape configuration) and on every query of
+#                                          deploy/grafana/herald.json
 #   scripts/deploy-check.sh queue BIN_DIR  the KEDA trigger's query on a freshly migrated database:
 #                                          one integer, counting due and running jobs only
 #   scripts/deploy-check.sh ldd [SCRATCH]  links the four executables as the image does (the Swift
@@ -15,7 +18,7 @@
 #                                          only libraries of packages the Dockerfile's run stage
 #                                          installs, and starts each once (--help) with the Swift
 #                                          toolchain's libraries hidden
-#   scripts/deploy-check.sh all BIN_DIR [SCRATCH]  all three
+#   scripts/deploy-check.sh all BIN_DIR [SCRATCH]  all four
 #
 # Installs what it needs when missing: python3-venv (Debian) and the pinned tools of
 # scripts/deploy-check/requirements.txt (PyPI) in .data/deploy-venv. The schemas are in
@@ -176,10 +179,30 @@ INSIDE
   [ -z "$problems" ] || fail "$(printf "libraries the image would lack:\n%b" "$problems")"
 }
 
+# The monitoring files: the alert rules parse and their unit tests pass, the example scrape
+# configuration parses, and every query of the Grafana dashboard parses as PromQL. promtool comes
+# from Debian's prometheus package. (That the metrics they name exist is checked against real
+# scrapes by Tests/HeraldEndToEndTests/MetricsExpositionTests.swift.)
+check_monitoring() {
+  command -v promtool >/dev/null 2>&1 || debian_install prometheus
+  ensure_venv
+  promtool check rules deploy/prometheus/alerts.yml >/dev/null || fail "promtool check rules deploy/prometheus/alerts.yml"
+  (cd deploy/prometheus && promtool test rules alerts.test.yml >/dev/null) \
+    || fail "promtool test rules deploy/prometheus/alerts.test.yml (run it for the details)"
+  promtool check config --syntax-only deploy/prometheus/prometheus.yml >/dev/null \
+    || fail "promtool check config deploy/prometheus/prometheus.yml"
+  local rules; rules="$(mktemp --suffix .yml)"
+  "$venv/bin/python" "$check_py" grafana-rules deploy/grafana/herald.json >"$rules"
+  promtool check rules "$rules" >/dev/null || { rm -f "$rules"; fail "deploy/grafana/herald.json: a query does not parse"; }
+  local queries; queries="$(grep -c '"record"' "$rules")"; rm -f "$rules"
+  log "ok prometheus $(promtool --version 2>&1 | head -1 | grep -o '[0-9][0-9.]*' | head -1): alerts.yml rules and unit tests, prometheus.yml, the $queries queries of grafana/herald.json"
+}
+
 case "${1:-}" in
   files) check_files ;;
+  monitoring) check_monitoring ;;
   queue) check_queue "${2:-}" ;;
   ldd) check_ldd "${2:-.build}" ;;
-  all) check_files; check_queue "${2:?usage: deploy-check.sh all BIN_DIR [SCRATCH]}"; check_ldd "${3:-.build}" ;;
-  *) echo "usage: $0 files | queue BIN_DIR | ldd [SCRATCH] | all BIN_DIR [SCRATCH]" >&2; exit 2 ;;
+  all) check_files; check_monitoring; check_queue "${2:?usage: deploy-check.sh all BIN_DIR [SCRATCH]}"; check_ldd "${3:-.build}" ;;
+  *) echo "usage: $0 files | monitoring | queue BIN_DIR | ldd [SCRATCH] | all BIN_DIR [SCRATCH]" >&2; exit 2 ;;
 esac

@@ -62,6 +62,7 @@ cat <<TXT
 
 Herald is running.
   API:          http://${api_host}:${api_port}  (GET /health/ready)
+  dashboard:    http://${api_host}:${api_port}/dashboard  (sign in with the demo key in ${key_file})
   nh-emulator:  http://127.0.0.1:${emulator_port}  (GET /_emulator/hubs/herald/deliveries)
   database:     ${HERALD_DATABASE_URL%%://*}://…@${HERALD_DATABASE_URL##*@}
   demo users:   ${users}

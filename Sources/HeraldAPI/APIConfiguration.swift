@@ -35,7 +35,7 @@ public struct APIConfiguration: Sendable {
         "the body limit of `POST /v1/notifications:batch`")
     /// `HERALD_MAX_CLIENT_TAGS`.
     public static let maxClientTags = Setting.int(
-        "max_client_tags", default: 20, range: 0...59, "tags a client may set on one device")
+        "max_client_tags", default: 20, range: 0...58, "tags a client may set on one device")
 
     /// Every key this configuration reads, its parts' included.
     public static let settings: [SettingDescription] =

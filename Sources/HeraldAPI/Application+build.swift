@@ -11,14 +11,16 @@ public import Prometheus
 /// Builds the HTTP application. Every route is in ``APIRoutes/all`` (the table the OpenAPI
 /// document, `openapi.yaml`, is checked against):
 ///
-/// - `GET /health/live`, `GET /health/ready` (HeraldOps' ``OpsRoutes``), `GET /openapi.yaml`: no
-///   authentication.
+/// - `GET /health/live`, `GET /health/ready` (HeraldOps' ``OpsRoutes``), `GET /openapi.yaml`, and
+///   the ops dashboard's files, `GET /dashboard` and `GET /dashboard/{asset}`
+///   (`DashboardController`, embedded in the binary, with a strict CSP): no authentication.
 /// - The tutorial-compatible device API under `/api` (`DeviceController`, the tutorial send
 ///   of `TutorialSendController`): `Authorization: Basic` or, when a JWT key is configured,
 ///   `Authorization: Bearer <JWT>`.
-/// - The sender API under `/v1` (`NotificationController`, `CampaignController`, the ops console's reads in
-///   `OpsConsoleController`) and `GET /metrics` (``OpsRoutes``):
-///   an API key (`APIKeyAuthenticator` over HeraldOps' `APIKeyVerifier`), rate-limited per key.
+/// - The sender API under `/v1` (`NotificationController`, `CampaignController`, `UserController`, the ops console's
+///   reads in `OpsConsoleController` and its actions in `OpsActionController`) and `GET /metrics`
+///   (``OpsRoutes``): an API key (`APIKeyAuthenticator` over HeraldOps' `APIKeyVerifier`),
+///   rate-limited per key; `GET /v1/whoami` takes a key of any scope.
 ///
 /// Every error is answered as JSON `{"code": "...", "message": "..."}` (unknown routes 404,
 /// other methods on known routes 405, bodies over `maxBodyBytes` 413). Each request is logged
@@ -34,7 +36,7 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     let auth = configuration.auth
     let sends = configuration.sends
-    let registry = metrics ?? PrometheusCollectorRegistry()
+    let registry = metrics ?? HeraldMetrics.registry(process: "herald-api")
     // Failed sign-ins per client address, Basic and API keys alike.
     let clientLimits = ClientLimits(perMinute: auth.failedSignInsPerMinute)
     let authenticator = DeviceAuthenticator(
@@ -68,13 +70,16 @@ public func buildApplication(
             store: stores.campaigns, maxBodyBytes: configuration.maxBodyBytes,
             hubSendLimits: HubSendLimits(
                 perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest)),
+        users: UserController(devices: stores.devices, maxBodyBytes: configuration.maxBodyBytes),
+        dashboard: DashboardController(),
+        opsActions: OpsActionController(store: stores.notifications, maxBodyBytes: configuration.maxBodyBytes),
         console: OpsConsoleController(store: stores.stats))
     let keys = APIKeyVerifier(keys: stores.apiKeys, cacheSeconds: sends.apiKeyCacheSeconds)
 
     let router = Router(context: HeraldRequestContext.self)
     // Middleware applies to routes added after it: these wrap every route and the not-found
     // answer. Metrics and the log are outermost so they see the status the error mapping chose.
-    router.add(middleware: HTTPMetricsMiddleware(factory: PrometheusMetricsFactory(registry: registry)))
+    router.add(middleware: HTTPMetricsMiddleware(factory: HeraldMetricsFactory(registry: registry)))
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: ErrorMiddleware())
     router.add(
@@ -88,12 +93,15 @@ public func buildApplication(
     let senders = router.group().add(middleware: gate).add(
         middleware: APIKeyAuthenticator(
             keys: keys, limits: clientLimits, rates: rates, requiredScope: APIKeyAuthenticator.byMethod))
+    let anyKey = router.group().add(middleware: gate).add(
+        middleware: APIKeyAuthenticator(keys: keys, limits: clientLimits, rates: rates, requiredScope: { _ in nil }))
     for route in APIRoutes.all {
         let handler = handlers.handler(for: route.operation)
         switch route.access {
         case .open: router.on(RouterPath(route.path), method: route.method, use: handler)
         case .device: devices.on(RouterPath(route.path), method: route.method, use: handler)
         case .apiKey: senders.on(RouterPath(route.path), method: route.method, use: handler)
+        case .anyKey: anyKey.on(RouterPath(route.path), method: route.method, use: handler)
         }
     }
     addMethodNotAllowed(to: router, routes: APIRoutes.all)
@@ -115,6 +123,9 @@ struct RouteHandlers: Sendable {
     let tutorial: TutorialSendController
     let notifications: NotificationController
     let campaigns: CampaignController
+    let users: UserController
+    let dashboard: DashboardController
+    let opsActions: OpsActionController
     let console: OpsConsoleController
 
     func handler(for operation: RouteSpec.Operation) -> Handler {
@@ -147,6 +158,13 @@ struct RouteHandlers: Sendable {
         case .campaignRuns: return campaigns.runs
         case .campaignRun: return campaigns.run
         case .campaignCancelRun: return campaigns.cancelRun
+        case .userDetail: return users.detail
+        case .userUpdate: return users.update
+        case .dashboard: return dashboard.page
+        case .dashboardAsset: return dashboard.asset
+        case .whoami: return opsActions.whoami
+        case .notificationCancelMatching: return opsActions.cancel
+        case .hubSendRetry: return opsActions.retry
         case .stats: return console.stats
         case .failures: return console.failures
         case .userDevices: return console.userDevices

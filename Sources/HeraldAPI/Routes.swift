@@ -12,6 +12,8 @@ struct RouteSpec: Sendable {
         case notificationCreate, notificationBatch, notificationList, notificationDetail, notificationCancel
         case campaignCreate, campaignList, campaignDetail, campaignUpdate, campaignArchive, campaignPause, campaignResume
         case campaignFire, campaignRuns, campaignRun, campaignCancelRun
+        case userDetail, userUpdate
+        case dashboard, dashboardAsset, whoami, notificationCancelMatching, hubSendRetry
         case stats, failures, userDevices
     }
 
@@ -23,6 +25,8 @@ struct RouteSpec: Sendable {
         case device
         /// A sender API key (scope by method; `/metrics` needs `read`).
         case apiKey
+        /// A sender API key of any scope (`/v1/whoami`).
+        case anyKey
     }
 
     /// The request body's schema in `openapi.yaml` and the fields the decoder requires.
@@ -55,6 +59,17 @@ enum APIRoutes {
         RouteSpec(method: .get, path: "/health/ready", operation: .healthReady, access: .open, statuses: [200, 503]),
         RouteSpec(method: .get, path: "/openapi.yaml", operation: .openAPI, access: .open, statuses: [200]),
         RouteSpec(method: .get, path: "/metrics", operation: .metrics, access: .apiKey, statuses: apiKey.union([200])),
+        RouteSpec(method: .get, path: "/dashboard", operation: .dashboard, access: .open, statuses: [200, 304]),
+        RouteSpec(
+            method: .get, path: "/dashboard/{asset}", operation: .dashboardAsset, access: .open, statuses: [200, 304, 404]),
+        RouteSpec(
+            method: .get, path: "/v1/whoami", operation: .whoami, access: .anyKey, statuses: [200, 401, 429, 500, 503]),
+        RouteSpec(
+            method: .post, path: "/v1/notifications:cancel", operation: .notificationCancelMatching, access: .apiKey,
+            statuses: apiKey.union([200, 400, 413]), body: .init(schema: "NotificationCancelRequest", required: [])),
+        RouteSpec(
+            method: .post, path: "/v1/hub-sends:retry", operation: .hubSendRetry, access: .apiKey,
+            statuses: apiKey.union([200, 400, 413]), body: .init(schema: "HubSendRetryRequest", required: [])),
         RouteSpec(
             method: .post, path: "/api/register", operation: .deviceRegister, access: .device,
             statuses: device.union([200, 400, 409, 410, 413, 429]),
@@ -120,6 +135,13 @@ enum APIRoutes {
         RouteSpec(
             method: .delete, path: "/v1/campaigns/{id}/runs/{run}", operation: .campaignCancelRun, access: .apiKey,
             statuses: apiKey.union([200, 404, 409])),
+        RouteSpec(
+            method: .get, path: "/v1/users/{name}", operation: .userDetail, access: .apiKey,
+            statuses: apiKey.union([200, 404])),
+        RouteSpec(
+            method: .put, path: "/v1/users/{name}", operation: .userUpdate, access: .apiKey,
+            statuses: apiKey.union([200, 400, 404, 413]),
+            body: .init(schema: "UserUpdate", required: UserController.updateRequiredFields)),
         RouteSpec(method: .get, path: "/v1/stats", operation: .stats, access: .apiKey, statuses: apiKey.union([200, 400])),
         RouteSpec(
             method: .get, path: "/v1/failures", operation: .failures, access: .apiKey, statuses: apiKey.union([200, 400])),

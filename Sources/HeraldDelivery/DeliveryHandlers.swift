@@ -49,6 +49,7 @@ public struct DeliveryHandlers: Sendable {
     /// - Throws: when the connection string or hub name cannot be used (the error names the
     ///   problem, never the key).
     public init(configuration: DeliveryConfiguration, httpClient: HTTPClient, stores: Stores, logger: Logger) throws {
+        DeliveryMetrics.declareRareCounters()
         var hubConfiguration = NotificationHubClient.Configuration()
         hubConfiguration.timeout = configuration.hubCallTimeout
         // The job queue owns retries and backoff, so each hub call is one audited attempt.

@@ -1,32 +1,46 @@
 import HeraldDomain
+import HeraldStorage
 import Metrics
+import NotificationHubs
 
-/// The delivery side's swift-metrics instruments, all with bounded dimensions.
+/// The delivery side's swift-metrics instruments, all with bounded dimensions (names and help
+/// texts as exported: HeraldOps' `HeraldMetrics.families`).
 ///
 /// - `herald_device_syncs_total{kind,outcome}`: one per finished sync attempt; outcome is
 ///   `synced`, `removed`, `skipped`, `retried`, `failed` or `changing` (the device kept
 ///   changing while it synced; the job runs again).
-/// - `herald_hub_calls_total{operation,result}`: one per registration-side hub call; result
-///   is the HTTP status (`200`, `401`, `410`, `503`, …) or the failure code when no answer
-///   came (`timeout`, `connection`, `invalid_argument`, …). A rising `401` count means the
-///   connection string is wrong.
+/// - `herald_hub_calls_total{operation,status}` and the histogram
+///   `herald_hub_call_duration_seconds{operation,result}`: every hub call, registration side
+///   (`create_registration_id`, `upsert_registration`, …) and send side (`send`,
+///   `notification_details`). `status` is the HTTP status (`200`, `401`, `410`, `503`, …),
+///   `result` its class (`2xx`, `4xx`, …); both are the failure code when no answer came
+///   (`timeout`, `connection`, …). A rising `401` count means the connection string is wrong.
 enum DeliveryMetrics {
     static func syncFinished(kind: String, outcome: String) {
         Counter(label: "herald_device_syncs_total", dimensions: [("kind", kind), ("outcome", outcome)]).increment()
     }
 
-    static func hubCall(operation: String, result: String) {
-        Counter(label: "herald_hub_calls_total", dimensions: [("operation", operation), ("result", result)]).increment()
+    /// Records one hub call that answered `status`, or failed without an answer for `failure`.
+    static func hubCall(operation: String, status: Int?, failure: String, _ elapsed: Duration) {
+        let result = status.map { "\(min(max($0 / 100, 1), 5))xx" } ?? failure
+        let status = status.map { String($0) } ?? failure
+        Counter(label: "herald_hub_calls_total", dimensions: [("operation", operation), ("status", status)]).increment()
+        Timer(label: "herald_hub_call_duration_seconds", dimensions: [("operation", operation), ("result", result)])
+            .recordNanoseconds(elapsed.nanoseconds)
+    }
+
+    /// ``hubCall(operation:status:failure:_:)`` for a call that threw `error`.
+    static func hubCall(operation: String, error: NotificationHubsError, _ elapsed: Duration) {
+        hubCall(operation: operation, status: error.status, failure: error.code.description, elapsed)
     }
 }
 
 /// The send side's instruments.
 ///
-/// - `herald_hub_call_duration_seconds{operation,status_class}` (Timer): every send and
-///   telemetry call; `status_class` is `2xx`, `4xx`, `5xx`, `timeout`, `connection`, …
-/// - `herald_notification_outcomes_total{state,reason}`: one per recorded result; `state` is
-///   the hub send's state after it, `reason` the HTTP status, `no_answer`, `deadline` or
-///   `telemetry`.
+/// - `herald_notification_outcomes_total{platform,decision}`: one per recorded result of a
+///   hub send; `platform` is `apns`, `fcmv1`, `wns` or `template` (the hub send's format),
+///   `decision` what the worker did (`enqueued`, `retry`, `abandoned`, `expired`, `telemetry`, …:
+///   ``HubSendResult/Decision``).
 /// - `herald_sends_paused_total`: send jobs that found the hub paused by the shared throttle
 ///   and snoozed without calling it.
 /// - `herald_campaign_throttle_late_total`: throttled campaign sends that woke up too late for
@@ -34,13 +48,29 @@ enum DeliveryMetrics {
 /// - `herald_stale_results_total{kind}`: results a worker wrote for an attempt that was no
 ///   longer the hub send's current one (`send` or `telemetry`), which changed nothing.
 extension DeliveryMetrics {
-    static func hubCallTime(operation: String, statusClass: String, _ elapsed: Duration) {
-        Timer(label: "herald_hub_call_duration_seconds", dimensions: [("operation", operation), ("status_class", statusClass)])
-            .recordNanoseconds(elapsed.nanoseconds)
+    static func outcome(format: HeraldDomain.NotificationFormat, decision: HubSendResult.Decision) {
+        Counter(
+            label: "herald_notification_outcomes_total",
+            dimensions: [("platform", platform(format)), ("decision", decision.rawValue)]
+        ).increment()
     }
 
-    static func outcome(state: String, reason: String) {
-        Counter(label: "herald_notification_outcomes_total", dimensions: [("state", state), ("reason", reason)]).increment()
+    /// The push platform a format goes to; `template` for templates, which reach every platform.
+    static func platform(_ format: HeraldDomain.NotificationFormat) -> String {
+        switch format {
+        case .apple: "apns"
+        case .fcmv1: "fcmv1"
+        case .windows: "wns"
+        case .template: "template"
+        }
+    }
+
+    /// Creates the counters that only some conditions increment, at 0, so that a dashboard's
+    /// `rate()` and an alert read 0 (rather than no series) until the first increment.
+    static func declareRareCounters() {
+        _ = Counter(label: "herald_sends_paused_total")
+        _ = Counter(label: "herald_campaign_throttle_late_total")
+        for kind in ["send", "telemetry"] { _ = Counter(label: "herald_stale_results_total", dimensions: [("kind", kind)]) }
     }
 
     static func sendPaused() {

@@ -209,6 +209,9 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
     public var catchUpSeconds: Int?
     /// At most this many hub sends per second for the campaign's runs, across every worker; nil: no cap.
     public var throttlePerSecond: Int?
+    /// Send each run in waves, one per time zone, at this time of day in that zone on the run's
+    /// local date (``LocalTimeWaves``); nil: each run sends to everyone at once.
+    public var localTime: LocalTime?
 
     /// The catch-up window when none is given.
     public static let defaultCatchUpSeconds = 3600
@@ -223,7 +226,7 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
     public init(
         name: String, audience: CampaignAudience, content: NotificationContent, schedule: CampaignSchedule,
         apnsPushType: String? = nil, priority: NotificationPriority? = nil, collapseId: String? = nil, ttl: Int? = nil,
-        catchUpSeconds: Int? = nil, throttlePerSecond: Int? = nil
+        catchUpSeconds: Int? = nil, throttlePerSecond: Int? = nil, localTime: LocalTime? = nil
     ) {
         self.name = name
         self.audience = audience
@@ -235,6 +238,7 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
         self.ttl = ttl
         self.catchUpSeconds = catchUpSeconds
         self.throttlePerSecond = throttlePerSecond
+        self.localTime = localTime
     }
 
     /// The options every run's notification carries.
@@ -245,10 +249,23 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
     /// The catch-up window in seconds.
     public var catchUp: Int { catchUpSeconds ?? Self.defaultCatchUpSeconds }
 
-    /// The notification each run creates.
+    /// The notification each run creates (each wave's, for a local-time campaign, is
+    /// ``waveRequest(zone:sendAt:)``).
     public var notificationRequest: NotificationRequest {
         NotificationRequest(target: audience.target, content: content, options: options, ttl: ttl)
     }
+
+    /// The notification of a local-time run's wave in `zone`: the audience's devices that carry
+    /// the zone's tag (`(audience) && tz:…`; `tz:…` alone for `all`), sent at `sendAt` (nil: at once).
+    public func waveRequest(zone: String, sendAt: Date?) -> NotificationRequest {
+        NotificationRequest(
+            target: .inZone(audience.target, zoneTag: ZoneTag.tag(forZone: zone)), content: content, options: options,
+            sendAt: sendAt, ttl: ttl)
+    }
+
+    /// The most tags a local-time campaign's `tags` audience may name: its waves add the zone
+    /// tag, and the hub allows 6 tags in an expression with `&&`.
+    public static let maxLocalTimeAudienceTags = 5
 
     /// Checks every rule (the audience, the content against the payload limits, the options,
     /// the schedule, the throttle against the time-to-live) and returns the definition
@@ -268,6 +285,21 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
                 message:
                     "catchUpSeconds is \(Self.catchUpRange.lowerBound) to \(Self.catchUpRange.upperBound); got \(catchUpSeconds)")
         }
+        if localTime != nil, case .tags(let expression) = definition.audience {
+            let count = TagExpressionRules.tags(in: expression).count
+            guard count <= Self.maxLocalTimeAudienceTags else {
+                throw DomainError(
+                    code: "invalid_audience",
+                    message:
+                        "audience.tags: a local-time campaign's expression may name at most \(Self.maxLocalTimeAudienceTags) tags (each wave adds its zone tag, and the hub allows 6 in an expression with &&); it names \(count)"
+                )
+            }
+            do {
+                try TagExpressionRules.check("(\(expression)) && \(ZoneTag.tag(forZone: "America/Argentina/Buenos_Aires"))")
+            } catch {
+                throw DomainError(code: "invalid_audience", message: "audience.tags with a zone tag: \(error.message)")
+            }
+        }
         if let throttlePerSecond {
             guard Self.throttleRange.contains(throttlePerSecond) else {
                 throw DomainError(
@@ -277,7 +309,9 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
                 )
             }
             // A run's sends must all fit before their deadline at the capped rate.
-            let sends = notificationRequest.hubSendCount
+            // A local-time run's waves each have their own deadline: one wave must fit.
+            let sends =
+                localTime == nil ? notificationRequest.hubSendCount : waveRequest(zone: "UTC", sendAt: nil).hubSendCount
             let seconds = Double(sends) / Double(throttlePerSecond) * CampaignThrottle.spacingFactor
             let ttl = Double(ttl ?? NotificationRequest.defaultTTL)
             if seconds > ttl {

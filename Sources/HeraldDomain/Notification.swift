@@ -69,7 +69,7 @@ public enum NotificationState: String, Sendable, Hashable, Codable, CaseIterable
 }
 
 /// Who a notification goes to.
-public enum NotificationTarget: Sendable, Hashable {
+public indirect enum NotificationTarget: Sendable, Hashable {
     /// Every device of one user (`username:<name>`).
     case user(String)
     /// Every device of these users; split into hub sends of at most 20 OR-ed tags.
@@ -83,11 +83,18 @@ public enum NotificationTarget: Sendable, Hashable {
     /// Every device on the hub: a broadcast. Only campaigns whose audience is `all` make it;
     /// the sender API has no way to ask for it.
     case everyone
+    /// The devices of `base` that carry the zone tag `zoneTag` (one wave of a local-time
+    /// campaign): `(expression) && tz:…` per hub send, users in chunks of
+    /// ``usersPerZonedHubSend``, and the zone tag alone for `everyone`. Only campaigns make it.
+    case inZone(NotificationTarget, zoneTag: String)
 
     /// The most users one notification may name.
     public static let maxUsers = 10_000
     /// The most tags one hub send OR-s together (the hub's limit for `||`-only expressions).
     public static let tagsPerHubSend = 20
+    /// The most users one hub send of a zone's wave OR-s together: with `&& tz:…` that is the
+    /// hub's limit of 6 tags in an expression with `&&`.
+    public static let usersPerZonedHubSend = 5
 
     /// Checks the target and returns it normalised (user names checked, handles normalised,
     /// duplicate users dropped).
@@ -123,6 +130,8 @@ public enum NotificationTarget: Sendable, Hashable {
             return .device(handle: try DeviceHandle.normalized(handle, for: platform), platform: platform)
         case .everyone:
             return self
+        case .inZone(let base, let zoneTag):
+            return .inZone(try base.validated(), zoneTag: zoneTag)
         }
     }
 
@@ -132,6 +141,8 @@ public enum NotificationTarget: Sendable, Hashable {
         switch self {
         case .users(let names): (names.count + Self.tagsPerHubSend - 1) / Self.tagsPerHubSend
         case .user, .tags, .installation, .device, .everyone: 1
+        case .inZone(.users(let names), _): (names.count + Self.usersPerZonedHubSend - 1) / Self.usersPerZonedHubSend
+        case .inZone: 1
         }
     }
 
@@ -147,6 +158,15 @@ public enum NotificationTarget: Sendable, Hashable {
         case .tags(let expression): [expression]
         case .installation(let id): ["$InstallationId:{\(id)}"]
         case .device, .everyone: [nil]
+        case .inZone(.users(let names), let zoneTag):
+            stride(from: 0, to: names.count, by: Self.usersPerZonedHubSend).map { start in
+                let chunk = names[start..<min(start + Self.usersPerZonedHubSend, names.count)].map(TagPolicy.userTag)
+                return chunk.count == 1
+                    ? "\(chunk[0]) && \(zoneTag)" : "(\(chunk.joined(separator: " || "))) && \(zoneTag)"
+            }
+        case .inZone(.everyone, let zoneTag): [zoneTag]
+        case .inZone(let base, let zoneTag):
+            base.tagExpressions.map { expression in expression.map { "(\($0)) && \(zoneTag)" } }
         }
     }
 
@@ -157,6 +177,7 @@ public enum NotificationTarget: Sendable, Hashable {
         case .users(let names): names.map(TagPolicy.userTag)
         case .tags(let expression): TagExpressionRules.tags(in: expression)
         case .installation, .device, .everyone: []
+        case .inZone(let base, let zoneTag): base.referencedTags + [zoneTag]
         }
     }
 
@@ -169,14 +190,20 @@ public enum NotificationTarget: Sendable, Hashable {
 
 extension NotificationTarget: Codable {
     private enum CodingKeys: String, CodingKey {
-        case user, users, tags, installationId, deviceHandle, platform, all
+        case user, users, tags, installationId, deviceHandle, platform, all, zoneTag, within
     }
 
     /// Decodes `{"user": …}`, `{"users": […]}`, `{"tags": "…"}`, `{"installationId": "…"}` or
     /// `{"deviceHandle": "…", "platform": "apns|fcmv1|wns"}` or `{"all": true}` (a campaign's
-    /// broadcast): exactly one kind.
+    /// broadcast): exactly one kind; or a local-time wave's `{"within": {…}, "zoneTag": "tz:…"}`.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
+        if container.contains(.zoneTag) {
+            self = .inZone(
+                try container.decode(NotificationTarget.self, forKey: .within),
+                zoneTag: try container.decode(String.self, forKey: .zoneTag))
+            return
+        }
         let present = container.allKeys.filter { $0 != .platform }
         guard present.count == 1, let key = present.first else {
             throw DecodingError.dataCorrupted(
@@ -195,6 +222,9 @@ extension NotificationTarget: Codable {
                     .init(codingPath: decoder.codingPath, debugDescription: "target.all is true when present"))
             }
             self = .everyone
+        case .zoneTag, .within:
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "target.within and target.zoneTag come together"))
         case .deviceHandle, .platform:
             let handle = try container.decode(String.self, forKey: .deviceHandle)
             guard let name = try container.decodeIfPresent(String.self, forKey: .platform) else {
@@ -221,6 +251,9 @@ extension NotificationTarget: Codable {
             try container.encode(handle, forKey: .deviceHandle)
             try container.encode(platform.rawValue, forKey: .platform)
         case .everyone: try container.encode(true, forKey: .all)
+        case .inZone(let base, let zoneTag):
+            try container.encode(base, forKey: .within)
+            try container.encode(zoneTag, forKey: .zoneTag)
         }
     }
 }

@@ -1,23 +1,27 @@
-/// Which tags a device may carry. The server adds `username:<user>` itself; clients may add
+/// Which tags a device may carry. The server adds `username:<user>` and the device's zone tag
+/// (`tz:…`, ``ZoneTag``) itself; clients may add
 /// their own tags (categories such as `World`), within the hub's rules and Herald's: ASCII
 /// only, and no reserved prefix in any case (the hub's case rule for tags is not documented,
 /// so Herald assumes it may ignore case).
 public struct TagPolicy: Sendable, Hashable {
-    /// Prefixes only the server may use: `username:` and `from:` identify people, and `$` is
-    /// the hub's own (`$InstallationId:{…}`, `$UserId:{…}`).
-    public static let reservedPrefixes = ["username:", "from:", "$"]
+    /// Prefixes only the server may use: `username:` and `from:` identify people, `tz:` carries
+    /// the device's time zone (``ZoneTag``), and `$` is the hub's own (`$InstallationId:{…}`,
+    /// `$UserId:{…}`).
+    public static let reservedPrefixes = ["username:", "from:", ZoneTag.prefix, "$"]
+    /// The tags the server adds to every device: `username:<user>` and the zone tag.
+    public static let serverTags = 2
     /// The hub's limit on one tag's length.
     public static let maxTagLength = 120
     /// The hub's limit on tags per registration (all tiers).
     public static let hubMaxTags = 60
 
-    /// Most tags a client may set on one device (the server's own tag comes on top).
+    /// Most tags a client may set on one device (the server's two tags come on top).
     public var maxClientTags: Int
 
-    /// Creates a policy. `maxClientTags` is clamped so that, with the server's tag, a device
+    /// Creates a policy. `maxClientTags` is clamped so that, with the server's tags, a device
     /// never exceeds the hub's 60.
     public init(maxClientTags: Int = 20) {
-        self.maxClientTags = max(0, min(maxClientTags, Self.hubMaxTags - 1))
+        self.maxClientTags = max(0, min(maxClientTags, Self.hubMaxTags - Self.serverTags))
     }
 
     /// The tag that routes notifications to a user.
@@ -45,7 +49,8 @@ public struct TagPolicy: Sendable, Hashable {
     }
 
     /// Checks the tags a client asked for and returns the device's full tag set: the client's
-    /// tags (deduplicated, in order) followed by `username:<user>`.
+    /// tags (deduplicated, in order) followed by `username:<user>`. The store appends the zone
+    /// tag when it saves the device (it depends on the user's zone, kept in the database).
     public func tags(for user: String, clientTags: [String]) throws(DomainError) -> [String] {
         var seen = Set<String>()
         var result: [String] = []

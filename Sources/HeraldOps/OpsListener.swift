@@ -19,15 +19,18 @@ public struct OpsListener: Service {
     private let logger: Logger
 
     /// A listener on `host:port` serving the schema check of `stores`, `registry`, and the
-    /// depth of the stores' queue (the worker's one queue), checking keys against its `api_keys`.
+    /// depth of the stores' queue (the worker's one queue; the `queues` it works always
+    /// present), checking keys against its `api_keys`.
     public init(
-        host: String, port: Int, stores: Stores, registry: PrometheusCollectorRegistry, logger: Logger,
-        onListening: (@Sendable (Int) async -> Void)? = nil
+        host: String, port: Int, stores: Stores, registry: PrometheusCollectorRegistry, queues: [String] = [],
+        logger: Logger, onListening: (@Sendable (Int) async -> Void)? = nil
     ) {
         self.logger = logger
         let router = Router()
+        router.add(middleware: HTTPMetricsMiddleware(factory: HeraldMetricsFactory(registry: registry)))
         OpsRoutes(
-            migrations: stores.migrations, registry: registry, queue: stores.queue, availability: stores.availability
+            migrations: stores.migrations, registry: registry, queue: stores.queue, queues: queues,
+            availability: stores.availability
         )
         .addRoutes(to: router, keys: APIKeyVerifier(keys: stores.apiKeys))
         self.application = Application(

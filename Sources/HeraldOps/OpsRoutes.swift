@@ -33,16 +33,17 @@ public struct OpsRoutes: Sendable {
     private let availability: DatabaseAvailability?
 
     /// Routes that check the schema with `migrations`, export `registry`, and, when `queue` is
-    /// given, export its depth (the process's one queue: these routes never make their own).
+    /// given, export its depth (the process's one queue: these routes never make their own),
+    /// with the queues named in `queues` present (at 0) even while they hold no jobs.
     /// With `availability`, readiness fails at once while the database counts as down, and a
     /// scrape then skips the queue gauges instead of waiting for the database.
     public init(
         migrations: MigrationRunner, registry: PrometheusCollectorRegistry, queue: JobQueue? = nil,
-        availability: DatabaseAvailability? = nil
+        queues: [String] = [], availability: DatabaseAvailability? = nil
     ) {
         self.migrations = migrations
         self.registry = registry
-        self.queueGauges = queue.map { QueueGauges(queue: $0, registry: registry) }
+        self.queueGauges = queue.map { QueueGauges(queue: $0, registry: registry, known: queues) }
         self.availability = availability
     }
 

@@ -10,7 +10,9 @@ import Synchronization
 /// - `herald_queue_oldest_waiting_seconds{queue}`: how long the oldest runnable job that
 ///   waits (`available` or `retryable`) has waited.
 ///
-/// A queue or state that has no jobs any more reads 0 instead of keeping its last value.
+/// A queue or state that has no jobs any more reads 0 instead of keeping its last value, and
+/// the queues named at creation read 0 in every waiting state from the first scrape on, so
+/// dashboards and alerts see an empty queue rather than no series.
 final class QueueGauges: Sendable {
     // Computed: `MetricNameDescriptor` is not `Sendable`, so it cannot be a stored static.
     static var jobs: MetricNameDescriptor {
@@ -33,9 +35,18 @@ final class QueueGauges: Sendable {
     /// Every series set so far, so one that is gone can be set to 0.
     private let seen = Mutex((jobs: [Series: Gauge](), oldest: [String: Gauge]()))
 
-    init(queue: JobQueue, registry: PrometheusCollectorRegistry) {
+    init(queue: JobQueue, registry: PrometheusCollectorRegistry, known queues: [String] = []) {
         self.queue = queue
         self.registry = registry
+        seen.withLock { seen in
+            for name in queues {
+                for state in [JobState.available, .running, .retryable] {
+                    seen.jobs[Series(queue: name, state: state.rawValue)] = registry.makeGauge(
+                        descriptor: Self.jobs, labels: [("queue", name), ("state", state.rawValue)])
+                }
+                seen.oldest[name] = registry.makeGauge(descriptor: Self.oldestWaiting, labels: [("queue", name)])
+            }
+        }
     }
 
     /// Reads the counts and sets the gauges.

@@ -1,12 +1,10 @@
 import Foundation
 public import HeraldStorage
 public import Logging
-import Metrics
 import NIOCore
 import NIOSSL
 public import PostgresNIO
 import PostgresQueue
-public import Prometheus
 
 /// Process-wide setup shared by the executables.
 public enum HeraldBootstrap {
@@ -38,13 +36,6 @@ public enum HeraldBootstrap {
         stores.availability = DatabaseAvailability(
             configuration: runtime.database.postgres, timeout: runtime.database.probeTimeout, logger: logger)
         return stores
-    }
-
-    /// Routes swift-metrics to a Prometheus registry and returns it (for `/metrics`). Call once.
-    public static func metrics() -> PrometheusCollectorRegistry {
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        return registry
     }
 
     /// Runs `body` with a running client, after checking within `timeout` that the database

@@ -66,6 +66,29 @@ public struct CampaignRun: Sendable, Hashable {
     public var startedAt: Date?
     /// When it became final.
     public var finishedAt: Date?
+    /// A local-time run's waves, by instant (empty otherwise, and in run lists).
+    public var waves: [CampaignWave] = []
+}
+
+/// One wave of a local-time run: the audience's devices in one zone.
+public struct CampaignWave: Sendable, Hashable {
+    /// The IANA zone.
+    public var zone: String
+    /// The zone's tag the wave sends to (`(audience) && tz:…`).
+    public var zoneTag: String
+    /// When the campaign's local time comes in the zone on the run's date.
+    public var instant: Date
+    /// ``instant`` in the zone (ISO 8601 with its offset).
+    public var localInstant: String
+    /// How it started: `Scheduled`, `Late` (sent at once) or `Missed` (never sent).
+    public var start: CampaignWaveStart
+    /// Its notification's state (`Scheduled` until its instant, then as any notification), or
+    /// `Missed`.
+    public var state: String
+    /// Its notification (nil when missed, or once retention pruned it).
+    public var notificationID: NotificationID?
+    /// Its hub sends by state.
+    public var hubSends: [String: Int]
 }
 
 extension CampaignRun {
@@ -132,6 +155,8 @@ public struct CampaignStore: Sendable {
     let notifications: NotificationStore
     /// The longest one operation waits for the database.
     let wait: Duration
+    /// The zone of users who set none: every local-time run has a wave for it.
+    let defaultTimeZone: String
 
     /// The default page size.
     public static let defaultPageSize = 50
@@ -146,7 +171,7 @@ public struct CampaignStore: Sendable {
 
     static let columns = """
         id, name, audience::text, content::text, options::text, ttl_seconds, schedule_at, cron, time_zone, \
-        catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, created_at, updated_at
+        catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, created_at, updated_at, local_time
         """
 
     // MARK: Definitions
@@ -163,10 +188,11 @@ public struct CampaignStore: Sendable {
             let rows = try await connection.query(
                 """
                 INSERT INTO campaigns (name, audience, content, options, ttl_seconds, schedule_at, cron, time_zone,
-                                       catch_up_seconds, throttle_per_second, state, next_slot, api_key_id)
+                                       catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, local_time)
                 VALUES (\(checked.name), \(values.audience)::jsonb, \(values.content)::jsonb, \(values.options)::jsonb,
                         \(checked.ttl), \(values.at), \(values.cron), \(values.zone), \(checked.catchUp),
-                        \(checked.throttlePerSecond), 'active', \(values.nextSlot), \(apiKeyID))
+                        \(checked.throttlePerSecond), 'active', \(values.nextSlot), \(apiKeyID),
+                        \(checked.localTime?.description))
                 ON CONFLICT DO NOTHING
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
@@ -248,7 +274,7 @@ public struct CampaignStore: Sendable {
                     content = \(values.content)::jsonb, options = \(values.options)::jsonb, ttl_seconds = \(checked.ttl),
                     schedule_at = \(values.at), cron = \(values.cron), time_zone = \(values.zone),
                     catch_up_seconds = \(checked.catchUp), throttle_per_second = \(checked.throttlePerSecond),
-                    next_slot = \(values.nextSlot), updated_at = now()
+                    next_slot = \(values.nextSlot), local_time = \(checked.localTime?.description), updated_at = now()
                 WHERE id = \(id) AND NOT EXISTS (SELECT 1 FROM campaigns o WHERE lower(o.name) = lower(\(checked.name))
                                                 AND o.id <> \(id))
                 RETURNING \(unescaped: Self.columns)
@@ -319,8 +345,11 @@ public struct CampaignStore: Sendable {
             let result = try await fire(
                 campaign, slot: instant, state: .running, by: firing, apiKeyID: apiKeyID,
                 idempotencyKey: idempotencyKey, now: now, on: connection)
-            guard case .existing(var run) = result, run.needsLiveCounts else { return result }
-            run.counts = try await Self.liveCounts(of: [run.id], on: connection, logger: logger)[run.id] ?? .empty
+            guard case .existing(var run) = result else { return result }
+            if run.needsLiveCounts {
+                run.counts = try await Self.liveCounts(of: [run.id], on: connection, logger: logger)[run.id] ?? .empty
+            }
+            run.waves = try await Self.waves(of: run.id, on: connection, logger: logger)
             return .existing(run)
         }
     }
@@ -331,6 +360,16 @@ public struct CampaignStore: Sendable {
         _ campaign: Campaign, slot: Date, state: CampaignRunState, by firing: CampaignFiring, apiKeyID: Int64?,
         idempotencyKey: IdempotencyKey?, now: Date, on connection: PostgresConnection
     ) async throws -> CampaignFireResult {
+        var state = state
+        var waves: [CampaignWavePlan] = []
+        if state == .running, let localTime = campaign.definition.localTime {
+            waves = LocalTimeWaves.plan(
+                slot: slot, at: localTime, campaignZone: campaign.definition.schedule.timeZoneIdentifier,
+                zones: try await zones(of: campaign.definition.audience, on: connection) + [defaultTimeZone], now: now,
+                catchUpSeconds: campaign.definition.catchUp)
+            // Every wave's instant passed beyond the catch-up window: the run is missed.
+            if waves.allSatisfy({ $0.start == .missed }) { state = .missed }
+        }
         let startedAt: Date? = state == .running ? now : nil
         let finishedAt: Date? = state == .running ? nil : now
         let inserted = try await connection.query(
@@ -358,7 +397,9 @@ public struct CampaignStore: Sendable {
             throw StorageError(.query, "campaign \(campaign.id): slot \(slot) conflicted but has no run")
         }
         var notificationID: NotificationID?
-        if state == .running {
+        if !waves.isEmpty {
+            notificationID = try await insertWaves(waves, of: campaign, runID: runID, now: now, on: connection)
+        } else if state == .running {
             let request = try campaign.definition.notificationRequest.validated(now: now)
             var rows = NotificationRows()
             _ = try rows.append(request, now: now, encoder: NotificationRows.encoder())
@@ -370,7 +411,99 @@ public struct CampaignStore: Sendable {
         return .fired(
             CampaignRun(
                 id: runID, campaignID: campaign.id, slot: slot, firedBy: firing, state: state, counts: .empty,
-                notificationID: notificationID, createdAt: now, startedAt: startedAt, finishedAt: finishedAt))
+                notificationID: notificationID, createdAt: now, startedAt: startedAt, finishedAt: finishedAt,
+                waves: waves.isEmpty ? [] : try await Self.waves(of: runID, on: connection, logger: logger)))
+    }
+
+    /// The zones a local-time run has waves for: the zone tags of the audience's live devices
+    /// (the named users' devices for a `users` audience; every device's for `tags` and `all`,
+    /// since the database cannot evaluate a tag expression: a zone none of the audience is in
+    /// gets a wave that reaches nobody). The default zone is added by the caller.
+    private func zones(of audience: CampaignAudience, on connection: PostgresConnection) async throws -> [String] {
+        let names: [String]? = if case .users(let names) = audience { names } else { nil }
+        var zones: [String] = []
+        for try await tag in try await connection.query(
+            """
+            SELECT DISTINCT t FROM devices d, unnest(d.tags) AS t
+            WHERE d.deleted_at IS NULL AND d.platform IS NOT NULL AND t LIKE 'tz:%'
+              AND (\(names == nil) OR d.user_id IN (SELECT id FROM users WHERE name = ANY(\(names ?? []))))
+            ORDER BY t
+            """, logger: logger
+        ).decode(String.self) {
+            if let zone = ZoneTag.zone(fromTag: tag) { zones.append(zone) }
+        }
+        return zones
+    }
+
+    /// A local-time run's waves, inside the caller's transaction: a notification for each wave
+    /// that goes out (sent at its instant, or at once when it started late), and a
+    /// `campaign_waves` row for every wave. Returns the first wave's notification.
+    private func insertWaves(
+        _ waves: [CampaignWavePlan], of campaign: Campaign, runID: CampaignRunID, now: Date,
+        on connection: PostgresConnection
+    ) async throws -> NotificationID? {
+        var rows = NotificationRows()
+        let encoder = NotificationRows.encoder()
+        var notificationIDs: [String] = []
+        for wave in waves {
+            guard wave.start != .missed else {
+                notificationIDs.append("")
+                continue
+            }
+            let request = try campaign.definition.waveRequest(
+                zone: wave.zone, sendAt: wave.start == .scheduled ? wave.instant : nil
+            ).validated(now: now)
+            _ = try rows.append(request, now: now, encoder: encoder)
+            notificationIDs.append(rows.ids.last?.uuidString ?? "")
+        }
+        try await notifications.insert(
+            rows, sender: .campaignRun(runID, campaign: campaign.id),
+            throttlePerSecond: campaign.definition.throttlePerSecond, on: connection)
+        try await connection.query(
+            """
+            INSERT INTO campaign_waves (run_id, zone, instant, start, notification_id)
+            SELECT \(runID), w.zone, w.instant, w.start, NULLIF(w.notification, '')::uuid
+            FROM unnest(\(waves.map(\.zone))::text[], \(waves.map(\.instant))::timestamptz[],
+                        \(waves.map(\.start.rawValue))::text[], \(notificationIDs)::text[])
+                 AS w(zone, instant, start, notification)
+            """, logger: logger)
+        return rows.ids.first
+    }
+
+    /// The waves of `runID`, by instant, with their notifications' states and hub sends by state.
+    static func waves(
+        of runID: CampaignRunID, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [CampaignWave] {
+        var waves: [CampaignWave] = []
+        for try await (zone, instant, start, notificationID, state) in try await connection.query(
+            """
+            SELECT w.zone, w.instant, w.start, w.notification_id, coalesce(n.state, w.final_state, w.start)
+            FROM campaign_waves w LEFT JOIN notifications n ON n.id = w.notification_id
+            WHERE w.run_id = \(runID) ORDER BY w.instant, w.zone
+            """, logger: logger
+        ).decode((String, Date, String, UUID?, String).self) {
+            waves.append(
+                CampaignWave(
+                    zone: zone, zoneTag: ZoneTag.tag(forZone: zone), instant: instant,
+                    localInstant: LocalTimeWaves.localISO8601(instant, zone: zone),
+                    start: CampaignWaveStart(rawValue: start) ?? .missed, state: state, notificationID: notificationID,
+                    hubSends: [:]))
+        }
+        let ids = waves.compactMap(\.notificationID)
+        guard !ids.isEmpty else { return waves }
+        var counts: [UUID: [String: Int]] = [:]
+        for try await (id, state, count) in try await connection.query(
+            """
+            SELECT notification_id, state, count(*) FROM hub_sends WHERE notification_id = ANY(\(ids)::uuid[])
+            GROUP BY 1, 2
+            """, logger: logger
+        ).decode((UUID, String, Int64).self) {
+            counts[id, default: [:]][state] = Int(count)
+        }
+        for index in waves.indices {
+            if let id = waves[index].notificationID { waves[index].hubSends = counts[id] ?? [:] }
+        }
+        return waves
     }
 
     /// The scheduler's tick: every active campaign whose next slot is due, each under its row
@@ -389,7 +522,7 @@ public struct CampaignStore: Sendable {
                 """, logger: logger)
             var due: [(Campaign, Date)] = []
             for try await row in rows {
-                due.append((try Self.campaign(row), try row.makeRandomAccess()[16].decode(Date.self)))
+                due.append((try Self.campaign(row), try row.makeRandomAccess()[17].decode(Date.self)))
             }
             for (campaign, now) in due {
                 guard let first = campaign.nextSlot else { continue }
@@ -415,12 +548,14 @@ public struct CampaignStore: Sendable {
                 tick.missedUnrecorded += missedBeyond
                 let catchUp = TimeInterval(campaign.definition.catchUp)
                 for slot in slots {
-                    let late = now.timeIntervalSince(slot) >= catchUp
+                    // A local-time run decides per wave (some may still be ahead); it is missed
+                    // when all of its waves are.
+                    let late = campaign.definition.localTime == nil && now.timeIntervalSince(slot) >= catchUp
                     let result = try await fire(
                         campaign, slot: slot, state: late ? .missed : .running, by: .schedule, apiKeyID: nil,
                         idempotencyKey: nil, now: now, on: connection)
                     switch result {
-                    case .fired: if late { tick.missed += 1 } else { tick.fired += 1 }
+                    case .fired(let run): if run.state == .missed { tick.missed += 1 } else { tick.fired += 1 }
                     case .existing: tick.duplicates += 1
                     }
                 }
@@ -500,6 +635,7 @@ public struct CampaignStore: Sendable {
                 guard let run = found else { return nil }
                 var runs = [run]
                 try await Self.fillLiveCounts(&runs, logger: logger, connection: connection)
+                runs[0].waves = try await Self.waves(of: runID, on: connection, logger: logger)
                 return runs[0]
             }
         }
@@ -511,28 +647,32 @@ public struct CampaignStore: Sendable {
     /// `DomainError` `not_cancellable` (409); cancelling twice succeeds again.
     public func cancelRun(campaignID: CampaignID, runID: CampaignRunID) async throws -> CampaignRun {
         try await StorageSQL.transaction(client, logger: logger, "cancel a campaign run", within: wait) { connection in
-            var found: (String, NotificationID?)?
+            var found: (String, [NotificationID])?
             for try await row in try await connection.query(
                 """
-                SELECT r.state, (SELECT n.id FROM notifications n WHERE n.campaign_run_id = r.id LIMIT 1)
+                SELECT r.state, array(SELECT n.id FROM notifications n WHERE n.campaign_run_id = r.id ORDER BY n.id)
                 FROM campaign_runs r WHERE r.id = \(runID) AND r.campaign_id = \(campaignID) FOR UPDATE
                 """, logger: logger
-            ).decode((String, UUID?).self) {
+            ).decode((String, [UUID]).self) {
                 found = row
             }
-            guard let (state, notificationID) = found else {
+            guard let (state, notificationIDs) = found else {
                 throw DomainError(code: "not_found", message: "campaign \(campaignID) has no run \(runID)", kind: .notFound)
             }
             if state != CampaignRunState.running.rawValue, state != CampaignRunState.cancelled.rawValue {
                 throw DomainError(
                     code: "not_cancellable", message: "the run is \(state): nothing is left to cancel", kind: .conflict)
             }
-            if state == CampaignRunState.running.rawValue, let notificationID {
-                guard try await NotificationStore.lockNotification(notificationID, on: connection, logger: logger) else {
-                    throw StorageError(.query, "run \(runID)'s notification vanished")
+            // Every notification of the run: a local-time run's waves that have not gone out yet
+            // (still waiting for their instant) are cancelled whole.
+            if state == CampaignRunState.running.rawValue {
+                for notificationID in notificationIDs {
+                    guard try await NotificationStore.lockNotification(notificationID, on: connection, logger: logger) else {
+                        throw StorageError(.query, "run \(runID)'s notification vanished")
+                    }
+                    _ = try await NotificationStore.cancelWaitingSends(of: notificationID, on: connection, logger: logger)
+                    try await NotificationStore.refreshState(of: notificationID, on: connection, logger: logger)
                 }
-                _ = try await NotificationStore.cancelWaitingSends(of: notificationID, on: connection, logger: logger)
-                try await NotificationStore.refreshState(of: notificationID, on: connection, logger: logger)
             }
             try await connection.query(
                 """
@@ -545,6 +685,7 @@ public struct CampaignStore: Sendable {
             {
                 var run = try Self.run(row)
                 run.counts = counts
+                run.waves = try await Self.waves(of: runID, on: connection, logger: logger)
                 return run
             }
             throw StorageError(.query, "run \(runID) vanished")
@@ -559,17 +700,21 @@ public struct CampaignStore: Sendable {
             var ids: [Int64] = []
             var failed: [Int64: Bool] = [:]
             var cancelled: Set<Int64> = []
-            // Running runs whose notification is final, and cancelled ones whose last sends
-            // (in flight when the run was cancelled) have ended and whose counts are not stored.
-            for try await (id, runState, state) in try await connection.query(
+            // Running runs whose notifications (one, or one per wave of a local-time run) are
+            // all final, and cancelled ones whose last sends (in flight when the run was
+            // cancelled) have ended and whose counts are not stored.
+            for try await (id, runState, states) in try await connection.query(
                 """
-                SELECT r.id, r.state, n.state FROM campaign_runs r JOIN notifications n ON n.campaign_run_id = r.id
-                WHERE (r.state = 'Running' OR (r.state = 'Cancelled' AND r.counts IS NULL)) AND n.finished_at IS NOT NULL
+                SELECT r.id, r.state, array(SELECT n.state FROM notifications n WHERE n.campaign_run_id = r.id)
+                FROM campaign_runs r
+                WHERE (r.state = 'Running' OR (r.state = 'Cancelled' AND r.counts IS NULL))
+                  AND EXISTS (SELECT 1 FROM notifications n WHERE n.campaign_run_id = r.id)
+                  AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.campaign_run_id = r.id AND n.finished_at IS NULL)
                 ORDER BY r.id LIMIT \(Int64(limit)) FOR UPDATE OF r SKIP LOCKED
                 """, logger: logger
-            ).decode((Int64, String, String).self) {
+            ).decode((Int64, String, [String]).self) {
                 ids.append(id)
-                failed[id] = NotificationState(rawValue: state)?.isFailure ?? true
+                failed[id] = states.contains { NotificationState(rawValue: $0)?.isFailure ?? true }
                 if runState == CampaignRunState.cancelled.rawValue { cancelled.insert(id) }
             }
             guard !ids.isEmpty else { return [:] }
@@ -594,6 +739,12 @@ public struct CampaignStore: Sendable {
                 UPDATE campaign_runs r SET state = u.state, counts = u.counts::jsonb, finished_at = coalesce(r.finished_at, now())
                 FROM unnest(\(ids)::int8[], \(states)::text[], \(countTexts)::text[]) AS u(id, state, counts)
                 WHERE r.id = u.id
+                """, logger: logger)
+            // Waves keep their notification's final state (retention may prune the notification).
+            try await connection.query(
+                """
+                UPDATE campaign_waves w SET final_state = n.state FROM notifications n
+                WHERE w.run_id = ANY(\(ids)::int8[]) AND n.id = w.notification_id
                 """, logger: logger)
             return settled
         }
@@ -750,7 +901,7 @@ public struct CampaignStore: Sendable {
             "SELECT \(unescaped: Self.columns), now() FROM campaigns WHERE id = \(id) FOR \(unescaped: mode)",
             logger: logger)
         {
-            return (try Self.campaign(row), try row.makeRandomAccess()[16].decode(Date.self))
+            return (try Self.campaign(row), try row.makeRandomAccess()[17].decode(Date.self))
         }
         throw notFound(id)
     }
@@ -795,7 +946,8 @@ public struct CampaignStore: Sendable {
             schedule: schedule, apnsPushType: options.apnsPushType, priority: options.priority,
             collapseId: options.collapseId, ttl: try cells[5].decode(Int32?.self).map(Int.init),
             catchUpSeconds: Int(try cells[9].decode(Int32.self)),
-            throttlePerSecond: try cells[10].decode(Int32?.self).map(Int.init))
+            throttlePerSecond: try cells[10].decode(Int32?.self).map(Int.init),
+            localTime: try cells[16].decode(String?.self).flatMap { try? LocalTime(parsing: $0) })
         return Campaign(
             id: try cells[0].decode(Int64.self), definition: definition,
             state: CampaignState(rawValue: try cells[11].decode(String.self)) ?? .paused,

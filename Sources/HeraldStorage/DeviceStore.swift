@@ -63,6 +63,20 @@ public struct DeviceRecord: Sendable, Hashable {
     public var isDeleted: Bool { deletedAt != nil }
 }
 
+/// A user's time zone.
+public struct UserTimeZone: Sendable, Hashable {
+    /// The user's name as stored.
+    public var name: String
+    /// Their IANA zone; nil when they set none (the default applies).
+    public var timeZone: String?
+
+    /// Creates a value.
+    public init(name: String, timeZone: String?) {
+        self.name = name
+        self.timeZone = timeZone
+    }
+}
+
 /// One registration-side hub call, for the `device_hub_calls` audit.
 public struct DeviceHubCall: Sendable, Hashable {
     /// The device the call was for.
@@ -112,6 +126,8 @@ public struct DeviceStore: Sendable {
     public let maxDevicesPerUser: Int
     /// The longest one operation waits for the database (``StorageConfiguration/databaseWait``).
     let wait: Duration
+    /// The zone of users who set none (``StorageConfiguration/defaultTimeZone``).
+    public let defaultTimeZone: String
 
     // MARK: Device API use-cases
 
@@ -141,12 +157,16 @@ public struct DeviceStore: Sendable {
     /// template registration when it has a template), creating or updating it, moves the handle
     /// away from any other device, and enqueues the syncs, all in one transaction.
     ///
+    /// The device's tags are the registration's and the zone tag of the owner's zone (else the
+    /// default). With `timeZone` (the body's `TimeZone`, checked), the owner's zone becomes it
+    /// first, and their other devices are retagged in the same transaction.
+    ///
     /// `registration` must have been built for `owner` (its `username:` tag names them).
     /// Throws `DomainError` `.gone` when the id belongs to another user, `.conflict` when it is
     /// an installation or the user has too many devices.
     @discardableResult
     public func register(
-        _ registration: DeviceRegistration, id: DeviceID, owner: DeviceOwner
+        _ registration: DeviceRegistration, id: DeviceID, owner: DeviceOwner, timeZone: String? = nil
     ) async throws -> DeviceRecord {
         precondition(registration.user == owner.name, "a device registration saved for another user")
         let handle = registration.handle
@@ -162,6 +182,8 @@ public struct DeviceStore: Sendable {
                 try await checkDeviceLimit(owner: owner, on: connection)
             }
             var jobs = try await moveHandle(handle, to: id, owner: owner, on: connection)
+            let tags =
+                registration.tags + [try await zoneTag(owner: owner, setting: timeZone, except: id, jobs: &jobs, on: connection)]
             // The row was absent when it was locked above, so another request may have created
             // it since (two users racing on a new id): the update applies only to the caller's
             // own registration, and no row means the id went to someone else first.
@@ -169,7 +191,7 @@ public struct DeviceStore: Sendable {
                 """
                 INSERT INTO devices (id, user_id, kind, platform, handle, tags, template_body, template_headers)
                 VALUES (\(id.uuid), \(owner.id), 'registration', \(registration.platform.rawValue), \(handle),
-                        \(registration.tags), \(template?.body), \(headersJSON)::jsonb)
+                        \(tags), \(template?.body), \(headersJSON)::jsonb)
                 ON CONFLICT (id) DO UPDATE SET
                     platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
                     template_body = EXCLUDED.template_body, template_headers = EXCLUDED.template_headers,
@@ -196,11 +218,13 @@ public struct DeviceStore: Sendable {
     /// moves the handle away from any other device, and enqueues the sync, all in one
     /// transaction.
     ///
+    /// Tags and `timeZone` as ``register(_:id:owner:timeZone:)``.
+    ///
     /// `installation` must have been built for `owner`. Throws `DomainError` `.gone` when the
     /// installation id belongs to another user, `.conflict` when the user has too many devices.
     @discardableResult
     public func registerInstallation(
-        _ installation: InstallationRegistration, owner: DeviceOwner
+        _ installation: InstallationRegistration, owner: DeviceOwner, timeZone: String? = nil
     ) async throws -> DeviceRecord {
         precondition(installation.user == owner.name, "an installation registration saved for another user")
         let installationID = installation.installationID.rawValue
@@ -218,6 +242,8 @@ public struct DeviceStore: Sendable {
             }
             if !found { try await checkDeviceLimit(owner: owner, on: connection) }
             var jobs = try await moveHandle(handle, to: id, owner: owner, on: connection)
+            let tags =
+                installation.tags + [try await zoneTag(owner: owner, setting: timeZone, except: id, jobs: &jobs, on: connection)]
             // A new installation id races on its unique index (the transaction is retried and
             // finds the winner's row above); the owner check keeps any other race from writing
             // into someone else's row.
@@ -225,7 +251,7 @@ public struct DeviceStore: Sendable {
                 """
                 INSERT INTO devices (id, user_id, kind, platform, handle, tags, installation_id, templates)
                 VALUES (\(id.uuid), \(owner.id), 'installation', \(installation.platform.rawValue), \(handle),
-                        \(installation.tags), \(installationID), \(templatesJSON)::jsonb)
+                        \(tags), \(installationID), \(templatesJSON)::jsonb)
                 ON CONFLICT (id) DO UPDATE SET
                     platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
                     templates = EXCLUDED.templates, deleted_at = NULL, sync_state = 'pending', last_error = NULL,
@@ -258,6 +284,149 @@ public struct DeviceStore: Sendable {
                 _ = try await queue.enqueue(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: current.kind), on: connection)
             }
         }
+    }
+
+    // MARK: Time zones
+
+    /// Sets user `name`'s zone (`nil`: none, so the default applies) and, in the same
+    /// transaction, retags every live device of theirs whose zone tag changes (version bumped,
+    /// `pending`) and enqueues their syncs, so the hub registrations get the new tag. `zone` must
+    /// have been checked with ``TimeZoneName``. Returns the user's name as stored and the zone,
+    /// or nil when there is no such user (nothing is created).
+    public func setTimeZone(userName name: String, zone: String?) async throws -> UserTimeZone? {
+        try await StorageSQL.transaction(client, logger: logger, "set a user's time zone", within: wait) { connection in
+            var found: (Int64, String)?
+            for try await row in try await connection.query(
+                "UPDATE users SET time_zone = \(zone) WHERE name = \(name) RETURNING id, name", logger: logger
+            ).decode((Int64, String).self) {
+                found = row
+            }
+            guard let (userID, stored) = found else { return nil }
+            let jobs = try await retag(
+                userID: userID, tag: ZoneTag.tag(forZone: zone ?? defaultTimeZone), except: nil, on: connection)
+            if !jobs.isEmpty { _ = try await queue.enqueue(jobs, on: connection) }
+            return UserTimeZone(name: stored, timeZone: zone)
+        }
+    }
+
+    /// User `name`'s zone (nil inside: none set); nil when there is no such user.
+    public func timeZone(userName name: String) async throws -> UserTimeZone? {
+        try await StorageSQL.run("read a user's time zone", within: wait) {
+            for try await (stored, zone) in try await client.query(
+                "SELECT name, time_zone FROM users WHERE name = \(name)", logger: logger
+            ).decode((String, String?).self) {
+                return UserTimeZone(name: stored, timeZone: zone)
+            }
+            return nil
+        }
+    }
+
+    /// Gives every live device the zone tag of its user's zone (else ``defaultTimeZone``) where
+    /// it has another or none: devices stored before zones existed, and all devices of users
+    /// without a zone after the default changed. Each retagged device gets a new version and its
+    /// sync job, in batches of `batch` per transaction (waiting for rows other transactions
+    /// hold). Returns how many it retagged. The worker runs it at start;
+    /// `heraldctl users retag-zones` runs it by hand.
+    public func retagZones(batch: Int = 1000) async throws -> Int {
+        let zones = try await StorageSQL.run("read users' zones", within: StorageSQL.maintenanceDeadline) {
+            try await client.query(
+                """
+                SELECT DISTINCT coalesce(u.time_zone, \(defaultTimeZone)) FROM users u
+                WHERE EXISTS (SELECT 1 FROM devices d WHERE d.user_id = u.id AND d.deleted_at IS NULL
+                              AND d.platform IS NOT NULL)
+                """, logger: logger
+            ).decode(String.self).reduce(into: [String]()) { $0.append($1) }
+        }
+        var total = 0
+        for zone in zones {
+            let tag = ZoneTag.tag(forZone: zone)
+            while true {
+                let count = try await StorageSQL.transaction(
+                    client, logger: logger, "retag devices", within: StorageSQL.maintenanceDeadline
+                ) { connection in
+                    let rows = try await connection.query(
+                        """
+                        UPDATE devices SET tags = \(unescaped: Self.withoutZoneTags("tags")) || \(tag)::text,
+                            version = version + 1, sync_state = 'pending', updated_at = now()
+                        WHERE id IN (
+                            SELECT d.id FROM devices d JOIN users u ON u.id = d.user_id
+                            WHERE coalesce(u.time_zone, \(defaultTimeZone)) = \(zone) AND d.deleted_at IS NULL
+                              AND d.platform IS NOT NULL
+                              AND d.tags IS DISTINCT FROM \(unescaped: Self.withoutZoneTags("d.tags")) || \(tag)::text
+                            ORDER BY d.id LIMIT \(Int64(max(1, batch)))
+                            -- The user's row too: a zone change waits, and one that committed
+                            -- first is seen (the condition is checked again on the locked rows).
+                            -- No SKIP LOCKED: a device a sync job is writing would be left
+                            -- stale; a deadlock with a zone change is retried.
+                            FOR UPDATE OF d FOR SHARE OF u)
+                        RETURNING id, kind
+                        """, logger: logger)
+                    let jobs = try await Self.syncJobs(rows)
+                    if !jobs.isEmpty { _ = try await queue.enqueue(jobs, on: connection) }
+                    return jobs.count
+                }
+                total += count
+                if count == 0 { break }
+            }
+        }
+        return total
+    }
+
+    /// Retags the live devices of `userID` (but `except`) with the zone tag `tag`; returns their sync jobs.
+    private func retag(
+        userID: Int64, tag: String, except: DeviceID?, on connection: PostgresConnection
+    ) async throws -> [NewJob] {
+        let rows = try await connection.query(
+            """
+            UPDATE devices SET tags = \(unescaped: Self.withoutZoneTags("tags")) || \(tag)::text,
+                version = version + 1, sync_state = 'pending', updated_at = now()
+            WHERE user_id = \(userID) AND deleted_at IS NULL AND platform IS NOT NULL
+              AND (\(except?.uuid)::uuid IS NULL OR id <> \(except?.uuid))
+              AND tags IS DISTINCT FROM \(unescaped: Self.withoutZoneTags("tags")) || \(tag)::text
+            RETURNING id, kind
+            """, logger: logger)
+        return try await Self.syncJobs(rows)
+    }
+
+    /// The zone tag a device of `owner` being saved carries: with `setting`, the owner's zone
+    /// becomes it (their other live devices retagged, their sync jobs added to `jobs`); without,
+    /// the owner's zone, else the default.
+    private func zoneTag(
+        owner: DeviceOwner, setting zone: String?, except id: DeviceID, jobs: inout [NewJob],
+        on connection: PostgresConnection
+    ) async throws -> String {
+        // The user's row stays locked until the device is written: a concurrent zone change
+        // waits for it, and then retags this device too (or went first, and is read here).
+        var stored: String?
+        for try await current in try await connection.query(
+            "SELECT time_zone FROM users WHERE id = \(owner.id) FOR \(unescaped: zone == nil ? "SHARE" : "UPDATE")",
+            logger: logger
+        ).decode(String?.self) {
+            stored = current
+        }
+        guard let zone else { return ZoneTag.tag(forZone: stored ?? defaultTimeZone) }
+        let tag = ZoneTag.tag(forZone: zone)
+        if zone != stored {
+            try await connection.query(
+                "UPDATE users SET time_zone = \(zone) WHERE id = \(owner.id)", logger: logger)
+            jobs += try await retag(userID: owner.id, tag: tag, except: id, on: connection)
+        }
+        return tag
+    }
+
+    /// SQL for the tags of `column` without its `tz:` tags, the others in order (a zone tag is
+    /// then appended: `… || $tag::text`).
+    static func withoutZoneTags(_ column: String) -> String {
+        "array(SELECT t FROM unnest(\(column)) WITH ORDINALITY AS u(t, n) WHERE t NOT LIKE 'tz:%' ORDER BY n)"
+    }
+
+    static func syncJobs(_ rows: PostgresRowSequence) async throws -> [NewJob] {
+        var jobs: [NewJob] = []
+        for try await (id, kind) in rows.decode((UUID, String).self) {
+            jobs.append(
+                try .deviceSync(DeviceSyncArgs(deviceID: DeviceID(id)), kind: DeviceKind(rawValue: kind) ?? .registration))
+        }
+        return jobs
     }
 
     // MARK: Reads

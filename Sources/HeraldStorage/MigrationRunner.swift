@@ -63,7 +63,7 @@ public struct MigrationRunner: Sendable {
     }()
 
     /// Herald's own migrations: the files of `migrations/` at the top of the repository, which
-    /// the `EmbedMigrations` build plugin embeds into this module byte for byte (named
+    /// the `EmbedFiles` build plugin embeds into this module byte for byte (named
     /// `NNNN_name.sql`, checked when they are embedded), so no resource bundle ships with the
     /// binaries and they migrate the same from any working directory.
     static let heraldMigrations: [Migration] = embeddedMigrationFiles.map { file, sql in

@@ -234,11 +234,20 @@ extension NotificationStore {
         jobs.reserveCapacity(rows.sendIDs.count)
         let throttled = throttlePerSecond.flatMap { rate in campaignID.map { ($0, rate) } }
         let start = Date()
+        // Each notification's sends are spread from its own start: now, or its `sendAt` (the
+        // waves of a local-time run are notifications sent at different instants).
+        var spread: [UUID: Int] = [:]
         for try await (sendID, notificationID) in sends.decode((Int64, UUID).self) {
             let schedule: JobSchedule
             if let (_, rate) = throttled {
-                let offset = Double(jobs.count) * CampaignThrottle.spacingFactor / Double(rate)
-                schedule = offset > 0 ? .at(start.addingTimeInterval(offset)) : .now
+                let index = spread[notificationID, default: 0]
+                spread[notificationID] = index + 1
+                let offset = Double(index) * CampaignThrottle.spacingFactor / Double(rate)
+                if let runAt = rows.runAt[notificationID] {
+                    schedule = .at(runAt.addingTimeInterval(offset))
+                } else {
+                    schedule = offset > 0 ? .at(start.addingTimeInterval(offset)) : .now
+                }
             } else {
                 schedule = rows.runAt[notificationID].map(JobSchedule.at) ?? .now
             }

@@ -79,8 +79,8 @@ public enum AttemptStart: Sendable, Hashable {
     case cancelled
     /// The hub send is already past `Queued` (a rescued job whose send was recorded).
     case alreadyPast(NotificationState)
-    /// The deadline had passed: the hub send is now `Expired`, with an outcome row.
-    case expired
+    /// The deadline had passed: the hub send (of this format) is now `Expired`, with an outcome row.
+    case expired(NotificationFormat)
     /// There is no such hub send (pruned).
     case gone
 }
@@ -202,17 +202,20 @@ public struct TelemetryTarget: Sendable, Hashable {
     /// The number of the hub call the hub accepted (`hub_sends.attempts`): the telemetry
     /// result's ``HubSendResult/attempt``.
     public var attempt: Int
+    /// The hub send's format.
+    public var format: NotificationFormat
 
     /// Creates a target.
     public init(
         hubSendID: Int64, notificationID: NotificationID, hubNotificationID: String?, state: NotificationState,
-        attempt: Int
+        attempt: Int, format: NotificationFormat
     ) {
         self.hubSendID = hubSendID
         self.notificationID = notificationID
         self.hubNotificationID = hubNotificationID
         self.state = state
         self.attempt = attempt
+        self.format = format
     }
 }
 
@@ -254,7 +257,7 @@ extension NotificationStore {
             } else {
                 // Rare: a send found past its deadline before the expiry sweep got to it.
                 let expired = try await expire(hubSendID: row.hubSendID, notificationID: row.notificationID)
-                starts[row.hubSendID] = expired ? .expired : .alreadyPast(state)
+                starts[row.hubSendID] = expired ? .expired(try row.sendFormat()) : .alreadyPast(state)
             }
         }
         return starts
@@ -344,12 +347,18 @@ extension NotificationStore {
             now = try cells["now"].decode(Date.self)
         }
 
-        /// The attempt the row started; nil when the fenced start did not take.
-        func startedAttempt() throws -> SendAttempt? {
-            guard let attempt else { return nil }
+        /// The hub send's format.
+        func sendFormat() throws -> NotificationFormat {
             guard let format = NotificationFormat(rawValue: format) else {
                 throw StorageError(.query, "hub send \(hubSendID) has an unknown format \(format)")
             }
+            return format
+        }
+
+        /// The attempt the row started; nil when the fenced start did not take.
+        func startedAttempt() throws -> SendAttempt? {
+            guard let attempt else { return nil }
+            let format = try sendFormat()
             let options =
                 optionsJSON.flatMap { try? JSONDecoder().decode(NotificationOptions.self, from: Data($0.utf8)) } ?? .init()
             return SendAttempt(
@@ -499,13 +508,16 @@ extension NotificationStore {
         try await StorageSQL.run("read a hub send", within: wait) {
             let rows = try await client.query(
                 """
-                SELECT notification_id, coalesce(hub_notification_id, ''), state, attempts
+                SELECT notification_id, coalesce(hub_notification_id, ''), state, attempts, format
                 FROM hub_sends WHERE id = \(hubSendID)
                 """, logger: logger)
-            for try await (notificationID, hubID, state, attempt) in rows.decode((UUID, String, String, Int32).self) {
+            for try await (notificationID, hubID, state, attempt, format)
+                in rows.decode((UUID, String, String, Int32, String).self)
+            {
                 return TelemetryTarget(
                     hubSendID: hubSendID, notificationID: notificationID, hubNotificationID: hubID.isEmpty ? nil : hubID,
-                    state: NotificationState(rawValue: state) ?? .unknown, attempt: Int(attempt))
+                    state: NotificationState(rawValue: state) ?? .unknown, attempt: Int(attempt),
+                    format: NotificationFormat(rawValue: format) ?? .template)
             }
             return nil
         }

@@ -109,6 +109,81 @@ public struct NotificationPage: Sendable, Hashable {
     public var nextCursor: String?
 }
 
+/// Who sent the notifications a list or an action selects: the `sender` of the sender API's
+/// answers (`{"apiKeyId": 3}`, `{"userId": 7}`, `{"campaignRunId": 12}`), one of its fields.
+public enum NotificationSenderFilter: Sendable, Hashable {
+    /// Sent with this API key (`api_key_id`).
+    case apiKey(Int64)
+    /// Sent by this device user through the tutorial endpoint (`sender_user_id`).
+    case user(Int64)
+    /// Sent by this campaign run (`campaign_run_id`).
+    case campaignRun(Int64)
+}
+
+/// The filters of `GET /v1/notifications`, which the ops console's bulk cancel takes too. Each
+/// condition can use an index: `state` (`notifications_state_created`), `since`/`until`
+/// (`notifications_created`), `tag` (the GIN index on `tags`).
+public struct NotificationFilter: Sendable, Hashable {
+    /// Only notifications in this state.
+    public var state: NotificationState?
+    /// Created at or after.
+    public var since: Date?
+    /// Created before.
+    public var until: Date?
+    /// Whose target names this tag.
+    public var tag: String?
+    /// Of this sender.
+    public var sender: NotificationSenderFilter?
+
+    /// Creates a filter; nil fields do not filter.
+    public init(
+        state: NotificationState? = nil, since: Date? = nil, until: Date? = nil, tag: String? = nil,
+        sender: NotificationSenderFilter? = nil
+    ) {
+        self.state = state
+        self.since = since
+        self.until = until
+        self.tag = tag
+        self.sender = sender
+    }
+
+    /// True when no field filters: every notification matches.
+    public var isEmpty: Bool { state == nil && since == nil && until == nil && tag == nil && sender == nil }
+
+    /// Appends ` AND …` conditions on the `notifications` table to `sql`, with their binds in
+    /// order (columns unqualified, so the statement reads `notifications` without an alias).
+    func appendConditions(to sql: inout String, binds: inout PostgresBindings) {
+        if let state {
+            binds.append(state.rawValue)
+            sql += " AND state = $\(binds.count)"
+        }
+        if let since {
+            binds.append(since)
+            sql += " AND created_at >= $\(binds.count)"
+        }
+        if let until {
+            binds.append(until)
+            sql += " AND created_at < $\(binds.count)"
+        }
+        if let tag {
+            binds.append([tag])
+            sql += " AND tags @> $\(binds.count)::text[]"
+        }
+        switch sender {
+        case .apiKey(let id):
+            binds.append(id)
+            sql += " AND api_key_id = $\(binds.count)"
+        case .user(let id):
+            binds.append(id)
+            sql += " AND sender_user_id = $\(binds.count)"
+        case .campaignRun(let id):
+            binds.append(id)
+            sql += " AND campaign_run_id = $\(binds.count)"
+        case nil: break
+        }
+    }
+}
+
 extension NotificationStore {
     /// The default page size of ``list(state:since:until:tag:cursor:limit:)``.
     public static let defaultPageSize = 50
@@ -196,20 +271,22 @@ extension NotificationStore {
     /// - `since` / `until`: created at or after `since`, before `until`.
     /// - `tag`: only notifications whose target names this tag (`username:<name>` for users;
     ///   GIN index `notifications_tags`).
+    /// - `sender`: only notifications of this sender (an API key, a device user or a campaign run).
     /// - `cursor`: the `nextCursor` of the previous page (keyset pagination: pages neither
     ///   repeat nor skip rows however many are added meanwhile). A malformed cursor is a
     ///   `DomainError` `invalid_cursor`.
     /// - `limit`: 1 to ``maxPageSize`` (default ``defaultPageSize``).
     public func list(
         state: NotificationState? = nil, since: Date? = nil, until: Date? = nil, tag: String? = nil,
-        cursor: String? = nil, limit: Int? = nil
+        sender: NotificationSenderFilter? = nil, cursor: String? = nil, limit: Int? = nil
     ) async throws -> NotificationPage {
         let limit = limit ?? Self.defaultPageSize
         guard (1...Self.maxPageSize).contains(limit) else {
             throw DomainError(code: "invalid_limit", message: "limit is 1 to \(Self.maxPageSize); got \(limit)")
         }
         let position = try cursor.map(Self.parseCursor)
-        let query = Self.listQuery(state: state, since: since, until: until, tag: tag, after: position, limit: limit)
+        let filter = NotificationFilter(state: state, since: since, until: until, tag: tag, sender: sender)
+        let query = Self.listQuery(filter, after: position, limit: limit)
         return try await StorageSQL.run("list notifications", within: wait) {
             var summaries: [(NotificationSummary, Int64)] = []
             for try await row in try await client.query(query, logger: logger) {
@@ -224,31 +301,15 @@ extension NotificationStore {
         }
     }
 
-    /// The statement of ``list(state:since:until:tag:cursor:limit:)``: conditions appended with
-    /// their binds in order, so each filter can use its index (`notifications_created`,
-    /// `notifications_state_created`, the GIN index on `tags`). One row more than `limit`
-    /// tells whether another page follows.
+    /// The statement of ``list(state:since:until:tag:sender:cursor:limit:)``: the filter's
+    /// conditions (``NotificationFilter/appendConditions(to:binds:)``), then the cursor's. One row
+    /// more than `limit` tells whether another page follows.
     static func listQuery(
-        state: NotificationState?, since: Date?, until: Date?, tag: String?, after position: (Int64, UUID)?, limit: Int
+        _ filter: NotificationFilter, after position: (Int64, UUID)?, limit: Int
     ) -> PostgresQuery {
         var sql = "SELECT \(Self.summaryColumns) FROM notifications WHERE true"
         var binds = PostgresBindings()
-        if let state {
-            binds.append(state.rawValue)
-            sql += " AND state = $\(binds.count)"
-        }
-        if let since {
-            binds.append(since)
-            sql += " AND created_at >= $\(binds.count)"
-        }
-        if let until {
-            binds.append(until)
-            sql += " AND created_at < $\(binds.count)"
-        }
-        if let tag {
-            binds.append([tag])
-            sql += " AND tags @> $\(binds.count)::text[]"
-        }
+        filter.appendConditions(to: &sql, binds: &binds)
         if let (micros, id) = position {
             // The cursor's time goes through interval text so it stays exact to the microsecond.
             binds.append(String(micros) + " microseconds")
@@ -303,13 +364,24 @@ extension NotificationStore {
     static func cancelWaitingSends(
         of id: NotificationID, on connection: PostgresConnection, logger: Logger
     ) async throws -> Int {
-        try await connection.query(
+        try await cancelWaitingSends(of: [id], on: connection, logger: logger)[id] ?? 0
+    }
+
+    /// ``cancelWaitingSends(of:on:logger:)`` for many notifications in one statement (the ops
+    /// console's bulk cancel); returns how many hub sends each had cancelled (missing: none).
+    static func cancelWaitingSends(
+        of ids: [NotificationID], on connection: PostgresConnection, logger: Logger
+    ) async throws -> [NotificationID: Int] {
+        guard !ids.isEmpty else { return [:] }
+        let rows = try await connection.query(
             """
             UPDATE hub_sends SET state = 'Cancelled', updated_at = now()
-            WHERE notification_id = \(id) AND state IN ('Scheduled', 'Queued') AND in_flight_since IS NULL
-            RETURNING id
-            """, logger: logger
-        ).count()
+            WHERE notification_id = ANY(\(ids)::uuid[]) AND state IN ('Scheduled', 'Queued') AND in_flight_since IS NULL
+            RETURNING notification_id
+            """, logger: logger)
+        var counts: [NotificationID: Int] = [:]
+        for try await id in rows.decode(UUID.self) { counts[id, default: 0] += 1 }
+        return counts
     }
 
     static func notFound(_ id: NotificationID) -> DomainError {

@@ -1,3 +1,4 @@
+import HeraldDomain
 public import HeraldSettings
 
 /// Limits on what the stores write, shared by every process that writes it (`herald-api`,
@@ -11,6 +12,9 @@ public struct StorageConfiguration: Sendable {
     public var bcryptCost: Int
     /// The longest one store operation waits for the database before it fails as unavailable.
     public var databaseWait: Duration
+    /// The zone of users who set none (an IANA name ``TimeZoneName`` accepts): their devices'
+    /// zone tag, and a wave of every local-time run.
+    public var defaultTimeZone: String
 
     /// `HERALD_MAX_DEVICES_PER_USER`.
     public static let maxDevicesPerUser = Setting.int(
@@ -30,21 +34,40 @@ public struct StorageConfiguration: Sendable {
         "the longest one request's (or job's) database operation may take; beyond it the operation fails as unavailable (the API answers `503` with `Retry-After`) instead of waiting on a connection that may never answer"
     )
 
+    /// `HERALD_DEFAULT_TIME_ZONE`.
+    public static let defaultTimeZone = Setting<String>(
+        key: "default_time_zone", default: "UTC", defaultText: "UTC",
+        summary:
+            "the time zone (IANA name) of users who set none: their devices' `tz:` tag, and the zone of local-time campaign waves for them"
+    ) { text in
+        do {
+            _ = try TimeZoneName.validate(text)
+            return .success(text)
+        } catch let error as ScheduleError {
+            return .failure(SettingProblem(error.reason))
+        } catch {
+            return .failure(SettingProblem("must be an IANA time zone such as Europe/Paris, got \"\(text)\""))
+        }
+    }
+
     /// Every key this configuration reads.
-    public static let settings = [maxDevicesPerUser, maxSendAttempts, bcryptCost, databaseWaitSeconds].map(
-        \.documentation)
+    public static let settings =
+        [maxDevicesPerUser, maxSendAttempts, bcryptCost, databaseWaitSeconds].map(
+            \.documentation) + [defaultTimeZone.documentation]
 
     /// Creates settings; every default is the documented one.
     public init(
         maxDevicesPerUser: Int = StorageConfiguration.maxDevicesPerUser.defaultValue,
         maxSendAttempts: Int = StorageConfiguration.maxSendAttempts.defaultValue,
         bcryptCost: Int = StorageConfiguration.bcryptCost.defaultValue,
-        databaseWait: Duration = .seconds(StorageConfiguration.databaseWaitSeconds.defaultValue)
+        databaseWait: Duration = .seconds(StorageConfiguration.databaseWaitSeconds.defaultValue),
+        defaultTimeZone: String = StorageConfiguration.defaultTimeZone.defaultValue
     ) {
         self.maxDevicesPerUser = maxDevicesPerUser
         self.maxSendAttempts = maxSendAttempts
         self.bcryptCost = bcryptCost
         self.databaseWait = databaseWait
+        self.defaultTimeZone = defaultTimeZone
     }
 
     /// Reads every key; throws a ``ConfigurationError`` naming the first malformed one.
@@ -52,6 +75,7 @@ public struct StorageConfiguration: Sendable {
         self.init(
             maxDevicesPerUser: try reader.value(Self.maxDevicesPerUser),
             maxSendAttempts: try reader.value(Self.maxSendAttempts), bcryptCost: try reader.value(Self.bcryptCost),
-            databaseWait: .seconds(try reader.value(Self.databaseWaitSeconds)))
+            databaseWait: .seconds(try reader.value(Self.databaseWaitSeconds)),
+            defaultTimeZone: try reader.value(Self.defaultTimeZone))
     }
 }

@@ -42,12 +42,13 @@ public struct Stores: Sendable {
         self.queue = queue
         self.devices = DeviceStore(
             client: client, logger: logger, queue: queue, maxDevicesPerUser: configuration.maxDevicesPerUser,
-            wait: configuration.databaseWait)
+            wait: configuration.databaseWait, defaultTimeZone: configuration.defaultTimeZone)
         self.notifications = NotificationStore(
             client: client, logger: logger, queue: queue,
             maxSendAttempts: Int16(clamping: max(1, configuration.maxSendAttempts)), wait: configuration.databaseWait)
         self.campaigns = CampaignStore(
-            client: client, logger: logger, notifications: notifications, wait: configuration.databaseWait)
+            client: client, logger: logger, notifications: notifications, wait: configuration.databaseWait,
+            defaultTimeZone: configuration.defaultTimeZone)
         self.users = UserStore(client: client, logger: logger, wait: configuration.databaseWait)
         self.apiKeys = APIKeyStore(client: client, logger: logger, wait: configuration.databaseWait)
         self.stats = StatsStore(

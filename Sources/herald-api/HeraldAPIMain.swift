@@ -1,5 +1,6 @@
 import ArgumentParser
 import HeraldAPI
+import HeraldOps
 import HeraldRuntime
 import HeraldSettings
 import HeraldStorage
@@ -31,7 +32,7 @@ struct HeraldAPIMain: AsyncParsableCommand {
             HeraldExit.fail("herald-api", error)
         }
         let logger = Logger(label: "herald-api")
-        let metrics = HeraldBootstrap.metrics()
+        let metrics = HeraldMetrics.bootstrap(process: "herald-api")
         let client = PostgresClient(configuration: runtime.database.postgres, backgroundLogger: logger)
         let stores = HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
         let app: any Service

@@ -31,7 +31,7 @@ struct HeraldWorkerMain: AsyncParsableCommand {
             storage = try StorageConfiguration(settings)
             delivery = try DeliveryConfiguration(settings)
             HeraldBootstrap.logging(level: runtime.logLevel)
-            registry = HeraldBootstrap.metrics()
+            registry = HeraldMetrics.bootstrap(process: "herald-worker")
             try await HeraldBootstrap.checkDatabase(runtime.database, logger: Logger(label: "herald-worker"))
         } catch {
             HeraldExit.fail("herald-worker", error)
@@ -64,7 +64,8 @@ struct HeraldWorkerMain: AsyncParsableCommand {
             store: stores.devices, deletedRetention: delivery.deletedDeviceRetention,
             hubCallRetention: delivery.deviceHubCallRetention, logger: logger)
         let statusListener = OpsListener(
-            host: delivery.metricsHost, port: delivery.metricsPort, stores: stores, registry: registry, logger: logger)
+            host: delivery.metricsHost, port: delivery.metricsPort, stores: stores, registry: registry,
+            queues: handlersByQueue.keys.sorted(), logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: client), .init(service: stores.availability),
             .init(service: maintenance), .init(service: notificationMaintenance), .init(service: deviceMaintenance),

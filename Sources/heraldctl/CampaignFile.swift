@@ -14,7 +14,7 @@ enum CampaignFile {
     /// Every field of a campaign.
     static let fields: Set<String> = [
         "name", "audience", "content", "schedule", "apnsPushType", "priority", "collapseId", "ttl", "catchUpSeconds",
-        "throttlePerSecond",
+        "throttlePerSecond", "localTime",
     ]
     /// The fields a campaign must have.
     static let requiredFields = ["name", "audience", "content", "schedule"]
@@ -61,6 +61,10 @@ enum CampaignFile {
         }
         if let unknown = root.keys.filter({ !fields.contains($0) }).sorted().first {
             throw CommandFailure("\(name): \(unknown) is not a field of a campaign (\(fields.sorted().joined(separator: ", ")))")
+        }
+        if let localTime = root["localTime"], !(localTime is String), !(localTime is NSNull) {
+            // YAML 1.1 reads an unquoted 10:30 as the base-60 number 630.
+            throw CommandFailure("\(name): localTime must be text HH:MM; quote it in YAML (localTime: \"09:00\")")
         }
         var normalized = root
         normalized["content"] = try content(root["content"], at: "\(name): content")

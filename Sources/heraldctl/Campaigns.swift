@@ -12,7 +12,8 @@ struct Campaigns: AsyncParsableCommand {
         commandName: "campaign",
         abstract: "Manage campaigns: broadcasts that fire once per slot of a schedule.",
         subcommands: [
-            Create.self, List.self, Show.self, Pause.self, Resume.self, Fire.self, Runs.self, CancelRun.self,
+            Create.self, List.self, Show.self, Pause.self, Resume.self, Fire.self, Runs.self, RunDetail.self,
+            CancelRun.self,
         ],
         defaultSubcommand: List.self
     )
@@ -183,6 +184,7 @@ struct Campaigns: AsyncParsableCommand {
                     print(
                         "fired campaign \(campaign.definition.name): run \(run.id) for slot \(ISO8601.string(run.slot))\(notification)"
                     )
+                    for line in CampaignOutput.waveLines(run) { print(line) }
                 } else {
                     print(
                         "slot \(ISO8601.string(run.slot)) of campaign \(campaign.definition.name) already has run \(run.id) "
@@ -222,6 +224,45 @@ struct Campaigns: AsyncParsableCommand {
         }
     }
 
+    /// A RUN argument as a run id; exits with one line when it is not one.
+    static func runID(_ text: String) -> CampaignRunID {
+        guard let runID = CampaignRunID(text), runID > 0 else {
+            HeraldExit.fail("heraldctl", CommandFailure("RUN \"\(text)\" is not a run id (a number)"))
+        }
+        return runID
+    }
+
+    struct RunDetail: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "run",
+            abstract:
+                "Show one run with live counts, and a local-time run's waves (zone, instant in UTC and local, state, sends).")
+
+        @Argument(help: "The campaign's name.")
+        var name: String
+
+        @Argument(help: "The run's id (see `heraldctl campaign runs NAME`).")
+        var run: String
+
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            let runID = Campaigns.runID(run)
+            await withDatabase { ctl in
+                let campaign = try await ctl.campaign(named: name)
+                guard let found = try await ctl.stores.campaigns.run(campaignID: campaign.id, runID: runID) else {
+                    throw CommandFailure("campaign \(campaign.definition.name) has no run \(runID)")
+                }
+                if output.json {
+                    try CampaignOutput.print(CampaignOutput.run(found))
+                } else {
+                    print(CampaignOutput.runLine(found))
+                    for line in CampaignOutput.waveLines(found) { print(line) }
+                }
+            }
+        }
+    }
+
     struct CancelRun: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "cancel-run",
@@ -236,9 +277,7 @@ struct Campaigns: AsyncParsableCommand {
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
-            guard let runID = CampaignRunID(run), runID > 0 else {
-                HeraldExit.fail("heraldctl", CommandFailure("RUN \"\(run)\" is not a run id (a number)"))
-            }
+            let runID = Campaigns.runID(run)
             await withDatabase { ctl in
                 let campaign = try await ctl.campaign(named: name)
                 let cancelled = try await ctl.stores.campaigns.cancelRun(campaignID: campaign.id, runID: runID)
@@ -247,6 +286,7 @@ struct Campaigns: AsyncParsableCommand {
                 } else {
                     print("cancelled run \(cancelled.id) of campaign \(campaign.definition.name)")
                     print(CampaignOutput.runLine(cancelled))
+                    for line in CampaignOutput.waveLines(cancelled) { print(line) }
                 }
             }
         }
@@ -323,7 +363,21 @@ enum CampaignOutput {
         if let priority = definition.priority { parts.append("priority \(priority.rawValue)") }
         if let type = definition.apnsPushType { parts.append("apns-push-type \(type)") }
         if let collapseId = definition.collapseId { parts.append("collapse-id \(collapseId)") }
+        if let localTime = definition.localTime { parts.append("local time \(localTime) in each zone") }
         return parts.joined(separator: ", ")
+    }
+
+    /// A local-time run's waves, one line each:
+    /// `  wave Europe/Paris  2026-11-24T08:00:00Z  (2026-11-24T09:00:00+01:00)  Scheduled  sends Scheduled=2`.
+    static func waveLines(_ run: CampaignRun) -> [String] {
+        run.waves.map { wave in
+            let sends =
+                wave.hubSends.isEmpty
+                ? "none" : wave.hubSends.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            return
+                "  wave \(wave.zone)  \(ISO8601.string(wave.instant))  (\(wave.localInstant))  \(wave.state)"
+                + (wave.start == .late ? " (started late)" : "") + "  sends \(sends)"
+        }
     }
 
     /// `run 12  2026-11-24T09:00:00Z  command  Completed  sends Completed=3  calls 201=3`.
@@ -371,6 +425,7 @@ enum CampaignOutput {
         object["collapseId"] = definition.collapseId
         object["ttl"] = definition.ttl
         object["throttlePerSecond"] = definition.throttlePerSecond
+        object["localTime"] = definition.localTime?.description
         object["nextSlot"] = campaign.nextSlot.map(timestamp)
         return object
     }
@@ -387,6 +442,17 @@ enum CampaignOutput {
         object["notificationId"] = run.notificationID?.uuidString.lowercased()
         object["startedAt"] = run.startedAt.map(timestamp)
         object["finishedAt"] = run.finishedAt.map(timestamp)
+        if !run.waves.isEmpty {
+            object["waves"] = run.waves.map { wave -> [String: Any] in
+                var entry: [String: Any] = [
+                    "zone": wave.zone, "zoneTag": wave.zoneTag, "instant": ISO8601.string(wave.instant),
+                    "localInstant": wave.localInstant, "start": wave.start.rawValue, "state": wave.state,
+                    "hubSends": wave.hubSends,
+                ]
+                entry["notificationId"] = wave.notificationID?.uuidString.lowercased()
+                return entry
+            }
+        }
         return object
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HeraldDomain
 import HeraldRuntime
 import HeraldStorage
 import HummingbirdBcrypt
@@ -8,7 +9,9 @@ import HummingbirdBcrypt
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage device users (the people who sign in from the apps).",
-        subcommands: [List.self, Add.self, Disable.self, Enable.self, SetPassword.self],
+        subcommands: [
+            List.self, Add.self, Disable.self, Enable.self, SetPassword.self, SetTimeZone.self, RetagZones.self,
+        ],
         defaultSubcommand: List.self
     )
 
@@ -87,6 +90,61 @@ struct Users: AsyncParsableCommand {
                     throw CommandFailure("no user named \(name)")
                 }
                 print("password of \(name) changed")
+            }
+        }
+    }
+}
+
+extension Users {
+    struct SetTimeZone: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-timezone",
+            abstract:
+                "Set a user's time zone (an IANA name such as Europe/Paris), or clear it with --clear; their devices get the zone's tz: tag at the hub."
+        )
+
+        @Argument(help: "The user's name, exactly as stored.")
+        var name: String
+
+        @Argument(help: "An IANA zone such as Europe/Paris (omit with --clear).")
+        var zone: String?
+
+        @Flag(help: "Clear the user's zone: HERALD_DEFAULT_TIME_ZONE applies.")
+        var clear = false
+
+        func validate() throws {
+            if clear, zone != nil { throw ValidationError("give a zone or --clear, not both") }
+            if !clear, zone == nil { throw ValidationError("give a zone (such as Europe/Paris) or --clear") }
+            if let zone {
+                do { _ = try TimeZoneName.validate(zone) } catch { throw ValidationError(error.reason) }
+            }
+        }
+
+        func run() async throws {
+            await withDatabase { ctl in
+                guard let user = try await ctl.stores.devices.setTimeZone(userName: name, zone: clear ? nil : zone) else {
+                    throw CommandFailure("no user named \(name)")
+                }
+                let effective = user.timeZone ?? ctl.storage.defaultTimeZone
+                print(
+                    user.timeZone == nil
+                        ? "cleared the time zone of \(user.name) (the default \(effective) applies: \(ZoneTag.tag(forZone: effective)))"
+                        : "time zone of \(user.name) set to \(effective) (\(ZoneTag.tag(forZone: effective)))")
+            }
+        }
+    }
+
+    struct RetagZones: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "retag-zones",
+            abstract:
+                "Give every live device the tz: tag of its user's zone (or HERALD_DEFAULT_TIME_ZONE) where it differs, and resync those devices (workers do this at start)."
+        )
+
+        func run() async throws {
+            await withDatabase { ctl in
+                let count = try await ctl.stores.devices.retagZones()
+                print("retagged \(count) device(s)")
             }
         }
     }

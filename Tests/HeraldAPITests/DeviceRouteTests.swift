@@ -42,7 +42,7 @@ struct DeviceRouteTests {
             var record = try #require(try await api.devices.device(id: deviceID))
             #expect(record.platform == .apns)
             #expect(record.handle == token)
-            #expect(record.tags == ["World", "username:alice"])
+            #expect(record.tags == ["World", "username:alice", "tz:UTC"])
             #expect(record.syncState == .pending)
             #expect(try await api.waitingSyncJobs(id) == 1)
             let key = "device-sync:" + id
@@ -67,7 +67,7 @@ struct DeviceRouteTests {
                     .status == .ok)
             record = try #require(try await api.devices.device(id: deviceID))
             #expect(!record.isDeleted)
-            #expect(record.tags == ["username:alice"])
+            #expect(record.tags == ["username:alice", "tz:UTC"])
             let version = record.version
 
             let bobPut = try await api.send(
@@ -76,7 +76,7 @@ struct DeviceRouteTests {
             #expect(bobPut.errorCode == "device_gone")
             #expect(try await api.send(.delete, "/api/register/\(id)", auth: basic("bob")).status == .gone)
             record = try #require(try await api.devices.device(id: deviceID))
-            #expect(record.version == version && !record.isDeleted && record.tags == ["username:alice"])
+            #expect(record.version == version && !record.isDeleted && record.tags == ["username:alice", "tz:UTC"])
         }
     }
 
@@ -168,7 +168,7 @@ struct DeviceRouteTests {
 
             #expect(try await api.writtenRows() == before)
             let record = try #require(try await api.devices.device(id: try DeviceID(parsing: id)))
-            #expect(record.version == version && record.tags == ["World", "username:alice"])
+            #expect(record.version == version && record.tags == ["World", "username:alice", "tz:UTC"])
         }
     }
 
@@ -235,7 +235,7 @@ struct DeviceRouteTests {
             #expect(alice.isDeleted)
             #expect(alice.syncState == .pending)
             #expect(try await api.waitingSyncJobs(aliceID) == 1)
-            #expect(!bob.isDeleted && bob.tags == ["username:bob"] && bob.handle == handle)
+            #expect(!bob.isDeleted && bob.tags == ["username:bob", "tz:UTC"] && bob.handle == handle)
             #expect(try await api.devices.devices(handle: handle).map(\.id) == [bob.id])
         }
     }
@@ -255,7 +255,7 @@ struct DeviceRouteTests {
             #expect(try await api.waitingSyncJobs(id) == 1)
             #expect(try await api.count("SELECT count(*) FROM pgqueue.jobs") == 1)
             let record = try #require(try await api.devices.device(id: try DeviceID(parsing: id)))
-            #expect(record.tags == ["Politics", "Sports", "username:alice"])
+            #expect(record.tags == ["Politics", "Sports", "username:alice", "tz:UTC"])
             #expect(record.version == 2)
         }
     }
@@ -274,7 +274,7 @@ struct DeviceRouteTests {
             #expect(record.kind == .installation)
             #expect(record.installationID == installationID)
             #expect(record.platform == .apns && record.handle == token)
-            #expect(record.tags == ["username:alice"])
+            #expect(record.tags == ["username:alice", "tz:UTC"])
             let key = "device-sync:" + id
             #expect(
                 try await api.count(
@@ -288,7 +288,7 @@ struct DeviceRouteTests {
                     installationID: installationID, token: token, tags: ["World"], templateTags: ["Sports"]))
             #expect(again.quotedID == id)
             let updated = try #require(try await api.devices.device(id: try DeviceID(parsing: id)))
-            #expect(updated.tags == ["World", "username:alice"])
+            #expect(updated.tags == ["World", "username:alice", "tz:UTC"])
             #expect(updated.templates["news"]?.body == #"{"aps":{"alert":"$(messageParam)"}}"#)
             #expect(updated.templates["news"]?.tags == ["Sports"])
             // Another user's installation id: 410.
@@ -317,7 +317,7 @@ struct DeviceRouteTests {
                     == .ok)
             let apns = try #require(try await api.devices.device(id: try DeviceID(parsing: apnsID)))
             #expect(apns.template == DeviceTemplate(body: #"{"aps":{"alert":"$(messageParam)"}}"#))
-            #expect(apns.tags == ["World", "Politics", "username:alice"])
+            #expect(apns.tags == ["World", "Politics", "username:alice", "tz:UTC"])
 
             let wnsID = UUID().uuidString.lowercased()
             let toast =

@@ -530,11 +530,16 @@ struct SenderAPITests {
             #expect(scrape.headers[.contentType]?.hasPrefix("text/plain") == true)
             let text = scrape.text
             #expect(
-                text.contains(#"herald_api_requests_total{method="GET",route="/v1/notifications/{id}",status="404"} 1"#)
-                    || text.contains(#"herald_api_requests_total{method="GET",route="/v1/notifications/:id",status="404"} 1"#),
+                text.contains(
+                    #"herald_http_request_duration_seconds_count{method="GET",route="/v1/notifications/{id}",status_class="4xx"} 1"#
+                ),
                 "\(text.prefix(2000))")
-            #expect(text.contains(#"route="/metrics",status="401""#))
-            #expect(text.contains("herald_api_request_duration_seconds_bucket"))
+            #expect(text.contains(#"route="/metrics",status_class="4xx""#))
+            #expect(
+                text.contains(
+                    #"herald_http_request_duration_seconds_bucket{method="GET",route="/v1/notifications/{id}",status_class="4xx",le="0.001"}"#
+                ))
+            #expect(text.contains("# HELP herald_http_request_duration_seconds "))
         }
     }
 }

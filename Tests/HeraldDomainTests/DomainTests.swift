@@ -50,7 +50,7 @@ struct DomainTests {
         }
         #expect(TagPolicy.isWellFormed(String(repeating: "a", count: 120)))
         #expect(TagPolicy.isWellFormed("follows_RedSox@2024#x.y:z-w"))
-        #expect(TagPolicy(maxClientTags: 500).maxClientTags == 59, "with the server's tag, never past the hub's 60")
+        #expect(TagPolicy(maxClientTags: 500).maxClientTags == 58, "with the server's two tags, never past the hub's 60")
     }
 
     @Test("device handles are checked per platform and redacted for logs")

@@ -97,7 +97,7 @@ struct DeviceRegistrationTests {
                     try await system.deviceState(id)?.state == "synced"
                 }
                 let state = try #require(try await system.deviceState(id))
-                #expect(state.tags == ["Politics", "username:alice"])
+                #expect(state.tags == ["Politics", "username:alice", "tz:UTC"])
                 #expect(state.hubID == after[0].registrationId)
                 // The job writes its audit rows after the device's state, so wait for them too.
                 try await Poll.until(timeout: .seconds(30), "the 410 never reached the audit") {

@@ -103,6 +103,18 @@ struct ConfigurationTableTests {
         #expect(urlError?.description.contains("hunter2") == false)
     }
 
+    @Test("HERALD_DEFAULT_TIME_ZONE: UTC by default, an IANA zone when set, and a malformed one names the key")
+    func defaultTimeZone() async throws {
+        #expect(StorageConfiguration().defaultTimeZone == "UTC")
+        let paris = try await SettingsReader.environment(["HERALD_DEFAULT_TIME_ZONE": "Europe/Paris"])
+        #expect(try StorageConfiguration(paris).defaultTimeZone == "Europe/Paris")
+        for bad in ["Mars/Olympus", "EST", "GMT+5"] {
+            let reader = try await SettingsReader.environment(["HERALD_DEFAULT_TIME_ZONE": bad])
+            let error = #expect(throws: ConfigurationError.self) { try StorageConfiguration(reader) }
+            #expect(error?.key == "HERALD_DEFAULT_TIME_ZONE", "\(bad)")
+        }
+    }
+
     @Test("HERALD_ENV_FILE supplies values the environment does not set; the environment wins")
     func environmentFile() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString).env")

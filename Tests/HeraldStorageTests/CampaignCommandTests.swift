@@ -225,9 +225,53 @@ struct CampaignCommandTests {
         }
     }
 
+    @Test("a local-time campaign from YAML: show names the local time; fire and `campaign run` list the waves")
+    func localTime() async throws {
+        try await TestDatabase.with { db in
+            let yaml = """
+                name: local-news
+                audience:
+                  all: true
+                content:
+                  apple:
+                    aps:
+                      alert: Good morning
+                schedule:
+                  cron: "0 0 * * *"
+                localTime: "09:00"
+                """
+            let created = try await Self.ctl(db, ["campaign", "create", "--file", try Self.file("local.yaml", yaml)])
+            #expect(created.status == 0, "\(created.stderr)")
+            let shown = try await Self.ctl(db, ["campaign", "show", "local-news"])
+            #expect(shown.stdout.joined(separator: "\n").contains("local time 09:00"), "\(shown.stdout)")
+            // 2026-11-01: long past, so every wave is missed (and nothing is sent).
+            let fired = try await Self.ctl(
+                db, ["campaign", "fire", "local-news", "--slot", "2026-11-01T00:00:00Z", "--json"])
+            #expect(fired.status == 0, "\(fired.stderr)")
+            let run = try #require(try Self.json(fired)["run"] as? [String: Any])
+            let waves = try #require(run["waves"] as? [[String: Any]])
+            #expect(waves.map { $0["zone"] as? String } == ["UTC"])
+            #expect(waves.first?["instant"] as? String == "2026-11-01T09:00:00Z")
+            #expect(waves.first?["state"] as? String == "Missed")
+            let id = try #require(run["id"] as? Int)
+            let detail = try await Self.ctl(db, ["campaign", "run", "local-news", "\(id)"])
+            #expect(detail.status == 0, "\(detail.stderr)")
+            #expect(
+                detail.stdout.contains { $0.contains("wave UTC  2026-11-01T09:00:00Z  (2026-11-01T09:00:00+00:00)  Missed") },
+                "\(detail.stdout)")
+
+            // YAML reads an unquoted 10:30 as a base-60 number: the refusal says to quote it.
+            let unquoted = yaml.replacingOccurrences(of: "name: local-news", with: "name: other")
+                .replacingOccurrences(of: "localTime: \"09:00\"", with: "localTime: 10:30")
+            let refused = try await Self.ctl(db, ["campaign", "create", "--file", try Self.file("bad.yaml", unquoted)])
+            #expect(refused.status == 1)
+            #expect(refused.stderr.joined().contains("quote it"), "\(refused.stderr)")
+        }
+    }
+
     /// The list of fields an unknown-field refusal names.
     static let fieldList =
-        "(apnsPushType, audience, catchUpSeconds, collapseId, content, name, priority, schedule, throttlePerSecond, ttl)"
+        "(apnsPushType, audience, catchUpSeconds, collapseId, content, localTime, name, priority, schedule, throttlePerSecond, ttl)"
 
     /// An instant an hour ahead, on a whole minute, as ISO 8601.
     static func inAnHour() -> String {

@@ -71,7 +71,7 @@ struct DeviceHygieneTests {
                     }
                     let row = try #require(try await store.device(id: id))
                     #expect(row.userID == alice.id)
-                    #expect(row.handle == Self.tokenA && row.tags == ["AlicesTag", "username:alice"])
+                    #expect(row.handle == Self.tokenA && row.tags == ["AlicesTag", "username:alice", "tz:UTC"])
                     #expect(row.version == aliceRecord.version)
                     #expect(try await store.devices(handle: Self.tokenB).isEmpty, "bob's write left nothing behind")
                 }

@@ -64,7 +64,7 @@ struct DeviceStoreTests {
             let id = try await store.deviceID(owner: alice, handle: try UnregisteredHandle(Self.tokenA))
             let first = try await store.register(
                 try Self.registration(alice, .apns, Self.tokenA.lowercased(), tags: ["World"]), id: id, owner: alice)
-            #expect(first.tags == ["World", "username:alice"])
+            #expect(first.tags == ["World", "username:alice", "tz:UTC"])
             #expect(first.handle == Self.tokenA, "APNs tokens are stored upper-case")
             #expect(first.syncState == .pending)
             let second = try await store.register(

@@ -152,7 +152,7 @@ struct NotificationDeliveryStoreTests {
             let (store, id, sendID) = try await Self.fixture(db)
             try await db.client.query(
                 "UPDATE notifications SET deadline = now() - interval '1 second' WHERE id = \(id)", logger: db.logger)
-            #expect(try await Self.begin(db, store, sendID) == .expired)
+            #expect(try await Self.begin(db, store, sendID) == .expired(.apple))
             let (notification, send, attempts) = try await Self.state(db, id)
             #expect(notification == "Expired" && send == "Expired" && attempts == 0)
             #expect(try await db.count("SELECT count(*) FROM notification_outcomes WHERE decision = 'expired'") == 1)
@@ -172,7 +172,7 @@ struct NotificationDeliveryStoreTests {
             try await db.client.query(
                 "UPDATE notifications SET deadline = now() - interval '1 second' WHERE id = \(id)", logger: db.logger)
             #expect(try await store.expireOverdue() == 0, "the sweep leaves a send in flight to its job")
-            #expect(try await Self.begin(db, store, sendID) == .expired)
+            #expect(try await Self.begin(db, store, sendID) == .expired(.apple))
             let (notification, send, attempts) = try await Self.state(db, id)
             #expect(notification == "Expired" && send == "Expired" && attempts == 1)
             #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE in_flight_since IS NOT NULL") == 0)

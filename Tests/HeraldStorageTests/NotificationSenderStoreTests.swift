@@ -170,11 +170,11 @@ struct NotificationSenderStoreTests {
             }
             let after = (Int64(1_790_000_000_000_000), UUID())
             let newest = try await plan(
-                NotificationStore.listQuery(state: nil, since: nil, until: nil, tag: nil, after: after, limit: 50))
+                NotificationStore.listQuery(NotificationFilter(), after: after, limit: 50))
             #expect(newest.contains("Index Scan using notifications_created"), "\(newest)")
             #expect(!newest.contains("Sort"), "the index gives the order: \(newest)")
             let byState = try await plan(
-                NotificationStore.listQuery(state: .queued, since: nil, until: nil, tag: nil, after: after, limit: 50))
+                NotificationStore.listQuery(NotificationFilter(state: .queued), after: after, limit: 50))
             #expect(byState.contains("Index Scan using notifications_state_created"), "\(byState)")
             #expect(!byState.contains("Sort"), "\(byState)")
         }

@@ -366,13 +366,43 @@ def check_secrets(kube_dir, readme):
     ok(f"secrets: the {len(keys)} Secret keys the manifests read are all in {os.path.basename(readme)}")
 
 
+def grafana_rules(dashboard_path):
+    """Checks the Grafana dashboard's structure and prints its queries as a Prometheus rules
+    file (one recording rule per query, Grafana's $__rate_interval as 5m), so that
+    `promtool check rules` parses every PromQL expression the dashboard runs."""
+    with open(dashboard_path) as f:
+        dashboard = json.load(f)
+    variables = {v["name"] for v in dashboard.get("templating", {}).get("list", [])}
+    if "datasource" not in variables:
+        fail(f"{dashboard_path}: no `datasource` variable (the panels use ${{datasource}})")
+    ids, rules = set(), []
+    for panel in dashboard["panels"]:
+        if panel["id"] in ids:
+            fail(f"{dashboard_path}: panel id {panel['id']} is used twice")
+        ids.add(panel["id"])
+        grid = panel["gridPos"]
+        if grid["x"] + grid["w"] > 24:
+            fail(f"{dashboard_path}: panel {panel['title']!r} is wider than the 24-column grid")
+        if panel["type"] == "row":
+            continue
+        targets = panel.get("targets") or []
+        if not targets or any(not t.get("expr") for t in targets):
+            fail(f"{dashboard_path}: panel {panel['title']!r} has no query")
+        for target in targets:
+            if target.get("datasource", {}).get("uid") != "${datasource}":
+                fail(f"{dashboard_path}: panel {panel['title']!r} does not use the datasource variable")
+            expr = target["expr"].replace("$__rate_interval", "5m")
+            rules.append({"record": f"grafana:panel_{panel['id']}_{target['refId'].lower()}", "expr": expr})
+    print(json.dumps({"groups": [{"name": "grafana", "rules": rules}]}, indent=1))
+
+
 def main():
     if len(sys.argv) < 2:
         fail(__doc__)
     command, args = sys.argv[1], sys.argv[2:]
     commands = {
         "compose": check_compose, "keda": check_keda, "query": print_query, "run-packages": run_packages,
-        "secrets": check_secrets, "static-link": static_link,
+        "secrets": check_secrets, "static-link": static_link, "grafana-rules": grafana_rules,
     }
     if command not in commands:
         fail(f"unknown command {command}")

@@ -22,15 +22,15 @@ struct APIKeyAuthenticator: RouterMiddleware {
     let keys: APIKeyVerifier
     let limits: ClientLimits
     let rates: KeyRates
-    /// The scope a request needs.
-    let requiredScope: @Sendable (HTTPRequest.Method) -> APIKeyScope
+    /// The scope a request needs; nil: any valid key (`/v1/whoami`).
+    let requiredScope: @Sendable (HTTPRequest.Method) -> APIKeyScope?
 
     static let unauthorized = APIError(
         .unauthorized, code: "unauthorized", message: APIKeyVerifier.refusalMessage,
         headers: [.wwwAuthenticate: APIKeyVerifier.challenge])
 
     /// `GET`/`HEAD` need `read`; everything else `send`.
-    static let byMethod: @Sendable (HTTPRequest.Method) -> APIKeyScope = { method in
+    static let byMethod: @Sendable (HTTPRequest.Method) -> APIKeyScope? = { method in
         method == .get || method == .head ? .read : .send
     }
 
@@ -47,8 +47,9 @@ struct APIKeyAuthenticator: RouterMiddleware {
             if let client { limits.recordFailure(client) }
             throw Self.unauthorized
         }
-        let scope = requiredScope(request.method)
-        guard record.scopes.contains(scope) || record.scopes.contains(.admin) else {
+        if let scope = requiredScope(request.method),
+            !(record.scopes.contains(scope) || record.scopes.contains(.admin))
+        {
             throw APIError(
                 .forbidden, code: "forbidden", message: "this API key lacks the \(scope.rawValue) scope")
         }

@@ -12,7 +12,8 @@ import HeraldStorage
 /// `{"users": […]}` or `{"all": true}`), `content` (as `/v1/notifications`: native payloads as
 /// objects, WNS XML as a string, template parameters), `schedule` (`{"at": "<ISO 8601>"}` or
 /// `{"cron": "*/5 * * * *", "timeZone": "Europe/Berlin"}`), and the optional `apnsPushType`,
-/// `priority`, `collapseId`, `ttl`, `catchUpSeconds`, `throttlePerSecond`.
+/// `priority`, `collapseId`, `ttl`, `catchUpSeconds`, `throttlePerSecond`, and `localTime`
+/// (`"09:00"`: each run sends in waves at that time of day in each zone).
 ///
 /// The domain's rules (``CampaignDefinition/validated(now:)``: the audience, payload limits,
 /// ranges, a schedule that fires) are checked by the store on the database clock; this reader
@@ -21,7 +22,9 @@ enum CampaignRequestReader {
     /// The fields a new campaign must have (the OpenAPI `CampaignRequest.required`).
     static let requiredFields = ["name", "audience", "content", "schedule"]
     /// The optional fields, which `PATCH` may also clear with `null`.
-    static let optionalFields = ["apnsPushType", "priority", "collapseId", "ttl", "catchUpSeconds", "throttlePerSecond"]
+    static let optionalFields = [
+        "apnsPushType", "priority", "collapseId", "ttl", "catchUpSeconds", "throttlePerSecond", "localTime",
+    ]
     /// Every field of a campaign.
     static let knownFields = Set(requiredFields + optionalFields)
     /// The fields of a schedule.
@@ -38,8 +41,13 @@ enum CampaignRequestReader {
         for field in optionalFields where body.fields[field] != nil {
             try apply(body.field(field), named: field, to: &definition)
         }
-        _ = try limits.check(definition.notificationRequest, at: body)
+        _ = try limits.check(runRequest(definition), at: body)
         return definition
+    }
+
+    /// The notification one run (or one wave of a local-time run) makes, for the hub-send limit.
+    static func runRequest(_ definition: CampaignDefinition) -> NotificationRequest {
+        definition.localTime == nil ? definition.notificationRequest : definition.waveRequest(zone: "UTC", sendAt: nil)
     }
 
     /// `PATCH /v1/campaigns/{id}`: `stored` with the fields the body gives replaced (a given
@@ -53,7 +61,7 @@ enum CampaignRequestReader {
         for field in body.fields.keys.sorted() {
             try apply(body.field(field), named: field, to: &definition)
         }
-        _ = try limits.check(definition.notificationRequest, at: body)
+        _ = try limits.check(runRequest(definition), at: body)
         return definition
     }
 
@@ -81,6 +89,16 @@ enum CampaignRequestReader {
         case "ttl": definition.ttl = value.isNull ? nil : try value.wholeNumber()
         case "catchUpSeconds": definition.catchUpSeconds = value.isNull ? nil : try value.wholeNumber()
         case "throttlePerSecond": definition.throttlePerSecond = value.isNull ? nil : try value.wholeNumber()
+        case "localTime":
+            if value.isNull {
+                definition.localTime = nil
+            } else {
+                do { definition.localTime = try LocalTime(parsing: try value.string()) } catch let error as DomainError {
+                    throw APIError(.badRequest, code: error.code, message: "\(value.path): \(error.message)")
+                } catch {
+                    throw value.refusal("is a time of day HH:MM")
+                }
+            }
         default: throw value.refusal("is not a field of a campaign")
         }
     }

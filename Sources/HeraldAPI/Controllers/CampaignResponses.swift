@@ -20,10 +20,13 @@ struct CampaignBody: Encodable {
     var ttl: Int?
     var catchUpSeconds: Int
     var throttlePerSecond: Int?
+    /// A local-time campaign's time of day (`HH:MM`).
+    var localTime: String?
     /// The slot the scheduler fires next (nil: none, e.g. a fired one-off, or archived).
     var nextSlot: Date?
     /// The schedule's next fire instants after `now`, in UTC and in the schedule's zone; none
-    /// once archived.
+    /// once archived. For a local-time campaign these are when each run starts (its slot), with
+    /// the local date whose `localTime` its waves follow (`localDate`).
     var nextRuns: [SlotBody]
     var createdAt: Date
     var updatedAt: Date
@@ -45,12 +48,21 @@ struct CampaignBody: Encodable {
         ttl = definition.ttl
         catchUpSeconds = definition.catchUp
         throttlePerSecond = definition.throttlePerSecond
+        localTime = definition.localTime?.description
         nextSlot = campaign.nextSlot
         nextRuns =
             campaign.state == .archived
             ? []
             : definition.schedule.slots(after: now, limit: Self.nextRunsShown).map {
-                SlotBody(utc: ISO8601.string($0), local: definition.schedule.localISO8601($0))
+                SlotBody(
+                    utc: ISO8601.string($0), local: definition.schedule.localISO8601($0),
+                    localDate: definition.localTime == nil
+                        ? nil
+                        : LocalTimeWaves.localDate(
+                            of: $0,
+                            in: (try? TimeZoneName.validate(definition.schedule.timeZoneIdentifier))
+                                ?? TimeZone(secondsFromGMT: 0)!
+                        ).description)
             }
         createdAt = campaign.createdAt
         updatedAt = campaign.updatedAt
@@ -61,6 +73,8 @@ struct CampaignBody: Encodable {
 struct SlotBody: Encodable {
     var utc: String
     var local: String
+    /// A local-time campaign's run date (`2026-11-24`): its waves send at `localTime` on it.
+    var localDate: String?
 }
 
 /// Content as senders write it: native payloads as JSON objects (stored as text), WNS XML as a
@@ -91,6 +105,8 @@ struct CampaignRunBody: Encodable {
     var createdAt: Date
     var startedAt: Date?
     var finishedAt: Date?
+    /// A local-time run's waves (absent otherwise, and in run lists).
+    var waves: [WaveBody]?
 
     init(_ run: CampaignRun) {
         id = run.id
@@ -103,5 +119,31 @@ struct CampaignRunBody: Encodable {
         createdAt = run.createdAt
         startedAt = run.startedAt
         finishedAt = run.finishedAt
+        waves = run.waves.isEmpty ? nil : run.waves.map(WaveBody.init)
+    }
+}
+
+/// One wave: `{"zone": "Europe/Paris", "zoneTag": "tz:Europe:Paris", "instant":
+/// "2026-11-24T08:00:00Z", "localInstant": "2026-11-24T09:00:00+01:00", "start": "Scheduled",
+/// "state": "Scheduled", "notificationId": "…", "hubSends": {"Scheduled": 2}}`.
+struct WaveBody: Encodable {
+    var zone: String
+    var zoneTag: String
+    var instant: String
+    var localInstant: String
+    var start: String
+    var state: String
+    var notificationId: String?
+    var hubSends: [String: Int]
+
+    init(_ wave: CampaignWave) {
+        zone = wave.zone
+        zoneTag = wave.zoneTag
+        instant = ISO8601.string(wave.instant)
+        localInstant = wave.localInstant
+        start = wave.start.rawValue
+        state = wave.state
+        notificationId = wave.notificationID?.uuidString.lowercased()
+        hubSends = wave.hubSends
     }
 }

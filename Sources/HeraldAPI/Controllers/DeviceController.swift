@@ -52,7 +52,8 @@ struct DeviceController: Sendable {
         }
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .deviceAPI)
         let installation = try Self.installation(from: body, user: owner.name, policy: tagPolicy)
-        let record = try await devices.registerInstallation(installation, owner: owner)
+        let record = try await devices.registerInstallation(
+            installation, owner: owner, timeZone: try Self.timeZone(body, field: "timeZone"))
         context.logger.debug(
             "herald.device.installation_registered",
             metadata: [
@@ -69,7 +70,8 @@ struct DeviceController: Sendable {
         let id = try Self.deviceID(context)
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .deviceAPI)
         let registration = try Self.registration(from: body, user: owner.name, policy: tagPolicy)
-        let record = try await devices.register(registration, id: id, owner: owner)
+        let record = try await devices.register(
+            registration, id: id, owner: owner, timeZone: try Self.timeZone(body, field: "TimeZone"))
         context.logger.debug(
             "herald.device.registered",
             metadata: [
@@ -95,6 +97,19 @@ struct DeviceController: Sendable {
     static let registrationRequiredFields = ["Platform", "Handle"]
     /// The fields an installation body requires (the OpenAPI `Installation.required`).
     static let installationRequiredFields = ["platform", "instId", "deviceToken"]
+
+    /// The optional zone a device reports for its user (`TimeZone`; `null` or absent: none),
+    /// checked with ``TimeZoneName``: an unknown one is `400 invalid_time_zone` naming the field.
+    static func timeZone(_ body: JSONObjectCursor, field name: String) throws -> String? {
+        guard let field = body[name], !field.isNull else { return nil }
+        let zone = try field.string()
+        do {
+            _ = try TimeZoneName.validate(zone)
+        } catch {
+            throw APIError(.badRequest, code: "invalid_time_zone", message: "\(field.path): \(error.reason)")
+        }
+        return zone
+    }
 
     static func deviceID(_ context: HeraldRequestContext) throws -> DeviceID {
         try DeviceID(parsing: context.parameters.get("id") ?? "")

@@ -11,7 +11,7 @@ import Logging
 /// | `POST /v1/notifications` (+ `Idempotency-Key`) | send | 202 `{id, state}`, `Location` |
 /// | `POST /v1/notifications:batch` `{"notifications": [...]}` (1–1000) | send | 202 `{"notifications": [{id, state}…]}` |
 /// | `GET /v1/notifications/{id}` | read | 200 the detail with every hub send and attempt |
-/// | `GET /v1/notifications?state=&since=&until=&tag=&cursor=&limit=` | read | 200 `{"notifications", "nextCursor"}` |
+/// | `GET /v1/notifications?state=&since=&until=&tag=&sender=&cursor=&limit=` | read | 200 `{"notifications", "nextCursor"}` |
 /// | `DELETE /v1/notifications/{id}` | send | 200 the detail, `Cancelled`; 409 once a send went out |
 ///
 /// A `read` key sees every notification (dashboards); a `send` key cancels only its own.
@@ -84,8 +84,15 @@ struct NotificationController: Sendable {
             }
             limit = value
         }
+        var sender: NotificationSenderFilter?
+        if let text = query.get("sender") {
+            guard let parsed = SenderFilterText.parse(text) else {
+                throw APIError(.badRequest, code: "invalid_query", message: "sender \(SenderFilterText.form)")
+            }
+            sender = parsed
+        }
         let page = try await store.list(
-            state: state, since: try date("since"), until: try date("until"), tag: query.get("tag"),
+            state: state, since: try date("since"), until: try date("until"), tag: query.get("tag"), sender: sender,
             cursor: query.get("cursor"), limit: limit)
         return try JSONWriter.response(
             PageBody(name: "notifications", items: page.notifications.map(SummaryBody.init), nextCursor: page.nextCursor))

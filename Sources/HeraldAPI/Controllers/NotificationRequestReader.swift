@@ -85,7 +85,7 @@ enum NotificationRequestReader {
     /// The SHA-256 of `value` as canonical JSON (sorted keys, so the order a sender wrote its
     /// keys in does not matter): the request hash of an idempotency key.
     static func hash(_ value: JSONValue) -> Data {
-        Data(SHA256.hash(data: (try? JSONWriter.data(value)) ?? Data()))
+        Data(SHA256.hash(data: (try? JSONWriter.canonical(value)) ?? []))
     }
 
     // MARK: Parts
@@ -188,7 +188,7 @@ enum NotificationRequestReader {
     /// A native payload as the hub gets it: canonical JSON text.
     static func payloadText(_ payload: JSONObjectCursor) throws(APIError) -> String {
         do {
-            return try JSONWriter.text(payload.value)
+            return try JSONWriter.canonicalText(payload.value)
         } catch {
             throw payload.refusal("cannot be written as JSON")
         }

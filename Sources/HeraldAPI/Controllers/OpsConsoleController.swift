@@ -114,21 +114,22 @@ struct StatsBody: Encodable {
         }
     }
 
+    /// One bucket: `{"at": …, "accepted": …, …}`, the counts' fields beside `at`.
     struct Bucket: Encodable {
         var at: Date
-        var accepted: Int
-        var retried: Int
-        var throttled: Int
-        var abandoned: Int
-        var expired: Int
+        var counts: Counts
 
         init(_ bucket: SendResultBucket) {
             at = bucket.at
-            accepted = bucket.counts.accepted
-            retried = bucket.counts.retried
-            throttled = bucket.counts.throttled
-            abandoned = bucket.counts.abandoned
-            expired = bucket.counts.expired
+            counts = Counts(bucket.counts)
+        }
+
+        enum CodingKeys: String, CodingKey { case at }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(at, forKey: .at)
+            try counts.encode(to: encoder)
         }
     }
 

@@ -7,7 +7,10 @@ public import ServiceLifecycle
 /// longer than a retention ago whose hub registration is already removed
 /// (``DeviceStore/purgeDeleted(olderThan:batch:)``) and prunes `device_hub_calls` rows older
 /// than theirs (``DeviceStore/pruneHubCalls(olderThan:batch:)``), each in bounded batches until
-/// done. Safe to run in every worker process at once (`SKIP LOCKED`, idempotent deletes).
+/// done. At start it gives every live device the zone tag its user's zone (or the configured
+/// default) calls for (``DeviceStore/retagZones(batch:)``): devices stored before zones
+/// existed, and every zone-less user's devices after `HERALD_DEFAULT_TIME_ZONE` changed. Safe
+/// to run in every worker process at once (`SKIP LOCKED`, idempotent writes).
 public struct DeviceMaintenance: Service {
     private let store: DeviceStore
     private let deletedRetention: Duration
@@ -32,6 +35,12 @@ public struct DeviceMaintenance: Service {
 
     /// Runs until graceful shutdown or cancellation.
     public func run() async {
+        do {
+            let retagged = try await store.retagZones(batch: batch)
+            if retagged > 0 { logger.info("herald.devices.zone_retagged", metadata: ["devices": "\(retagged)"]) }
+        } catch {
+            logger.warning("herald.devices.zone_retag_failed", metadata: ["error": "\(error)"])
+        }
         await PeriodicTask.run(every: interval) {
             try await sweep()
         } onError: { error in

@@ -59,19 +59,19 @@ final class HubCallLog: Sendable {
             append(
                 operation, hubID: hubID ?? resultID(result), status: operation.successStatus, started: started,
                 trackingID: nil, error: nil)
-            DeliveryMetrics.hubCall(operation: operation.rawValue, result: String(operation.successStatus))
+            DeliveryMetrics.hubCall(
+                operation: operation.rawValue, status: operation.successStatus, failure: "", ContinuousClock.now - started)
             return result
         } catch let error as NotificationHubsError {
             append(
                 operation, hubID: hubID, status: error.status, started: started, trackingID: error.trackingID,
                 error: HubErrorPolicy.auditSummary(error))
-            DeliveryMetrics.hubCall(
-                operation: operation.rawValue, result: error.status.map { String($0) } ?? error.code.description)
+            DeliveryMetrics.hubCall(operation: operation.rawValue, error: error, ContinuousClock.now - started)
             throw error
         } catch {
             // The client throws only NotificationHubsError; anything else is recorded as unanswered.
             append(operation, hubID: hubID, status: nil, started: started, trackingID: nil, error: "\(error)")
-            DeliveryMetrics.hubCall(operation: operation.rawValue, result: "other")
+            DeliveryMetrics.hubCall(operation: operation.rawValue, status: nil, failure: "other", ContinuousClock.now - started)
             throw error
         }
     }

@@ -80,8 +80,8 @@ struct NotificationJobRunner: Sendable {
         case .alreadyPast(let state):
             log.write(.info, "herald.send.skipped", ["reason": "already \(state.rawValue)"])
             return .completed
-        case .expired:
-            DeliveryMetrics.outcome(state: "Expired", reason: "deadline")
+        case .expired(let format):
+            DeliveryMetrics.outcome(format: format, decision: .expired)
             log.write(.info, "herald.send.expired")
             return .discard(reason: "the deadline passed before the hub took it")
         case .gone:
@@ -101,7 +101,7 @@ struct NotificationJobRunner: Sendable {
             result.decision = .abandoned
             result.error = Self.noTargetReason
             try await writer.record(result)
-            DeliveryMetrics.outcome(state: result.state.rawValue, reason: "no_target")
+            DeliveryMetrics.outcome(format: attempt.format, decision: result.decision)
             log.write(.error, "herald.send.failed", ["reason": "\(Self.noTargetReason)"])
             return .discard(reason: Self.noTargetReason)
         }
@@ -126,7 +126,7 @@ struct NotificationJobRunner: Sendable {
                     try await hub.broadcast(notification, logger: logger)
                 }
             let elapsed = ContinuousClock.now - started
-            DeliveryMetrics.hubCallTime(operation: "send", statusClass: "2xx", elapsed)
+            DeliveryMetrics.hubCall(operation: "send", status: 201, failure: "", elapsed)
             result.durationMilliseconds = elapsed.milliseconds
             result.state = .enqueued
             result.httpStatus = 201
@@ -142,7 +142,7 @@ struct NotificationJobRunner: Sendable {
             result.trackingID = error.trackingID
             result.error = HubErrorPolicy.auditSummary(error)
             result.retryAfterMilliseconds = error.retryAfter.map(\.wholeMilliseconds)
-            DeliveryMetrics.hubCallTime(operation: "send", statusClass: Self.statusClass(error), elapsed)
+            DeliveryMetrics.hubCall(operation: "send", error: error, elapsed)
             let cappedRetryAfter = error.retryAfter.map { min($0, limits.retryAfterCap) }
             if error.isThrottled, let pause = cappedRetryAfter {
                 throttle.pause(for: pause)
@@ -180,7 +180,7 @@ struct NotificationJobRunner: Sendable {
             // nothing, and its job outcome is fenced out by the queue the same way.
             return outcome
         }
-        DeliveryMetrics.outcome(state: result.state.rawValue, reason: Self.reason(result))
+        DeliveryMetrics.outcome(format: attempt.format, decision: result.decision)
         log.write(
             .debug, "herald.send.attempted",
             [
@@ -303,7 +303,7 @@ struct NotificationJobRunner: Sendable {
         do {
             let details = try await hub.notificationDetails(id: hubID, logger: logger)
             let elapsed = ContinuousClock.now - started
-            DeliveryMetrics.hubCallTime(operation: "notification_details", statusClass: "2xx", elapsed)
+            DeliveryMetrics.hubCall(operation: "notification_details", status: 200, failure: "", elapsed)
             result.durationMilliseconds = elapsed.milliseconds
             result.httpStatus = 200
             result.hubNotificationID = hubID
@@ -312,7 +312,7 @@ struct NotificationJobRunner: Sendable {
                 result.state = state
                 result.telemetryJSON = Self.countsJSON(details.outcomeCounts)
                 if try await record(result, log: log) {
-                    DeliveryMetrics.outcome(state: state.rawValue, reason: "telemetry")
+                    DeliveryMetrics.outcome(format: target.format, decision: result.decision)
                 }
                 return .completed
             }
@@ -324,8 +324,7 @@ struct NotificationJobRunner: Sendable {
             return try await pollAgain(result, age: age, log: log)
         } catch let error as NotificationHubsError {
             let elapsed = ContinuousClock.now - started
-            DeliveryMetrics.hubCallTime(
-                operation: "notification_details", statusClass: Self.statusClass(error), elapsed)
+            DeliveryMetrics.hubCall(operation: "notification_details", error: error, elapsed)
             result.durationMilliseconds = elapsed.milliseconds
             result.httpStatus = error.status
             result.trackingID = error.trackingID
@@ -408,17 +407,6 @@ struct NotificationJobRunner: Sendable {
                 "decision": "\(result.decision.rawValue)",
             ])
         return false
-    }
-
-    static func statusClass(_ error: NotificationHubsError) -> String {
-        guard let status = error.status else { return error.code.description }
-        return "\(status / 100)xx"
-    }
-
-    /// The outcome metric's reason: the status, or the failure code when no answer came.
-    static func reason(_ result: HubSendResult) -> String {
-        if let status = result.httpStatus { return String(status) }
-        return result.error == nil ? "none" : "no_answer"
     }
 
     /// A job's log context (job, hub send, notification), rendered only when a line is

@@ -106,11 +106,14 @@ public struct CronSchedule: Sendable, Hashable, CustomStringConvertible {
     ///
     /// Whole seconds (rounded down); the offset is always written `±HH:MM` (`+00:00` in UTC),
     /// with `:SS` added only for historical offsets that had seconds.
-    public func localISO8601(_ instant: Date) -> String {
+    public func localISO8601(_ instant: Date) -> String { Self.localISO8601(instant, in: timeZone) }
+
+    /// ``localISO8601(_:)`` in `zone`.
+    static func localISO8601(_ instant: Date, in zone: TimeZone) -> String {
         let time = instant.timeIntervalSince1970
         let clamped = time.isNaN ? 0 : min(max(time, Double(Self.earliestSecond)), Double(Self.latestSecond))
         let second = Int(clamped.rounded(.down))
-        let offset = offset(at: second)
+        let offset = offset(of: zone, at: second)
         let local = second + offset
         let day = CivilDate.floorDivide(local, 86_400)
         let date = CivilDate.date(days: day)
@@ -135,13 +138,21 @@ public struct CronSchedule: Sendable, Hashable, CustomStringConvertible {
     static let searchDays = 146_097 + 366
 
     /// The zone's offset from UTC in seconds at `second` (seconds since 1970).
-    func offset(at second: Int) -> Int {
-        timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(second)))
+    func offset(at second: Int) -> Int { Self.offset(of: timeZone, at: second) }
+
+    /// `zone`'s offset from UTC in seconds at `second` (seconds since 1970).
+    static func offset(of zone: TimeZone, at second: Int) -> Int {
+        zone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(second)))
     }
 
     /// The instant at which the wall clock first reads `local` (a wall-clock time written as
     /// seconds since 1970-01-01 00:00); for a time skipped by a gap, the gap's transition instant.
-    func firstInstant(readingLocal local: Int) -> Int {
+    func firstInstant(readingLocal local: Int) -> Int { Self.firstInstant(readingLocal: local, in: timeZone) }
+
+    /// ``firstInstant(readingLocal:)`` in `zone`: the rule local-time campaigns share with cron
+    /// slots (a skipped time is the gap's end, a repeated one its first occurrence).
+    static func firstInstant(readingLocal local: Int, in zone: TimeZone) -> Int {
+        func offset(at second: Int) -> Int { Self.offset(of: zone, at: second) }
         // Offsets run from −12 to +14 hours, so the instants that read `local` lie within a day
         // of it; the offsets a day either side, and at each candidate, cover every transition.
         var offsets = Set([offset(at: local - 86_400), offset(at: local + 86_400)])

@@ -1,0 +1,355 @@
+public import Foundation
+public import HeraldDomain
+import Logging
+import PostgresNIO
+import PostgresQueue
+
+/// Which notifications the ops console's bulk cancel takes.
+public enum NotificationSelection: Sendable, Hashable {
+    /// Every notification the filter matches (at least one field set).
+    case filter(NotificationFilter)
+    /// These notifications (at most ``NotificationStore/maxActionIDs``).
+    case ids([NotificationID])
+}
+
+/// Which hub sends the ops console's retry takes.
+public enum HubSendSelection: Sendable, Hashable {
+    /// A failure group as `GET /v1/failures` lists it (``StatsStore/failures(window:)``): hub sends
+    /// still `Abandoned` whose latest final outcome (decision `abandoned`) was recorded in
+    /// `window` (from the start of its first bucket, as the failures read it), with this cause.
+    /// `httpStatus` and `error`: nil does not filter; `.some(nil)` is "no answer" / "no error text".
+    case failureGroup(window: StatsWindow, httpStatus: Int??, error: String??)
+    /// These hub sends (at most ``NotificationStore/maxActionIDs``).
+    case ids([Int64])
+}
+
+/// Who acts: an API key (an `admin` key acts on every notification, any other on its own).
+public struct OpsActor: Sendable, Hashable {
+    /// The API key's id (the audit row's `api_key_id`).
+    public var apiKeyID: Int64
+    /// Whether the key has the `admin` scope.
+    public var isAdmin: Bool
+
+    /// Creates an actor.
+    public init(apiKeyID: Int64, isAdmin: Bool) {
+        self.apiKeyID = apiKeyID
+        self.isAdmin = isAdmin
+    }
+}
+
+/// What a bulk cancel did (or, in a dry run, would do).
+public struct BulkCancelResult: Sendable, Hashable {
+    /// Notifications the selection matched that are not cancelled already.
+    public var matched: Int
+    /// Notifications cancelled (every hub send was still waiting).
+    public var cancelled: Int
+    /// Matched notifications of which a hub send has gone out or is going out.
+    public var notCancellable: Int
+    /// Waiting notifications were left for another call (over ``NotificationStore/maxActionItems``).
+    public var more: Bool
+}
+
+/// What a hub-send retry did (or, in a dry run, would do).
+public struct HubSendRetryResult: Sendable, Hashable {
+    /// Hub sends the selection matched.
+    public var matched: Int
+    /// Hub sends put back to `Queued` with a new `notification.send` job.
+    public var retried: Int
+    /// Abandoned hub sends whose notification's deadline has passed: never sent late.
+    public var deadlinePassed: Int
+    /// Matched hub sends that are not `Abandoned` (any more), or whose notification was cancelled.
+    public var notAbandoned: Int
+    /// Matching hub sends were left for another call (over ``NotificationStore/maxActionItems``).
+    public var more: Bool
+}
+
+extension NotificationStore {
+    /// The most notifications (or hub sends) one ops action changes; the answer's `more` says
+    /// when others are left.
+    public static let maxActionItems = 10_000
+    /// The most ids one ops action takes.
+    public static let maxActionIDs = 1_000
+    /// Notifications locked and cancelled per statement within an action.
+    static let actionChunk = 500
+
+    /// Cancels every notification `selection` matches (of `actor`'s own unless it is admin)
+    /// whose hub sends have not gone out, with the statements `DELETE /v1/notifications/{id}`
+    /// uses (``cancelWaitingSends(of:on:logger:)`` under the notifications' row locks, then
+    /// ``refreshStates(of:on:logger:)``), all or nothing per notification: one whose send a worker
+    /// starts meanwhile keeps all its sends. At most ``maxActionItems`` per call.
+    ///
+    /// One transaction, which also writes the `ops_actions` audit row (`filterJSON` as given,
+    /// the counts); a `dryRun` changes nothing, writes no row, and counts what would be cancelled.
+    public func cancelMatching(
+        _ selection: NotificationSelection, by actor: OpsActor, dryRun: Bool, filterJSON: String
+    ) async throws -> BulkCancelResult {
+        var conditions = ""
+        var binds = PostgresBindings()
+        switch selection {
+        case .filter(let filter):
+            guard !filter.isEmpty else {
+                throw DomainError(code: "invalid_request", message: "give at least one filter field or ids")
+            }
+            filter.appendConditions(to: &conditions, binds: &binds)
+        case .ids(let ids):
+            guard ids.count <= Self.maxActionIDs else {
+                throw DomainError(code: "invalid_request", message: "ids lists at most \(Self.maxActionIDs) ids")
+            }
+            binds.append(ids)
+            conditions += " AND id = ANY($\(binds.count)::uuid[])"
+        }
+        if !actor.isAdmin {
+            binds.append(actor.apiKeyID)
+            conditions += " AND api_key_id = $\(binds.count)"
+        }
+        // Counted in full: the matched ones and those still waiting (the only ones that may be
+        // cancellable; more of them than the cap leaves `more`).
+        let countQuery = PostgresQuery(
+            unsafeSQL: """
+                SELECT count(*) FILTER (WHERE state <> 'Cancelled'),
+                       count(*) FILTER (WHERE state IN ('Scheduled', 'Queued'))
+                FROM notifications WHERE true\(conditions)
+                """, binds: binds)
+        var candidateBinds = binds
+        candidateBinds.append(Int64(Self.maxActionItems + 1))
+        // Waiting notifications whose every hub send is still waiting and not in flight, in id
+        // order (the order `record` locks in, so the two cannot deadlock).
+        let candidateQuery = PostgresQuery(
+            unsafeSQL: """
+                SELECT id, NOT EXISTS (SELECT 1 FROM hub_sends h WHERE h.notification_id = notifications.id
+                                       AND NOT (h.state IN ('Scheduled', 'Queued') AND h.in_flight_since IS NULL))
+                FROM notifications WHERE state IN ('Scheduled', 'Queued')\(conditions)
+                ORDER BY id LIMIT $\(candidateBinds.count)\(dryRun ? "" : " FOR UPDATE")
+                """, binds: candidateBinds)
+        let logger = self.logger
+        return try await StorageSQL.transaction(
+            client, logger: logger, "cancel notifications", within: StorageSQL.maintenanceDeadline
+        ) { connection in
+            var matched = 0
+            var waiting = 0
+            for try await (all, stillWaiting) in try await connection.query(countQuery, logger: logger).decode(
+                (Int64, Int64).self)
+            {
+                (matched, waiting) = (Int(all), Int(stillWaiting))
+            }
+            var candidates: [(NotificationID, Bool)] = []
+            for try await row in try await connection.query(candidateQuery, logger: logger).decode((UUID, Bool).self) {
+                candidates.append(row)
+            }
+            let more = candidates.count > Self.maxActionItems
+            if more { candidates.removeLast() }
+            let cancellable = candidates.filter { $0.1 }.map { $0.0 }
+            var cancelled = 0
+            if dryRun {
+                cancelled = cancellable.count
+            } else {
+                var start = 0
+                while start < cancellable.count {
+                    let chunk = Array(cancellable[start..<min(start + Self.actionChunk, cancellable.count)])
+                    start += Self.actionChunk
+                    cancelled += try await Self.cancelAllOrNothing(chunk, on: connection, logger: logger)
+                }
+            }
+            // Waiting ones beyond the cap are neither cancelled nor known not to be.
+            let left = max(0, waiting - candidates.count)
+            let result = BulkCancelResult(
+                matched: matched, cancelled: cancelled, notCancellable: max(0, matched - cancelled - left), more: more)
+            if !dryRun {
+                try await Self.audit(
+                    actor, action: "notifications.cancel", filterJSON: filterJSON,
+                    counts: [
+                        "matched": result.matched, "cancelled": result.cancelled,
+                        "notCancellable": result.notCancellable, "more": result.more ? 1 : 0,
+                    ], on: connection, logger: logger)
+            }
+            return result
+        }
+    }
+
+    /// Cancels the waiting hub sends of `ids` (locked by the caller), all or nothing per
+    /// notification, and refreshes the notifications; returns how many it cancelled. A worker
+    /// may start one of their sends between the caller's check and this statement (starts do not
+    /// take the notification's lock): such a notification would be cancelled in part, so the
+    /// statement is undone to a savepoint and repeated without it.
+    static func cancelAllOrNothing(
+        _ ids: [NotificationID], on connection: PostgresConnection, logger: Logger
+    ) async throws -> Int {
+        var ids = ids
+        while !ids.isEmpty {
+            try await connection.query("SAVEPOINT ops_cancel", logger: logger)
+            let cancelled = try await cancelWaitingSends(of: ids, on: connection, logger: logger)
+            var totals: [NotificationID: Int] = [:]
+            for try await (id, count) in try await connection.query(
+                """
+                SELECT notification_id, count(*) FROM hub_sends WHERE notification_id = ANY(\(ids)::uuid[])
+                GROUP BY notification_id
+                """, logger: logger
+            ).decode((UUID, Int64).self) {
+                totals[id] = Int(count)
+            }
+            let partial = Set(ids.filter { (cancelled[$0] ?? 0) != (totals[$0] ?? 0) })
+            if partial.isEmpty {
+                try await connection.query("RELEASE SAVEPOINT ops_cancel", logger: logger)
+                try await refreshStates(of: ids, on: connection, logger: logger)
+                return ids.count
+            }
+            try await connection.query("ROLLBACK TO SAVEPOINT ops_cancel", logger: logger)
+            ids.removeAll { partial.contains($0) }
+        }
+        return 0
+    }
+
+    /// Puts every `Abandoned` hub send `selection` matches (of `actor`'s own notifications unless
+    /// it is admin) whose notification's deadline has not passed back to `Queued`, with a new
+    /// `notification.send` job each, and refreshes the notifications' states (no longer final:
+    /// `finished_at` is cleared). At most ``maxActionItems`` per call.
+    ///
+    /// The attempt counter keeps counting (the new job's first hub call is attempt
+    /// `attempts + 1`, fenced as every start is) and the new job has its own
+    /// ``maxSendAttempts``. Safe against concurrent retries: the notifications are locked in id
+    /// order and the update takes only sends still `Abandoned`, so a second retry of the same
+    /// send finds it `Queued` and enqueues nothing.
+    ///
+    /// One transaction with its `ops_actions` audit row; a `dryRun` changes nothing and writes
+    /// no row.
+    public func retryHubSends(
+        _ selection: HubSendSelection, by actor: OpsActor, dryRun: Bool, filterJSON: String
+    ) async throws -> HubSendRetryResult {
+        let owner: Int64? = actor.isAdmin ? nil : actor.apiKeyID
+        let limit = Int64(Self.maxActionItems + 1)
+        // The failure group's statement needs the window's start, read on the action's connection.
+        let candidateQuery: @Sendable (Date?) -> PostgresQuery
+        var window: StatsWindow?
+        switch selection {
+        case .failureGroup(let groupWindow, let httpStatus, let error):
+            window = groupWindow
+            // The same groups as `GET /v1/failures`: each hub send by its latest final outcome in
+            // the window, still Abandoned.
+            let anyStatus = httpStatus == nil
+            let status: Int32? = httpStatus.flatMap { $0.map { Int32(clamping: $0) } }
+            let anyError = error == nil
+            let errorText: String? = error.flatMap { $0 }
+            candidateQuery = { from in
+                """
+                WITH finals AS (
+                    SELECT DISTINCT ON (o.hub_send_id) o.hub_send_id, o.http_status, o.error, o.decision
+                    FROM notification_outcomes o
+                    WHERE o.kind = 'send' AND o.decision IN ('abandoned', 'expired')
+                      AND o.at >= \(from)
+                    ORDER BY o.hub_send_id, o.id DESC
+                )
+                SELECT h.id, h.notification_id, h.state, n.deadline <= now(), n.state = 'Cancelled'
+                FROM finals f JOIN hub_sends h ON h.id = f.hub_send_id AND h.state = 'Abandoned'
+                JOIN notifications n ON n.id = h.notification_id
+                WHERE f.decision = 'abandoned'
+                  AND (\(anyStatus) OR f.http_status IS NOT DISTINCT FROM \(status))
+                  AND (\(anyError) OR f.error IS NOT DISTINCT FROM \(errorText))
+                  AND (\(owner)::int8 IS NULL OR n.api_key_id = \(owner))
+                ORDER BY h.id LIMIT \(limit)
+                """
+            }
+        case .ids(let ids):
+            guard ids.count <= Self.maxActionIDs else {
+                throw DomainError(code: "invalid_request", message: "ids lists at most \(Self.maxActionIDs) ids")
+            }
+            candidateQuery = { _ in
+                """
+                SELECT h.id, h.notification_id, h.state, n.deadline <= now(), n.state = 'Cancelled'
+                FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
+                WHERE h.id = ANY(\(ids)::int8[]) AND (\(owner)::int8 IS NULL OR n.api_key_id = \(owner))
+                ORDER BY h.id LIMIT \(limit)
+                """
+            }
+        }
+        let groupWindow = window
+        let logger = self.logger
+        let maxSendAttempts = self.maxSendAttempts
+        let queue = self.queue
+        return try await StorageSQL.transaction(
+            client, logger: logger, "retry hub sends", within: StorageSQL.maintenanceDeadline
+        ) { connection in
+            var from: Date?
+            if let groupWindow { from = try await StatsStore.bounds(of: groupWindow, on: connection, logger: logger).0 }
+            var candidates: [(id: Int64, notification: UUID, state: String, late: Bool, cancelled: Bool)] = []
+            for try await row in try await connection.query(candidateQuery(from), logger: logger).decode(
+                (Int64, UUID, String, Bool, Bool).self)
+            {
+                candidates.append((row.0, row.1, row.2, row.3, row.4))
+            }
+            let more = candidates.count > Self.maxActionItems
+            if more { candidates.removeLast() }
+            let abandoned = candidates.filter { $0.state == NotificationState.abandoned.rawValue && !$0.cancelled }
+            var deadlinePassed = abandoned.filter { $0.late }.count
+            var retried = abandoned.count - deadlinePassed
+            if !dryRun, !abandoned.isEmpty {
+                let notifications = Array(Set(abandoned.map { $0.notification })).sorted { $0.uuidString < $1.uuidString }
+                // The notifications' row locks, in id order (as `record` takes them); then only
+                // sends still Abandoned, of notifications still in time, go back to Queued.
+                try await connection.query(
+                    "SELECT 1 FROM notifications WHERE id = ANY(\(notifications)::uuid[]) ORDER BY id FOR UPDATE",
+                    logger: logger)
+                var sendIDs: [Int64] = []
+                for try await id in try await connection.query(
+                    """
+                    UPDATE hub_sends h SET state = 'Queued', in_flight_since = NULL, in_flight_job_id = NULL,
+                        throttle_slot = NULL, updated_at = now()
+                    FROM notifications n
+                    WHERE h.id = ANY(\(abandoned.map { $0.id })::int8[]) AND n.id = h.notification_id
+                      AND h.state = 'Abandoned' AND n.state <> 'Cancelled' AND n.deadline > now()
+                    RETURNING h.id
+                    """, logger: logger
+                ).decode(Int64.self) {
+                    sendIDs.append(id)
+                }
+                // Read again under the locks: what the update did not take.
+                var late = 0
+                for try await count in try await connection.query(
+                    """
+                    SELECT count(*) FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
+                    WHERE h.id = ANY(\(abandoned.map { $0.id })::int8[]) AND h.state = 'Abandoned'
+                      AND n.state <> 'Cancelled' AND n.deadline <= now()
+                    """, logger: logger
+                ).decode(Int64.self) {
+                    late = Int(count)
+                }
+                retried = sendIDs.count
+                deadlinePassed = late
+                let jobs = sendIDs.map {
+                    NewJob.notificationSend(HubSendArgs(hubSendID: $0), maxAttempts: maxSendAttempts)
+                }
+                if !jobs.isEmpty {
+                    try await queue.enqueue(jobs, on: connection)
+                    try await Self.refreshStates(of: notifications, on: connection, logger: logger)
+                }
+            }
+            let result = HubSendRetryResult(
+                matched: candidates.count, retried: retried, deadlinePassed: deadlinePassed,
+                notAbandoned: candidates.count - retried - deadlinePassed, more: more)
+            if !dryRun {
+                try await Self.audit(
+                    actor, action: "hub_sends.retry", filterJSON: filterJSON,
+                    counts: [
+                        "matched": result.matched, "retried": result.retried, "deadlinePassed": result.deadlinePassed,
+                        "notAbandoned": result.notAbandoned, "more": result.more ? 1 : 0,
+                    ], on: connection, logger: logger)
+            }
+            return result
+        }
+    }
+
+    /// Writes one `ops_actions` row on the action's connection (in its transaction).
+    static func audit(
+        _ actor: OpsActor, action: String, filterJSON: String, counts: [String: Int], on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
+        let keys = counts.keys.sorted()
+        let values = keys.map { Int64(counts[$0] ?? 0) }
+        try await connection.query(
+            """
+            INSERT INTO ops_actions (api_key_id, action, filter, counts)
+            SELECT \(actor.apiKeyID), \(action), \(filterJSON)::jsonb,
+                   jsonb_object_agg(k, CASE WHEN k = 'more' THEN to_jsonb(v = 1) ELSE to_jsonb(v) END)
+            FROM unnest(\(keys)::text[], \(values)::int8[]) AS c(k, v)
+            """, logger: logger)
+    }
+}
