@@ -5,13 +5,13 @@ SWIFT ?= swift
 RELEASE_PATH ?= .build-release
 DB_ENV := .data/postgres.env
 
-.PHONY: help build test chaos run bench bench-queue bench-hub bench-api bench-send release-products lint format migrate db-up db-down clean
+.PHONY: help build test chaos run bench bench-queue bench-hub bench-api bench-send bench-stats release-products lint format migrate db-up db-down clean
 
 help:
 	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
 	@echo "make test        start PostgreSQL, build every product, run every test (also through PgBouncer), the deploy checks and the reduced fault harness"
 	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, ...)"
-	@echo "make bench       every benchmark (release build); bench-queue, bench-hub, bench-api, bench-send for subsets"
+	@echo "make bench       every benchmark (release build); bench-queue, bench-hub, bench-api, bench-send, bench-stats for subsets"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
 	@echo "make migrate     apply migrations to the local database"
 	@echo "make db-up/db-down  start/stop the local PostgreSQL cluster in .data/"
@@ -62,11 +62,18 @@ migrate: db-up build
 run: db-up build
 	@scripts/run.sh "$$($(SWIFT) build --show-bin-path)"
 
-bench: bench-queue bench-hub bench-api bench-send
+bench: bench-queue bench-hub bench-api bench-send bench-stats
 
 bench-queue: db-up
 	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-bench
 	@set -a; . ./$(DB_ENV); set +a; "$(RELEASE_PATH)/release/herald-bench" queue
+
+# GET /v1/stats latency (p95 per window and the worst) on a database seeded with 1 M notifications
+# and 3 M outcome rows (herald_bench_stats on the local cluster, reused while its row counts match).
+bench-stats: db-up
+	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-api
+	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-bench
+	@set -a; . ./$(DB_ENV); set +a; "$(RELEASE_PATH)/release/herald-bench" stats
 
 bench-hub:
 	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-bench

@@ -223,7 +223,7 @@ let package = Package(
         .executableTarget(
             name: "herald-bench",
             dependencies: [
-                "PostgresQueue", "HeraldStorage", "HeraldRuntime", "NotificationHubs", "NotificationHubsEmulator",
+                "PostgresQueue", "HeraldDomain", "HeraldStorage", "HeraldRuntime", "NotificationHubs", "NotificationHubsEmulator",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

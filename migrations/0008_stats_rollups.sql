@@ -56,6 +56,15 @@ CREATE TABLE stats_send_errors (
     PRIMARY KEY (bucket_seconds, bucket, http_status, error, shard)
 ) WITH (fillfactor = 70);
 
+-- Devices by sync state (current rows, not a history: purges subtract). Counting `devices` at
+-- each request would grow with the table.
+CREATE TABLE stats_device_states (
+    sync_state      text        NOT NULL,
+    shard           smallint    NOT NULL,
+    count           bigint      NOT NULL,
+    PRIMARY KEY (sync_state, shard)
+) WITH (fillfactor = 70);
+
 -- Every row of these tables is updated many times a minute: vacuum them as eagerly as the
 -- queue's claim table.
 ALTER TABLE stats_notification_states SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
@@ -64,6 +73,8 @@ ALTER TABLE stats_send_results SET (autovacuum_vacuum_scale_factor = 0, autovacu
                                     autovacuum_vacuum_cost_delay = 0);
 ALTER TABLE stats_send_errors SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
                                    autovacuum_vacuum_cost_delay = 0);
+ALTER TABLE stats_device_states SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+                                     autovacuum_vacuum_cost_delay = 0);
 
 -- The bucket of `at` at granularity `seconds`, on whole minutes or hours of UTC.
 CREATE FUNCTION stats_bucket(seconds integer, at timestamptz) RETURNS timestamptz
@@ -130,6 +141,41 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- Devices: +1 per inserted row's state, −1 per deleted row's, and both for a changed state.
+CREATE FUNCTION stats_devices_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO stats_device_states AS s (sync_state, shard, count)
+        SELECT sync_state, (pg_backend_pid() % 8)::smallint, count(*) FROM new_rows GROUP BY 1 ORDER BY 1
+        ON CONFLICT (sync_state, shard) DO UPDATE SET count = s.count + EXCLUDED.count;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO stats_device_states AS s (sync_state, shard, count)
+        SELECT sync_state, (pg_backend_pid() % 8)::smallint, -count(*) FROM old_rows GROUP BY 1 ORDER BY 1
+        ON CONFLICT (sync_state, shard) DO UPDATE SET count = s.count + EXCLUDED.count;
+    ELSE
+        WITH changed AS (
+            SELECT o.sync_state AS old_state, n.sync_state AS new_state
+            FROM old_rows o JOIN new_rows n ON n.id = o.id
+            WHERE o.sync_state IS DISTINCT FROM n.sync_state
+        ), deltas AS (
+            SELECT old_state AS sync_state, -1 AS delta FROM changed
+            UNION ALL
+            SELECT new_state, 1 FROM changed
+        )
+        INSERT INTO stats_device_states AS s (sync_state, shard, count)
+        SELECT sync_state, (pg_backend_pid() % 8)::smallint, sum(delta) FROM deltas
+        GROUP BY 1 HAVING sum(delta) <> 0 ORDER BY 1
+        ON CONFLICT (sync_state, shard) DO UPDATE SET count = s.count + EXCLUDED.count;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER stats_devices_inserted AFTER INSERT ON devices
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_devices_changed();
+CREATE TRIGGER stats_devices_updated AFTER UPDATE ON devices
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_devices_changed();
+CREATE TRIGGER stats_devices_deleted AFTER DELETE ON devices
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_devices_changed();
 CREATE TRIGGER stats_notifications_inserted AFTER INSERT ON notifications
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_notifications_inserted();
 CREATE TRIGGER stats_notifications_updated AFTER UPDATE ON notifications
@@ -137,11 +183,16 @@ CREATE TRIGGER stats_notifications_updated AFTER UPDATE ON notifications
 CREATE TRIGGER stats_outcomes_inserted AFTER INSERT ON notification_outcomes
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_outcomes_inserted();
 
--- Backfill from the rows that exist (the same aggregation as the triggers, in shard 0).
+-- Backfill from the rows that exist (the same aggregation as the triggers, in shard 0). The
+-- CREATE TRIGGERs above lock both tables against writes until this migration commits, so every
+-- row is counted exactly once: by the backfill if it committed before, by a trigger if after.
 INSERT INTO stats_notification_states (bucket_seconds, bucket, state, shard, count)
 SELECT g.seconds, stats_bucket(g.seconds, n.created_at), n.state, 0, count(*)
 FROM notifications n CROSS JOIN (VALUES (60), (3600)) AS g(seconds)
 GROUP BY 1, 2, 3;
+
+INSERT INTO stats_device_states (sync_state, shard, count)
+SELECT sync_state, 0, count(*) FROM devices GROUP BY 1;
 
 INSERT INTO stats_send_results (bucket_seconds, bucket, result, shard, count)
 SELECT g.seconds, stats_bucket(g.seconds, o.at), stats_send_result(o.decision, o.http_status), 0, count(*)

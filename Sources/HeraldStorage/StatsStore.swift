@@ -220,7 +220,7 @@ public struct UserDevices: Sendable {
 /// triggers keep in the same transaction as the rows they count (one upsert per bucket and key
 /// per statement); a window sums at most 168 buckets of them. The other figures read small
 /// partial indexes (throttled outcomes, failed hub calls), the queue's claim table (which only
-/// holds waiting and running jobs) or small tables (devices, running campaign runs).
+/// holds waiting and running jobs), the devices-by-state rollup, or running campaign runs.
 public struct StatsStore: Sendable {
     let client: PostgresClient
     let logger: Logger
@@ -485,7 +485,7 @@ public struct StatsStore: Sendable {
 
     static func deviceStates(on connection: PostgresConnection, logger: Logger) async throws -> [(String, Int)] {
         let rows = try await connection.query(
-            "SELECT sync_state, count(*)::int8 FROM devices GROUP BY sync_state", logger: logger)
+            "SELECT sync_state, sum(count)::int8 FROM stats_device_states GROUP BY sync_state", logger: logger)
         var out: [(String, Int)] = []
         for try await (state, count) in rows.decode((String, Int64).self) { out.append((state, Int(count))) }
         return out

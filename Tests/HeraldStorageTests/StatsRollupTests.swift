@@ -53,7 +53,23 @@ struct StatsRollupTests {
             FROM stats_send_errors GROUP BY 1 HAVING sum(count) <> 0
             """
         ),
+        (
+            "devices by sync state",
+            "SELECT sync_state, count(*) FROM devices GROUP BY 1",
+            "SELECT sync_state, sum(count)::int8 FROM stats_device_states GROUP BY 1 HAVING sum(count) <> 0"
+        ),
     ]
+
+    /// Inserts `count` devices of user `bob` in `state`.
+    static func seedDevices(_ db: TestDatabase, count: Int, state: String) async throws {
+        try await db.execute(
+            """
+            INSERT INTO devices (id, user_id, kind, platform, handle, sync_state)
+            SELECT gen_random_uuid(), (SELECT id FROM users WHERE name = 'bob'), 'registration', 'apns',
+                   md5(random()::text), \(state)
+            FROM generate_series(1, \(count))
+            """)
+    }
 
     static func grouped(_ db: TestDatabase, _ query: PostgresQuery) async throws -> [String: Int] {
         var out: [String: Int] = [:]
@@ -122,6 +138,9 @@ struct StatsRollupTests {
                 db, count: 20, ageSeconds: 600, state: "Expired",
                 outcomes: [("retry", nil, "timed out"), ("retry", 503, "unavailable"), ("expired", nil, "too late")])
             try await Self.seed(db, count: 10, ageSeconds: 60, state: "Queued", outcomes: [])
+            _ = try await stores.users.add(name: "bob", passwordHash: "x")
+            try await Self.seedDevices(db, count: 5, state: "synced")
+            try await Self.seedDevices(db, count: 2, state: "pending")
 
             try await MigrationRunner(client: db.client, logger: db.logger).migrate()
             #expect(try await db.count("SELECT count(*) FROM stats_notification_states") > 0)
@@ -131,6 +150,11 @@ struct StatsRollupTests {
             try await Self.seed(
                 db, count: 15, ageSeconds: 30, state: "Queued", outcomes: [("retry", 500, "boom"), ("abandoned", 403, "quota")])
             try await db.execute("UPDATE notifications SET state = 'Completed' WHERE state = 'Expired'")
+            try await Self.seedDevices(db, count: 3, state: "new")
+            try await db.execute(
+                "UPDATE devices SET sync_state = 'failed' WHERE id IN (SELECT id FROM devices WHERE sync_state = 'synced' LIMIT 2)"
+            )
+            try await db.execute("DELETE FROM devices WHERE id IN (SELECT id FROM devices WHERE sync_state = 'pending' LIMIT 1)")
             try await Self.expectConsistent(db, "after inserts and updates")
 
             // The statistics read the rollups: the 7-day window's states equal the raw table.
@@ -142,6 +166,7 @@ struct StatsRollupTests {
                 expected[try #require(NotificationState(rawValue: state))] = count
             }
             #expect(stats.notificationsByState == expected)
+            #expect(stats.devicesBySyncState == [.new: 3, .pending: 1, .synced: 3, .failed: 2, .deleted: 0])
             #expect(stats.totals.accepted == 40 && stats.totals.throttled == 40 && stats.totals.abandoned == 45)
             #expect(stats.totals.retried == 55 && stats.totals.expired == 20)
             #expect(stats.buckets.count == 168)
