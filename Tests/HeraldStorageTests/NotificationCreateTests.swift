@@ -89,6 +89,10 @@ struct NotificationCreateTests {
             var clash = fresh
             clash.requestHash = Self.hash("d")
             await #expect(throws: DomainError.self) { try await store.create([fresh, clash], sender: .apiKey(keyID)) }
+            // A key used before with another body fails the whole batch: its new items are not kept.
+            let newcomer = NewNotification(
+                request: try Self.request(["cy"]), idempotencyKey: try IdempotencyKey("k3"), requestHash: Self.hash("e"))
+            await #expect(throws: DomainError.self) { try await store.create([newcomer, other], sender: .apiKey(keyID)) }
             #expect(try await db.count("SELECT count(*) FROM notifications") == 2)
             #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs") == 4)
         }
