@@ -33,9 +33,11 @@ struct WorkerShutdownTests {
                     .POST, "/v1/notifications:batch", authorization: "Bearer \(key)",
                     body: #"{"notifications":[\#(items.joined(separator: ","))]}"#)
                 try #require(batch.status == .accepted, "\(batch.status) \(batch.body.prefix(300))")
-                try await Poll.until(timeout: .seconds(30), "the worker never held all 14 sends") {
-                    try await db.count(
-                        "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications' AND state = 'running'") == 14
+                // Claimed is not enough: a loaded worker may hold claimed jobs whose handlers have not
+                // started yet (shutdown hands those back at once). A running handler starts its
+                // send's attempt (attempts 0 → 1) right before the hub call.
+                try await Poll.until(timeout: .seconds(30), "the worker never started all 14 sends") {
+                    try await db.count("SELECT count(*) FROM hub_sends WHERE attempts >= 1") == 14
                 }
 
                 let stopped = ContinuousClock.now
