@@ -62,7 +62,10 @@ migrate: db-up build
 run: db-up build
 	@scripts/run.sh "$$($(SWIFT) build --show-bin-path)"
 
-bench: bench-queue bench-hub bench-api bench-send bench-stats
+# Every benchmark in one run, then the figures with a target against it (scripts/bench.sh);
+# BENCH_BASELINE_BIN=DIR runs them first on an older build's release executables, for a before/after.
+bench: db-up release-products
+	@scripts/bench.sh "$(RELEASE_PATH)/release"
 
 bench-queue: db-up
 	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-bench

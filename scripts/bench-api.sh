@@ -11,6 +11,13 @@
 #                                         SQL, round trips and commit) on the same connections
 #   bench api.device_put_sql_ratio <v> ratio  device_put / device_put_sql
 #   bench api.sync_drain <v> jobs/s       sync jobs the worker finished per second, load included
+#   bench api.sync_keepup_ratio <v> ratio sync jobs finished per second during the JWT run / its PUT/s
+#   bench api.sync_backlog <v> jobs       sync jobs waiting when the JWT run ends (0: no backlog)
+#   bench api.rss_mb / worker.rss_mb <v> MB  resident memory at the end of the load phases
+#   bench api.device_put_solo <v> req/s   the JWT PUT with the worker stopped, and its CPU per PUT:
+#   bench api.put_cpu_ms.api / .postgres <v> ms   herald-api's and PostgreSQL's (every backend)
+#   bench api.sync_cpu_ms.worker / .postgres / .emulator <v> ms   CPU per sync job while a
+#                                         restarted worker drains what that run left, nothing else running
 #
 # Usage: scripts/bench-api.sh BIN_DIR   (BIN_DIR holds release builds of the four executables)
 # Knobs: BENCH_SECONDS (10), BENCH_CONNECTIONS (64), BENCH_THREADS (2).
@@ -68,8 +75,13 @@ PY
 bench_start_emulator
 # Every request is a device write: lift the per-user write limit so it measures the API, not the limiter.
 bench_start_api HERALD_AUTH_JWT_HS256_SECRET="$secret" HERALD_MAX_DEVICES_PER_USER=1000 HERALD_DEVICE_WRITE_RATE_PER_MINUTE=10000000
-"$bin/herald-worker" 2>"$work/worker.err" &
-pids+=($!)
+api_pid="${pids[-1]}"
+start_worker() {
+  "$bin/herald-worker" 2>>"$work/worker.err" &
+  pids+=($!)
+  worker_pid=$!
+}
+start_worker
 
 # One wrk run; prints requests per second, fails on any non-2xx answer.
 run_wrk() {
@@ -113,28 +125,62 @@ sys.exit(subprocess.run(sys.argv[1:]).returncode)' "$pgbench_bin" "$@"
 jobs_finished() {
   psql -qtA "$bench_url" -c "SELECT count(*) FROM pgqueue.job_history WHERE queue = 'devices' AND state = 'completed'"
 }
+jobs_waiting() {
+  psql -qtA "$bench_url" -c "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'devices'"
+}
+# Waits until the worker has finished every sync job, then checks every device ended synced.
+drain_and_check() {
+  for _ in $(seq 1 600); do
+    [ "$(jobs_waiting)" -eq 0 ] && break
+    sleep 0.2
+  done
+  local failed unsynced
+  failed="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM devices WHERE sync_state = 'failed'")"
+  unsynced="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM devices WHERE deleted_at IS NULL AND sync_state <> 'synced'")"
+  echo "bench-api: devices failed $failed, not synced $unsynced" >&2
+  if [ "$failed" -ne 0 ] || [ "$unsynced" -ne 0 ]; then
+    echo "bench-api: every device must end synced" >&2; exit 1
+  fi
+}
 start_jobs="$(jobs_finished)"; start_time="$(date +%s.%N)"
 
 health="$(run_wrk health "$url/health/live")"
+jwt_jobs0="$(jobs_finished)"; jwt_time0="$(date +%s.%N)"
 put_jwt="$(run_wrk device_put -s "$work/jwt.lua" "$url")"
+jwt_jobs1="$(jobs_finished)"; jwt_time1="$(date +%s.%N)"
+backlog="$(jobs_waiting)"
 put_basic="$(run_wrk device_put_basic -s "$work/basic.lua" "$url")"
+api_rss="$(rss_mb "$api_pid")"
 sql_tps="$(run_pgbench -n -M extended -c "$connections" -j "$threads" -T "$seconds" -f "$work/put.sql" "$bench_url" 2>"$work/pgbench.err" | awk '/^tps/ {printf "%d", $3}')"
 [ -n "$sql_tps" ] || { echo "bench-api: pgbench failed:" >&2; cat "$work/pgbench.err" >&2; exit 1; }
 psql -q "$bench_url" -c "DELETE FROM pgqueue.jobs WHERE queue = 'bench-sql'" -c "DELETE FROM devices WHERE handle LIKE 'SQL%'"
 
 # Let the worker finish what the load enqueued, then rate it over the whole window.
-for _ in $(seq 1 600); do
-  waiting="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'devices'")"
-  [ "$waiting" -eq 0 ] && break
-  sleep 0.2
-done
+drain_and_check
 end_time="$(date +%s.%N)"; end_jobs="$(jobs_finished)"
-failed="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM devices WHERE sync_state = 'failed'")"
-unsynced="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM devices WHERE deleted_at IS NULL AND sync_state <> 'synced'")"
-echo "bench-api: sync jobs finished $((end_jobs - start_jobs)); devices failed $failed, not synced $unsynced" >&2
-if [ "$failed" -ne 0 ] || [ "$unsynced" -ne 0 ]; then
-  echo "bench-api: every device must end synced" >&2; exit 1
-fi
+worker_rss="$(rss_mb "$worker_pid")"
+echo "bench-api: sync jobs finished $((end_jobs - start_jobs))" >&2
+
+# Where the time goes per PUT: the same JWT load with the worker stopped, and the CPU that
+# herald-api and PostgreSQL used for it.
+kill -TERM "$worker_pid"; wait "$worker_pid" 2>/dev/null || true
+api_ticks0="$(cpu_ticks "$api_pid")"; pg_ticks0="$(cpu_ticks $(postgres_pids))"
+put_solo="$(run_wrk device_put_solo -s "$work/jwt.lua" "$url")"
+api_ticks1="$(cpu_ticks "$api_pid")"; pg_ticks1="$(cpu_ticks $(postgres_pids))"
+solo_requests="$(awk '/requests in/ {print $1}' "$work/device_put_solo.txt")"
+
+# And per sync job: a restarted worker drains what that load left, with nothing else running.
+# The count starts once the worker has finished its first job, so its start-up is not counted.
+emulator_pid="${pids[0]}"
+before_start="$(jobs_finished)"
+start_worker
+for _ in $(seq 1 300); do [ "$(jobs_finished)" -gt "$before_start" ] && break; sleep 0.05; done
+sync_jobs0="$(jobs_finished)"; worker_ticks0="$(cpu_ticks "$worker_pid")"
+pg_ticks2="$(cpu_ticks $(postgres_pids))"; emu_ticks0="$(cpu_ticks "$emulator_pid")"
+drain_and_check
+sync_jobs1="$(jobs_finished)"
+worker_ticks1="$(cpu_ticks "$worker_pid")"; pg_ticks3="$(cpu_ticks $(postgres_pids))"; emu_ticks1="$(cpu_ticks "$emulator_pid")"
+synced=$((sync_jobs1 - sync_jobs0))
 
 echo "bench api.health $health req/s"
 echo "bench api.device_put $put_jwt req/s"
@@ -143,3 +189,14 @@ python3 -c "print(f'bench api.device_put_ratio {$put_jwt / $health:.3f} ratio')"
 echo "bench api.device_put_sql $sql_tps tx/s"
 python3 -c "print(f'bench api.device_put_sql_ratio {$put_jwt / $sql_tps:.3f} ratio')"
 python3 -c "print(f'bench api.sync_drain {($end_jobs - $start_jobs) / ($end_time - $start_time):.0f} jobs/s')"
+python3 -c "print(f'bench api.sync_keepup_ratio {(($jwt_jobs1 - $jwt_jobs0) / ($jwt_time1 - $jwt_time0)) / $put_jwt:.3f} ratio')"
+echo "bench api.sync_backlog $backlog jobs"
+echo "bench api.rss_mb $api_rss MB"
+echo "bench worker.rss_mb $worker_rss MB"
+echo "bench api.device_put_solo $put_solo req/s"
+echo "bench api.put_cpu_ms.api $(cpu_ms $((api_ticks1 - api_ticks0)) "$solo_requests") ms"
+echo "bench api.put_cpu_ms.postgres $(cpu_ms $((pg_ticks1 - pg_ticks0)) "$solo_requests") ms"
+echo "bench-api: $synced sync jobs drained by a restarted worker" >&2
+echo "bench api.sync_cpu_ms.worker $(cpu_ms $((worker_ticks1 - worker_ticks0)) "$synced") ms"
+echo "bench api.sync_cpu_ms.postgres $(cpu_ms $((pg_ticks3 - pg_ticks2)) "$synced") ms"
+echo "bench api.sync_cpu_ms.emulator $(cpu_ms $((emu_ticks1 - emu_ticks0)) "$synced") ms"

@@ -7,6 +7,10 @@
 #   bench_start_emulator   nh-emulator on a free port; exports HERALD_HUB_CONNECTION_STRING/NAME
 #   bench_start_api [VAR=value…]  herald-api on a free port with those settings; waits until it
 #                          is ready and sets `port` and `url`
+#   cpu_ticks PID…         CPU clock ticks (user + system) the processes have used so far, summed
+#   postgres_pids          the postmaster and its children (backends, background processes)
+#   cpu_ms TICKS COUNT     milliseconds of CPU per item: TICKS clock ticks over COUNT items
+#   rss_mb PID             the resident set of a process, in MB
 
 bench_setup() {
   local name="$1"
@@ -49,4 +53,29 @@ bench_start_api() {
   ready() { python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$ready_url" 2>/dev/null; }
   for _ in $(seq 1 300); do ready && break; sleep 0.2; done
   ready || { echo "bench: herald-api did not start" >&2; cat "$work/api.err" >&2; exit 1; }
+}
+
+cpu_ticks() {
+  local total=0 pid ticks
+  for pid in "$@"; do
+    # Fields 14 and 15 of /proc/PID/stat (utime, stime); the command field before them never
+    # holds a space for these processes.
+    ticks="$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null)" || continue
+    total=$((total + ${ticks:-0}))
+  done
+  echo "$total"
+}
+
+postgres_pids() {
+  local postmaster
+  postmaster="$(head -1 "$(readlink -f .data/postgres)/postmaster.pid")"
+  echo "$postmaster" $(pgrep -P "$postmaster")
+}
+
+cpu_ms() {
+  python3 -c "import os, sys; print(f'{int(sys.argv[1]) * 1000 / os.sysconf(\"SC_CLK_TCK\") / max(1, int(sys.argv[2])):.3f}')" "$1" "$2"
+}
+
+rss_mb() {
+  awk '/^VmRSS:/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"
 }

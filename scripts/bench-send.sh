@@ -3,12 +3,24 @@
 #
 #   bench hub.client.sends <v> sends/s     the NotificationHubs client alone against this run's
 #                                          nh-emulator (herald-bench hub, 32 connections): the ceiling
+#   bench send.enqueue_bulk <v> jobs/s     the queue's own bulk enqueue of as many jobs (herald-bench
+#                                          queue --enqueue-only, same cluster): the accept baseline
 #   bench send.batch_accept <v> jobs/s     notifications accepted by POST /v1/notifications:batch
 #                                          (1,000 per request, 4 concurrent senders, worker stopped)
-#   bench send.e2e <v> sends/s             notifications posted through the batch API while the worker
-#                                          sends them to the emulator, outcome rows written: count / time
-#                                          from the first post to the last hub send leaving Queued
+#   bench send.batch_accept_ratio <v> ratio  send.batch_accept / send.enqueue_bulk
+#   bench send.e2e <v> sends/s             notifications ("telemetry": false) posted through the batch API
+#                                          while the worker sends them to the emulator, outcome rows
+#                                          written: count / time from the first post to the last hub
+#                                          send leaving Queued
 #   bench send.e2e_ratio <v> ratio         send.e2e / hub.client.sends
+#   bench send.cpu_ms.api / .worker / .postgres / .emulator <v> ms   CPU per notification in that run
+#   bench send.e2e_telemetry <v> sends/s   the same with "telemetry": true, until every send's telemetry
+#                                          is recorded, less the fixed first-poll delay (5 s) that is
+#                                          waiting, not work
+#   bench send.e2e_telemetry_ratio <v> ratio  send.e2e_telemetry / hub.client.sends
+#   bench send.e2e_two_workers <v> sends/s send.e2e with two worker processes
+#   bench send.e2e_two_workers_ratio <v> ratio  send.e2e_two_workers / send.e2e
+#   bench send.api_rss_mb / send.worker_rss_mb <v> MB  resident memory after the load phases
 #   bench send.latency.p50_ms <v> ms       enqueue (the notification's commit) -> start of its hub
 #   bench send.latency.p99_ms <v> ms       call, at 1,000 notifications/s offered (10 every 10 ms)
 #   bench cli.send <v> jobs/s              notifications accepted through `heraldctl send` from a file of
@@ -20,6 +32,9 @@
 # Knobs: BENCH_ACCEPT_COUNT (50000), BENCH_E2E_COUNT (20000), BENCH_LATENCY_SECONDS (10),
 # BENCH_LATENCY_PER_TICK (10: notifications per 10 ms tick, so 1,000/s; a lower rate shows the
 # pipeline's own latency on a machine whose send.e2e is below 1,000/s).
+# A build older than the per-notification `telemetry` option (it refuses the field) polls
+# telemetry for every send: the field is then left out, and its send.e2e is the pipeline with
+# telemetry running.
 set -euo pipefail
 bin="${1:?usage: bench-send.sh BIN_DIR}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,6 +43,7 @@ accept_count="${BENCH_ACCEPT_COUNT:-50000}"
 e2e_count="${BENCH_E2E_COUNT:-20000}"
 latency_seconds="${BENCH_LATENCY_SECONDS:-10}"
 latency_per_tick="${BENCH_LATENCY_PER_TICK:-10}"
+first_poll=5  # seconds from a send to its first telemetry poll (DeliveryConfiguration.telemetryFirstPoll)
 
 . scripts/bench-lib.sh
 bench_setup herald_bench_send
@@ -44,20 +60,31 @@ bench_start_emulator
   || { cat "$work/hub.err" >&2; exit 1; }
 client_sends="$(awk '/^bench hub.client.sends/ {print $3}' "$work/hub.txt")"
 
-bench_start_api
+# The accept ratio's baseline: the queue library's bulk enqueue of as many jobs, on this cluster.
+"$bin/herald-bench" queue --enqueue-only --jobs "$accept_count" >"$work/enqueue.txt" 2>"$work/enqueue.err" \
+  || { cat "$work/enqueue.err" >&2; exit 1; }
+enqueue_rate="$(awk '/^bench queue.enqueue.bulk/ {print $3}' "$work/enqueue.txt")"
 
+bench_start_api
+api_pid="${pids[-1]}"
+emulator_pid="${pids[0]}"
+
+worker_pids=()
 start_worker() {
   HERALD_WORKER_METRICS_PORT=0 "$bin/herald-worker" 2>>"$work/worker.err" &
   pids+=($!)
+  worker_pids+=($!)
 }
 
+# `post TELEMETRY MODE …` with TELEMETRY on, off or omit (the field left out);
 # `bulk COUNT THREADS`: posts COUNT notifications in batches of 1,000 from THREADS threads;
 # `paced SECONDS PER_TICK`: PER_TICK at a time every 10 ms from one thread for SECONDS. Prints
 # the seconds it took and the count posted; fails on any non-202.
 cat >"$work/post.py" <<'PY'
 import http.client, json, sys, threading, time
-port, key, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+port, key, telemetry, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 item = {"target": {"tags": "bench:hub"}, "content": {"apple": {"aps": {"alert": "Benchmark", "badge": 1}}}}
+if telemetry != "omit": item["telemetry"] = telemetry == "on"
 def body(n): return json.dumps({"notifications": [item] * n}).encode()
 headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
 def post(conn, payload):
@@ -68,7 +95,7 @@ def post(conn, payload):
         sys.stderr.write(f"bench-send: batch answered {response.status}: {data[:300]!r}\n")
         sys.exit(1)
 if mode == "bulk":
-    count, threads = int(sys.argv[4]), int(sys.argv[5])
+    count, threads = int(sys.argv[5]), int(sys.argv[6])
     per = count // threads // 1000
     payload = body(1000)
     errors = []
@@ -87,7 +114,7 @@ if mode == "bulk":
     if errors: sys.exit(1)
     print(f"{time.monotonic() - start:.3f} {per * 1000 * threads}")
 else:
-    seconds, per_tick = float(sys.argv[4]), int(sys.argv[5])
+    seconds, per_tick = float(sys.argv[5]), int(sys.argv[6])
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     payload = body(per_tick)
     start = time.monotonic()
@@ -99,12 +126,34 @@ else:
     print(f"{time.monotonic() - start:.3f} {ticks * per_tick}")
 PY
 post() { python3 "$work/post.py" "$port" "$key" "$@"; }
+# Does this build take the `telemetry` field? (A build that does not answers 400 to it.)
+telemetry_option=1; without=off; with=on
+if ! python3 - "$port" "$key" <<'PY'
+import http.client, json, sys
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+item = {"target": {"tags": "bench:probe"}, "content": {"apple": {"aps": {"alert": "probe"}}}, "telemetry": False}
+conn.request("POST", "/v1/notifications:batch", json.dumps({"notifications": [item]}),
+             {"Authorization": "Bearer " + sys.argv[2], "Content-Type": "application/json"})
+sys.exit(0 if conn.getresponse().status == 202 else 1)
+PY
+then
+  telemetry_option=0; without=omit; with=omit
+  echo "bench-send: this build has no telemetry option; every send is polled" >&2
+fi
 wait_sent() {
   for _ in $(seq 1 3000); do
     [ "$(q "SELECT count(*) FROM hub_sends WHERE state IN ('Queued', 'Scheduled')")" -eq 0 ] && return 0
     sleep 0.1
   done
   echo "bench-send: sends did not drain" >&2; tail -20 "$work/worker.err" >&2; exit 1
+}
+# Waits until no job is left on the notifications queue: every send and telemetry poll done.
+wait_jobs() {
+  for _ in $(seq 1 3000); do
+    [ "$(q "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'")" -eq 0 ] && return 0
+    sleep 0.1
+  done
+  echo "bench-send: notification jobs did not drain" >&2; tail -20 "$work/worker.err" >&2; exit 1
 }
 check_outcomes() {
   local bad
@@ -117,9 +166,9 @@ check_outcomes() {
 reset() { q "TRUNCATE notifications CASCADE" >/dev/null; q "DELETE FROM pgqueue.jobs WHERE queue = 'notifications'" >/dev/null; }
 
 # 1. Accept: the API alone (no worker), 4 senders posting batches of 1,000.
-post bulk 4000 4 >/dev/null  # warm-up
+post "$without" bulk 4000 4 >/dev/null  # warm-up
 reset
-read -r accept_seconds accept_posted < <(post bulk "$accept_count" 4)
+read -r accept_seconds accept_posted < <(post "$without" bulk "$accept_count" 4)
 jobs="$(q "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'")"
 [ "$jobs" -eq "$accept_posted" ] || { echo "bench-send: $accept_posted accepted but $jobs jobs" >&2; exit 1; }
 reset
@@ -136,20 +185,40 @@ jobs="$(q "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'")"
 [ "$jobs" -eq "$accept_posted" ] || { echo "bench-send: heraldctl send made $jobs jobs for $accept_posted users" >&2; exit 1; }
 reset
 
-# 2. End to end: the worker runs while the batches arrive.
+# 2. End to end: the worker runs while the batches arrive, no telemetry asked for.
 start_worker
-post bulk 2000 2 >/dev/null; wait_sent  # warm-up: connections, caches
+post "$with" bulk 2000 2 >/dev/null; wait_jobs  # warm-up: connections, caches, telemetry included
 reset
+ticks() { echo "$(cpu_ticks "$api_pid") $(cpu_ticks "${worker_pids[@]}") $(cpu_ticks $(postgres_pids)) $(cpu_ticks "$emulator_pid")"; }
+read -r api0 worker0 pg0 emu0 < <(ticks)
 start_time="$(date +%s.%N)"
-read -r _ e2e_posted < <(post bulk "$e2e_count" 2)
+read -r _ e2e_posted < <(post "$without" bulk "$e2e_count" 2)
 wait_sent
 end_time="$(date +%s.%N)"
+read -r api1 worker1 pg1 emu1 < <(ticks)
 check_outcomes
+if [ "$telemetry_option" = 1 ]; then
+  polls="$(q "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications' AND kind = 'notification.telemetry'")"
+  [ "$polls" -eq 0 ] || { echo "bench-send: $polls telemetry polls for sends that asked for none" >&2; exit 1; }
+fi
+wait_jobs
 reset
+e2e="$(python3 -c "print(f'{$e2e_posted / ($end_time - $start_time):.0f}')")"
+
+# 2b. With telemetry: until every send's telemetry answer is recorded.
+start_time="$(date +%s.%N)"
+read -r _ telemetry_posted < <(post "$with" bulk "$e2e_count" 2)
+wait_jobs
+end_time="$(date +%s.%N)"
+check_outcomes
+unpolled="$(q "SELECT count(*) FROM hub_sends WHERE state NOT IN ('Completed', 'NoTargetFound')")"
+[ "$unpolled" -eq 0 ] || { echo "bench-send: $unpolled sends without their telemetry" >&2; exit 1; }
+reset
+e2e_telemetry="$(python3 -c "print(f'{$telemetry_posted / ($end_time - $start_time - $first_poll):.0f}')")"
 
 # 3. Latency at 1,000/s offered: from the notification's commit to the start of its hub call
 # (the outcome row's `started_at`, the attempt's fenced start), both on the database clock.
-read -r _ latency_posted < <(post paced "$latency_seconds" "$latency_per_tick")
+read -r _ latency_posted < <(post "$without" paced "$latency_seconds" "$latency_per_tick")
 wait_sent
 check_outcomes
 read -r p50 p99 < <(q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 2),
@@ -157,14 +226,40 @@ read -r p50 p99 < <(q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY 
                          FROM (SELECT extract(epoch FROM (o.started_at - n.created_at)) * 1000 AS ms
                                FROM notification_outcomes o JOIN notifications n ON n.id = o.notification_id
                                WHERE o.kind = 'send') t" | tr '|' ' ')
+wait_jobs
+reset
 
-echo "bench-send: accepted $accept_posted in ${accept_seconds}s; e2e $e2e_posted; latency $latency_posted" >&2
+# 4. Two worker processes: the same end-to-end run, to see that they do not collapse on contention.
+start_worker
+start_time="$(date +%s.%N)"
+read -r _ two_posted < <(post "$without" bulk "$e2e_count" 2)
+wait_sent
+end_time="$(date +%s.%N)"
+check_outcomes
+two_workers="$(python3 -c "print(f'{$two_posted / ($end_time - $start_time):.0f}')")"
+api_rss="$(rss_mb "$api_pid")"; worker_rss="$(rss_mb "${worker_pids[0]}")"
+wait_jobs
+reset
+
+echo "bench-send: accepted $accept_posted in ${accept_seconds}s; e2e $e2e_posted; telemetry $telemetry_posted; latency $latency_posted; two workers $two_posted" >&2
 echo "bench hub.client.sends $client_sends sends/s"
-python3 -c "print(f'bench send.batch_accept {$accept_posted / $accept_seconds:.0f} jobs/s')"
+echo "bench send.enqueue_bulk $enqueue_rate jobs/s"
+accept="$(python3 -c "print(f'{$accept_posted / $accept_seconds:.0f}')")"
+echo "bench send.batch_accept $accept jobs/s"
+python3 -c "print(f'bench send.batch_accept_ratio {$accept / $enqueue_rate:.3f} ratio')"
 python3 -c "print(f'bench cli.send {$accept_posted / ($cli_end - $cli_start):.0f} jobs/s')"
-python3 -c "print(f'bench cli.send_rate {($accept_posted / ($cli_end - $cli_start)) / ($accept_posted / $accept_seconds):.3f} ratio')"
-e2e="$(python3 -c "print(f'{$e2e_posted / ($end_time - $start_time):.0f}')")"
+python3 -c "print(f'bench cli.send_rate {($accept_posted / ($cli_end - $cli_start)) / $accept:.3f} ratio')"
 echo "bench send.e2e $e2e sends/s"
 python3 -c "print(f'bench send.e2e_ratio {$e2e / $client_sends:.3f} ratio')"
+echo "bench send.cpu_ms.api $(cpu_ms $((api1 - api0)) "$e2e_posted") ms"
+echo "bench send.cpu_ms.worker $(cpu_ms $((worker1 - worker0)) "$e2e_posted") ms"
+echo "bench send.cpu_ms.postgres $(cpu_ms $((pg1 - pg0)) "$e2e_posted") ms"
+echo "bench send.cpu_ms.emulator $(cpu_ms $((emu1 - emu0)) "$e2e_posted") ms"
+echo "bench send.e2e_telemetry $e2e_telemetry sends/s"
+python3 -c "print(f'bench send.e2e_telemetry_ratio {$e2e_telemetry / $client_sends:.3f} ratio')"
 echo "bench send.latency.p50_ms $p50 ms"
 echo "bench send.latency.p99_ms $p99 ms"
+echo "bench send.e2e_two_workers $two_workers sends/s"
+python3 -c "print(f'bench send.e2e_two_workers_ratio {$two_workers / $e2e:.3f} ratio')"
+echo "bench send.api_rss_mb $api_rss MB"
+echo "bench send.worker_rss_mb $worker_rss MB"

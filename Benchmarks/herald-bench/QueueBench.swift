@@ -21,6 +21,7 @@ struct QueueBench: AsyncParsableCommand {
     @Option(help: "Seconds of combined enqueue and drain for the decay ratio.") var sustainedSeconds = 120
     @Option(help: "Seconds of ~1k jobs/s for the pickup latency.") var pickupSeconds = 10
     @Option(help: "Seconds per pgbench run.") var pgbenchSeconds = 10
+    @ArgumentParser.Flag(help: "Only the bulk enqueue figure: the baseline another script's ratio needs.") var enqueueOnly = false
 
     func run() async throws {
         guard let url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"] else {
@@ -29,6 +30,13 @@ struct QueueBench: AsyncParsableCommand {
         var logger = Logger(label: "bench")
         logger.logLevel = .warning
         let bench = Bench(baseURL: url, logger: logger)
+        if enqueueOnly {
+            let rate = try await bench.withDatabase("herald_bench_q1") { client in
+                try await bench.bulkEnqueue(client: client, count: jobs)
+            }
+            report("queue.enqueue.bulk", rate, "jobs/s")
+            return
+        }
         info("queue benchmark: \(jobs) jobs, \(executors) executors x concurrency \(concurrency)")
 
         // Bulk enqueue and drain on an empty history.

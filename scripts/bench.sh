@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark, on the release executables in BIN_DIR, in one process tree:
+# the queue (herald-bench queue), the hub client (herald-bench hub), device registration
+# (scripts/bench-api.sh), the send pipeline (scripts/bench-send.sh) and the stats API
+# (herald-bench stats). Each prints `bench NAME VALUE UNIT` lines and fails if a device or a
+# send did not end in its final state. At the end, the figures that have a target (issue 16,
+# "Performance", and cli.send_rate) are printed against it as `target NAME VALUE met|missed`.
+#
+# With BENCH_BASELINE_BIN=DIR (release executables of an older commit), the same benchmarks run
+# first on those, and the targets table shows both columns: before and after, same run.
+#
+# Usage: scripts/bench.sh BIN_DIR
+# Knobs: BENCH_BASELINE_BIN, BENCH_SKIP_STATS=1 (leaves out the stats benchmark, whose first run
+# seeds 1 M notifications), and those of the scripts it runs.
+set -euo pipefail
+bin="${1:?usage: bench.sh BIN_DIR}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+results="$(mktemp -d)"
+trap 'rm -rf "$results"' EXIT
+
+# `suite DIR OUT`: every benchmark on the executables in DIR, their lines also kept in OUT.
+suite() {
+  local dir="$1" out="$2" started
+  started="$(date +%s)"
+  (
+    set -a; . ./.data/postgres.env; set +a
+    echo "# queue" >&2; "$dir/herald-bench" queue
+    echo "# hub client" >&2; "$dir/herald-bench" hub
+    echo "# device registration" >&2; scripts/bench-api.sh "$dir"
+    echo "# send pipeline" >&2; scripts/bench-send.sh "$dir"
+    if [ "${BENCH_SKIP_STATS:-0}" != 1 ]; then echo "# stats API" >&2; "$dir/herald-bench" stats; fi
+  ) | tee "$out"
+  echo "bench total.seconds $(($(date +%s) - started)) s" | tee -a "$out"
+}
+
+if [ -n "${BENCH_BASELINE_BIN:-}" ]; then
+  echo "# baseline: $BENCH_BASELINE_BIN" >&2
+  suite "$BENCH_BASELINE_BIN" "$results/before.txt"
+  echo "# this build: $bin" >&2
+fi
+suite "$bin" "$results/after.txt"
+
+python3 - "$results" <<'PY'
+import os, sys
+results = sys.argv[1]
+def load(name):
+    path = os.path.join(results, name)
+    figures = {}
+    if os.path.exists(path):
+        for line in open(path):
+            parts = line.split()
+            if len(parts) == 4 and parts[0] == "bench":
+                figures[parts[1]] = float(parts[2])
+    return figures
+before, after = load("before.txt"), load("after.txt")
+for figures in (before, after):
+    # The larger resident set of either load phase.
+    for process in ("api", "worker"):
+        values = [figures[k] for k in (f"{process}.rss_mb", f"send.{process}_rss_mb") if k in figures]
+        if values: figures[f"{process}.rss_mb"] = max(values)
+targets = [
+    ("api.device_put_sql_ratio", ">=", 1.0), ("api.sync_keepup_ratio", ">=", 1.0),
+    ("send.batch_accept_ratio", ">=", 0.5), ("send.e2e_ratio", ">=", 0.6),
+    ("send.e2e_telemetry_ratio", ">=", 0.35), ("send.latency.p50_ms", "<=", 5), ("send.latency.p99_ms", "<=", 25),
+    ("queue.pickup.p50_ms", "<=", 1), ("queue.drain.pgbench_ratio", ">=", 0.9), ("api.rss_mb", "<=", 60),
+    ("worker.rss_mb", "<=", 80), ("send.e2e_two_workers_ratio", ">=", 0.95), ("cli.send_rate", ">=", 0.8),
+]
+print("# figure | target" + (" | before" if before else "") + " | now")
+for name, op, goal in targets:
+    value = after.get(name)
+    met = value is not None and (value >= goal if op == ">=" else value <= goal)
+    shown = "-" if value is None else f"{value:g}"
+    prior = f" before {before[name]:g}" if name in before else (" before -" if before else "")
+    print(f"target {name} {shown} {op} {goal:g}{prior} {'met' if met else 'missed'}")
+PY
