@@ -8,6 +8,7 @@
 #   bench send.batch_accept <v> jobs/s     notifications accepted by POST /v1/notifications:batch
 #                                          (1,000 per request, 4 concurrent senders, worker stopped)
 #   bench send.batch_accept_ratio <v> ratio  send.batch_accept / send.enqueue_bulk
+#   bench send.accept_cpu_ms.api / .postgres <v> ms  CPU per accepted notification in that run
 #   bench send.e2e <v> sends/s             notifications ("telemetry": false) posted through the batch API
 #                                          while the worker sends them to the emulator, outcome rows
 #                                          written: count / time from the first post to the last hub
@@ -168,7 +169,9 @@ reset() { q "TRUNCATE notifications CASCADE" >/dev/null; q "DELETE FROM pgqueue.
 # 1. Accept: the API alone (no worker), 4 senders posting batches of 1,000.
 post "$without" bulk 4000 4 >/dev/null  # warm-up
 reset
+accept_api0="$(cpu_ticks "$api_pid")"; accept_pg0="$(cpu_ticks $(postgres_pids))"
 read -r accept_seconds accept_posted < <(post "$without" bulk "$accept_count" 4)
+accept_api1="$(cpu_ticks "$api_pid")"; accept_pg1="$(cpu_ticks $(postgres_pids))"
 jobs="$(q "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'")"
 [ "$jobs" -eq "$accept_posted" ] || { echo "bench-send: $accept_posted accepted but $jobs jobs" >&2; exit 1; }
 reset
@@ -247,6 +250,8 @@ echo "bench send.enqueue_bulk $enqueue_rate jobs/s"
 accept="$(python3 -c "print(f'{$accept_posted / $accept_seconds:.0f}')")"
 echo "bench send.batch_accept $accept jobs/s"
 python3 -c "print(f'bench send.batch_accept_ratio {$accept / $enqueue_rate:.3f} ratio')"
+echo "bench send.accept_cpu_ms.api $(cpu_ms $((accept_api1 - accept_api0)) "$accept_posted") ms"
+echo "bench send.accept_cpu_ms.postgres $(cpu_ms $((accept_pg1 - accept_pg0)) "$accept_posted") ms"
 python3 -c "print(f'bench cli.send {$accept_posted / ($cli_end - $cli_start):.0f} jobs/s')"
 python3 -c "print(f'bench cli.send_rate {($accept_posted / ($cli_end - $cli_start)) / $accept:.3f} ratio')"
 echo "bench send.e2e $e2e sends/s"
