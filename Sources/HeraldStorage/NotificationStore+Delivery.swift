@@ -104,7 +104,8 @@ public struct HubSendResult: Sendable, Hashable {
     /// What the worker does after a result: the `notification_outcomes.decision` column, stored
     /// as the raw text (which the notification detail API shows as it is).
     public enum Decision: String, Sendable, Hashable, CaseIterable {
-        /// The hub accepted the send; telemetry polls follow when it gave a notification id.
+        /// The hub accepted the send; telemetry polls follow when it gave a notification id and
+        /// the notification asked for telemetry.
         case enqueued
         /// The call failed in a way that may heal: the job runs again after its backoff.
         case retry
@@ -163,7 +164,8 @@ public struct HubSendResult: Sendable, Hashable {
     public var telemetryJSON: String?
     /// Why telemetry is not (or could not be) had.
     public var telemetryNote: String?
-    /// Enqueue a `notification.telemetry` job after this delay (sends that got an id).
+    /// Enqueue a `notification.telemetry` job after this delay (sends that got an id, of a
+    /// notification that asked for telemetry).
     public var telemetryAfter: Duration?
 
     /// Creates a result.
