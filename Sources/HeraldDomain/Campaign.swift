@@ -250,9 +250,10 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
     public var catchUp: Int { catchUpSeconds ?? Self.defaultCatchUpSeconds }
 
     /// The notification each run creates (each wave's, for a local-time campaign, is
-    /// ``waveRequest(zone:sendAt:)``).
+    /// ``waveRequest(zone:sendAt:)``). Its telemetry is always polled, whatever the audience:
+    /// a run's report (per-platform counts) comes from it.
     public var notificationRequest: NotificationRequest {
-        NotificationRequest(target: audience.target, content: content, options: options, ttl: ttl)
+        NotificationRequest(target: audience.target, content: content, options: options, ttl: ttl, telemetry: true)
     }
 
     /// The notification of a local-time run's wave in `zone`: the audience's devices that carry
@@ -260,7 +261,7 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
     public func waveRequest(zone: String, sendAt: Date?) -> NotificationRequest {
         NotificationRequest(
             target: .inZone(audience.target, zoneTag: ZoneTag.tag(forZone: zone)), content: content, options: options,
-            sendAt: sendAt, ttl: ttl)
+            sendAt: sendAt, ttl: ttl, telemetry: true)
     }
 
     /// The most tags a local-time campaign's `tags` audience may name: its waves add the zone

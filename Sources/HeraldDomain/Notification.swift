@@ -170,6 +170,28 @@ public indirect enum NotificationTarget: Sendable, Hashable {
         }
     }
 
+    /// Whether a notification to this target has the hub's per-message telemetry polled when
+    /// its sender does not say (`"telemetry"` absent): the one place Herald's default is decided.
+    ///
+    /// Polling costs a second hub call (and job) per hub send, at least: worth it only where the
+    /// answer to the send says little.
+    /// - On for a tag expression (``tags(_:)``), a broadcast (``everyone``) and a campaign's wave
+    ///   (``inZone(_:zoneTag:)``): the hub fans out to a number of devices nobody knows in
+    ///   advance, and telemetry's per-platform counts are the only way to see what happened.
+    /// - Off for ``user(_:)``, ``users(_:)``, ``installation(_:)`` and ``device(handle:platform:)``:
+    ///   the hub's `201` already says it took the send for those few registrations, and these are
+    ///   the sends made most often, so polling would double the hub calls where it tells least.
+    ///   Their hub sends end `Enqueued`.
+    ///
+    /// Campaign runs poll whatever their audience (``CampaignDefinition/notificationRequest``):
+    /// their report shows the per-platform counts.
+    public var defaultTelemetry: Bool {
+        switch self {
+        case .tags, .everyone, .inZone: true
+        case .user, .users, .installation, .device: false
+        }
+    }
+
     /// The tags the target names, for filtering lists by tag (`username:<name>` for users).
     public var referencedTags: [String] {
         switch self {
@@ -396,6 +418,10 @@ public struct NotificationRequest: Sendable, Hashable, Codable {
     public var sendAt: Date?
     /// Seconds after `sendAt` (or creation) by which the hub must have taken it; nil: 30 minutes.
     public var ttl: Int?
+    /// Whether the hub's per-message telemetry is polled after the hub accepts each of its hub
+    /// sends (a `notification.telemetry` job and hub call each). Without it a hub send the hub
+    /// accepted stays `Enqueued`. Defaults to the target's ``NotificationTarget/defaultTelemetry``.
+    public var telemetry: Bool
 
     /// The deadline when no `ttl` is given: the hub itself drops what it cannot hand to a PNS
     /// within 30 minutes.
@@ -407,16 +433,18 @@ public struct NotificationRequest: Sendable, Hashable, Codable {
     /// How far in the past `sendAt` may be (clock skew between sender and server).
     public static let sendAtSkew: TimeInterval = 30
 
-    /// Creates a request.
+    /// Creates a request; `telemetry` nil takes the target's default
+    /// (``NotificationTarget/defaultTelemetry``).
     public init(
         target: NotificationTarget, content: NotificationContent, options: NotificationOptions = .init(),
-        sendAt: Date? = nil, ttl: Int? = nil
+        sendAt: Date? = nil, ttl: Int? = nil, telemetry: Bool? = nil
     ) {
         self.target = target
         self.content = content
         self.options = options
         self.sendAt = sendAt
         self.ttl = ttl
+        self.telemetry = telemetry ?? target.defaultTelemetry
     }
 
     /// Checks every rule and returns the request normalised. `now` is the server's clock.

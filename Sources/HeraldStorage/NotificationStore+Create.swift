@@ -28,6 +28,8 @@ struct NotificationRows {
     var states: [String] = []
     var sendAts: [Double] = []  // seconds since 1970; -1 for none
     var deadlines: [Date] = []
+    /// Whether each notification's hub sends get telemetry polls (``NotificationRequest/telemetry``).
+    var telemetry: [Bool] = []
     var sendIDs: [UUID] = []
     var sendFormats: [String] = []
     var sendExpressions: [String] = []
@@ -54,6 +56,7 @@ struct NotificationRows {
         states.append(state.rawValue)
         sendAts.append(request.sendAt?.timeIntervalSince1970 ?? -1)
         deadlines.append(request.deadline(now: now))
+        telemetry.append(request.telemetry)
         if state == .scheduled, let sendAt = request.sendAt { runAt[id] = sendAt }
         for plan in request.hubSends {
             sendIDs.append(id)
@@ -209,15 +212,15 @@ extension NotificationStore {
         try await connection.query(
             """
             INSERT INTO notifications (id, api_key_id, sender_user_id, campaign_run_id, target, content, options, tags,
-                                       idempotency_key, request_hash, state, send_at, deadline)
+                                       idempotency_key, request_hash, state, send_at, deadline, telemetry)
             SELECT i.id, \(apiKeyID), \(userID), \(runID), i.target::jsonb, i.content::jsonb, i.options::jsonb,
                    ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), NULLIF(i.key, ''),
                    CASE WHEN i.hash = '' THEN NULL ELSE decode(i.hash, 'hex') END, i.state,
-                   CASE WHEN i.send_at < 0 THEN NULL ELSE to_timestamp(i.send_at) END, i.deadline
+                   CASE WHEN i.send_at < 0 THEN NULL ELSE to_timestamp(i.send_at) END, i.deadline, i.telemetry
             FROM unnest(\(rows.ids)::uuid[], \(rows.targets)::text[], \(rows.contents)::text[], \(rows.options)::text[],
                         \(rows.tags)::text[], \(rows.keys)::text[], \(rows.hashes)::text[], \(rows.states)::text[],
-                        \(rows.sendAts)::float8[], \(rows.deadlines)::timestamptz[])
-                 AS i(id, target, content, options, tags, key, hash, state, send_at, deadline)
+                        \(rows.sendAts)::float8[], \(rows.deadlines)::timestamptz[], \(rows.telemetry)::bool[])
+                 AS i(id, target, content, options, tags, key, hash, state, send_at, deadline, telemetry)
             """, logger: logger)
         let sends = try await connection.query(
             """

@@ -33,14 +33,18 @@ public struct SendAttempt: Sendable, Hashable {
     public var secondsToDeadline: Double
     /// When the attempt started, on the database clock (the outcome row's `started_at`).
     public var startedAt: Date
+    /// Whether the notification asked for telemetry (`notifications.telemetry`): once the hub
+    /// accepts the send, a `notification.telemetry` job polls it; otherwise it stays `Enqueued`.
+    public var telemetry: Bool
 
     /// Creates an attempt.
     public init(
         hubSendID: Int64, notificationID: NotificationID, format: NotificationFormat, tagExpression: String?,
         deviceHandle: String?, body: String, options: NotificationOptions, deadline: Date, attempt: Int,
-        secondsToDeadline: Double, startedAt: Date, broadcast: Bool = false
+        secondsToDeadline: Double, startedAt: Date, broadcast: Bool = false, telemetry: Bool = true
     ) {
         self.broadcast = broadcast
+        self.telemetry = telemetry
         self.hubSendID = hubSendID
         self.notificationID = notificationID
         self.format = format
@@ -100,7 +104,8 @@ public struct HubSendResult: Sendable, Hashable {
     /// What the worker does after a result: the `notification_outcomes.decision` column, stored
     /// as the raw text (which the notification detail API shows as it is).
     public enum Decision: String, Sendable, Hashable, CaseIterable {
-        /// The hub accepted the send; telemetry polls follow when it gave a notification id.
+        /// The hub accepted the send; telemetry polls follow when it gave a notification id and
+        /// the notification asked for telemetry.
         case enqueued
         /// The call failed in a way that may heal: the job runs again after its backoff.
         case retry
@@ -159,7 +164,8 @@ public struct HubSendResult: Sendable, Hashable {
     public var telemetryJSON: String?
     /// Why telemetry is not (or could not be) had.
     public var telemetryNote: String?
-    /// Enqueue a `notification.telemetry` job after this delay (sends that got an id).
+    /// Enqueue a `notification.telemetry` job after this delay (sends that got an id, of a
+    /// notification that asked for telemetry).
     public var telemetryAfter: Duration?
 
     /// Creates a result.
@@ -284,6 +290,8 @@ extension NotificationStore {
         var body: String?
         /// The notification's options as JSON text (when started).
         var optionsJSON: String?
+        /// Whether the notification asked for telemetry (when started).
+        var telemetry: Bool?
         /// Seconds from now to the deadline, on the database clock.
         var secondsToDeadline: Double
         /// The database's `now()`: when the attempt started.
@@ -303,7 +311,7 @@ extension NotificationStore {
                 RETURNING h.id, h.attempts,
                           CASE WHEN h.format = 'template' THEN (n.content -> 'template')::text
                                ELSE n.content ->> h.format END AS body,
-                          n.options::text AS options
+                          n.options::text AS options, n.telemetry
             ),
             -- A start that finds the previous attempt still in flight: its worker stopped (or
             -- lost its lease) during the hub call, and the call may have gone out. That attempt
@@ -321,6 +329,7 @@ extension NotificationStore {
             SELECT h.id AS hub_send_id, h.notification_id, h.format, h.tag_expression, h.device_handle, h.broadcast,
                    h.state AS send_state, n.state AS notification_state, n.deadline,
                    n.deadline <= now() AS deadline_passed, s.attempts AS started_attempt, s.body, s.options,
+                   s.telemetry,
                    extract(epoch FROM n.deadline - now())::float8 AS seconds_to_deadline, now() AS now
             FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
             LEFT JOIN started s ON s.id = h.id
@@ -343,6 +352,7 @@ extension NotificationStore {
             attempt = try cells["started_attempt"].decode(Int32?.self)
             body = try cells["body"].decode(String?.self)
             optionsJSON = try cells["options"].decode(String?.self)
+            telemetry = try cells["telemetry"].decode(Bool?.self)
             secondsToDeadline = try cells["seconds_to_deadline"].decode(Double.self)
             now = try cells["now"].decode(Date.self)
         }
@@ -364,7 +374,7 @@ extension NotificationStore {
             return SendAttempt(
                 hubSendID: hubSendID, notificationID: notificationID, format: format, tagExpression: tagExpression,
                 deviceHandle: deviceHandle, body: body ?? "", options: options, deadline: deadline, attempt: Int(attempt),
-                secondsToDeadline: secondsToDeadline, startedAt: now, broadcast: broadcast)
+                secondsToDeadline: secondsToDeadline, startedAt: now, broadcast: broadcast, telemetry: telemetry ?? true)
         }
     }
 
@@ -683,7 +693,7 @@ extension NotificationStore {
 
     /// Deletes at most `batch` notifications (their hub sends and outcomes cascade) that
     /// finished longer than `retention` ago, and notifications left `Enqueued`/`Processing`
-    /// (telemetry stopped: not available on the tier, or given up) whose last change is that
+    /// (no telemetry asked for, or telemetry stopped: not available on the tier, or given up) whose last change is that
     /// old: nothing moves them any more. Call until it returns less than `batch`.
     @discardableResult
     public func pruneFinished(olderThan retention: Duration, batch: Int = 1000) async throws -> Int {

@@ -41,6 +41,8 @@ public struct NotificationSummary: Sendable, Hashable {
     public var updatedAt: Date
     /// When its state became final.
     public var finishedAt: Date?
+    /// Whether its hub sends get telemetry polls (``NotificationRequest/telemetry``).
+    public var telemetry: Bool = true
 }
 
 /// One hub send of a notification, with its outcome rows.
@@ -192,7 +194,7 @@ extension NotificationStore {
 
     static let summaryColumns = """
         id, api_key_id, sender_user_id, state, target::text, tags, send_at, deadline, created_at, updated_at, \
-        finished_at, (extract(epoch FROM created_at) * 1000000)::int8, campaign_run_id
+        finished_at, (extract(epoch FROM created_at) * 1000000)::int8, campaign_run_id, telemetry
         """
 
     /// The notification `id` with its hub sends and their outcomes; nil when there is none.
@@ -209,8 +211,8 @@ extension NotificationStore {
                 for try await row in rows {
                     let (summary, _) = try Self.summary(row)
                     let cells = row.makeRandomAccess()
-                    let optionsText = try cells[13].decode(String.self)
-                    let formatNames = try cells[14].decode([String].self)
+                    let optionsText = try cells[14].decode(String.self)
+                    let formatNames = try cells[15].decode([String].self)
                     let options = try JSONDecoder().decode(NotificationOptions.self, from: Data(optionsText.utf8))
                     let formats = NotificationFormat.allCases.filter { formatNames.contains($0.rawValue) }
                     found = (summary, options, formats)
@@ -403,7 +405,7 @@ extension NotificationStore {
             id: head.0, apiKeyID: head.1, senderUserID: head.2, campaignRunID: try cells[12].decode(Int64?.self),
             state: NotificationState(rawValue: head.3) ?? .unknown,
             target: target, tags: head.5, sendAt: tail.0, deadline: tail.1, createdAt: tail.2, updatedAt: tail.3,
-            finishedAt: tail.4)
+            finishedAt: tail.4, telemetry: try cells[13].decode(Bool.self))
         return (summary, tail.5)
     }
 

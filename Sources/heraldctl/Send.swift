@@ -19,6 +19,12 @@ struct Send: AsyncParsableCommand {
             so running the same command again (after Ctrl-C, a crash or a network cut) sends nothing twice and \
             finishes what is missing. Run it again with the same API key: keys belong to the key that used them.
 
+            --telemetry / --no-telemetry ask for the hub's per-message telemetry or not; without either, \
+            --wait asks for it (it reports the PNS outcomes) and a send without --wait takes the API's default \
+            (off for users: their hub sends end Enqueued, one hub call each). --wait counts a notification \
+            without telemetry as done once it is Enqueued (the hub accepted it). The choice is not part of the \
+            idempotency keys: a rerun with another choice sends nothing again.
+
             The API key is read from HERALD_API_KEY (send scope; --wait also needs read).
 
             Exit status: 0 all sent; 1 stopped (rerun to finish); 3 sent, but some lines were rejected; \
@@ -85,6 +91,11 @@ struct Send: AsyncParsableCommand {
     @Flag(help: "Follow the notifications until they are final and print the outcomes (needs the read scope).")
     var wait = false
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Poll the hub's telemetry for every notification, or not (default: with --wait yes, else the API's default).")
+    var telemetry: Bool?
+
     @Option(name: .customLong("wait-timeout"), help: "Seconds --wait follows before giving up (exit 4).")
     var waitTimeout: Int = 3600
 
@@ -100,6 +111,10 @@ struct Send: AsyncParsableCommand {
         }
         if status != 0 { throw ExitCode(status) }
     }
+
+    /// The `telemetry` every notification asks for: the flag, else true with `--wait` (so it can
+    /// report the PNS outcomes), else nil (the API's default for the target).
+    var requestedTelemetry: Bool? { telemetry ?? (wait ? true : nil) }
 
     func validate() throws {
         guard (1...16).contains(concurrency) else { throw ValidationError("--concurrency is 1 to 16") }
@@ -253,7 +268,7 @@ struct SendRun: Sendable {
         }
         return try SendRequest(
             content: content, priority: priority, collapseId: options.collapseId, apnsPushType: options.apnsPushType,
-            ttl: options.ttl, sendAt: sendAt, hasParameterColumns: hasParameterColumns)
+            ttl: options.ttl, sendAt: sendAt, telemetry: options.requestedTelemetry, hasParameterColumns: hasParameterColumns)
     }
 
     /// `text` if it is a JSON object (with `key` when given), trimmed.

@@ -11,12 +11,18 @@ import HeraldDomain
 /// are final or the timeout. Other senders' notifications in that window are read and skipped.
 /// For `Abandoned` ones it then reads the detail of up to ``reasonLookups`` of them to count
 /// them by the hub's reason.
+///
+/// A notification without telemetry (its `telemetry` is false: `--no-telemetry`, or the API's
+/// default for users when a run made without `--wait` is followed) is done once it is
+/// `Enqueued`: the hub accepted it, and nothing will move it on (``isDone(state:telemetry:)``).
 struct SendFollower: Sendable {
     struct Page: Decodable {
         struct Summary: Decodable {
             var id: String
             var state: String
             var createdAt: String
+            /// Absent from an older API: telemetry was always polled then.
+            var telemetry: Bool?
         }
         var notifications: [Summary]
         var nextCursor: String?
@@ -34,6 +40,8 @@ struct SendFollower: Sendable {
     /// What `--wait` saw.
     struct Outcome: Sendable {
         var states: [String: Int] = [:]
+        /// `Enqueued` notifications without telemetry: done, and not in ``states``.
+        var acceptedWithoutTelemetry = 0
         var abandonedReasons: [String: Int] = [:]
         var notFound = 0
         var isFinal = true
@@ -42,6 +50,9 @@ struct SendFollower: Sendable {
         func print() {
             var text = "outcomes after \(SendRun.seconds(elapsed)):\n"
             for state in NotificationState.allCases {
+                if state == .enqueued && acceptedWithoutTelemetry > 0 {
+                    text += "  Enqueued \(acceptedWithoutTelemetry) (accepted by the hub; no telemetry asked)\n"
+                }
                 guard let count = states[state.rawValue], count > 0 else { continue }
                 text += "  \(state.rawValue) \(count)\(state.isFinal ? "" : " (not final)")\n"
                 if state == .abandoned {
@@ -73,11 +84,19 @@ struct SendFollower: Sendable {
         return true
     }
 
+    /// Whether the follower is done with a notification: its state is final, or it is
+    /// `Enqueued` without telemetry.
+    static func isDone(state: String, telemetry: Bool?) -> Bool {
+        guard let state = NotificationState(rawValue: state) else { return false }
+        return state.isFinal || (state == .enqueued && telemetry == false)
+    }
+
     func follow(ids: [String]) async throws -> Outcome {
         let started = ContinuousClock.now
         var states: [String: String] = [:]
         states.reserveCapacity(ids.count)
         for id in ids { states[id] = "" }
+        var withoutTelemetry = Set<String>()
         var final = 0
         progress.restart(label: "final  ", total: ids.count)
         let ticker = Task { await progress.run() }
@@ -101,10 +120,11 @@ struct SendFollower: Sendable {
                     guard let previous = states[summary.id] else { continue }
                     seen += 1
                     if oldest == nil || summary.createdAt < oldest! { oldest = summary.createdAt }
-                    let wasFinal = NotificationState(rawValue: previous)?.isFinal ?? false
-                    let isFinal = NotificationState(rawValue: summary.state)?.isFinal ?? false
-                    if isFinal && !wasFinal { final += 1 }
+                    let wasDone = Self.isDone(state: previous, telemetry: summary.telemetry)
+                    let isDone = Self.isDone(state: summary.state, telemetry: summary.telemetry)
+                    if isDone && !wasDone { final += 1 }
                     states[summary.id] = summary.state
+                    if summary.telemetry == false { withoutTelemetry.insert(summary.id) }
                 }
                 progress.set(done: final)
                 cursor = page.nextCursor
@@ -117,9 +137,11 @@ struct SendFollower: Sendable {
         ticker.cancel()
         await ticker.value
         progress.finish()
-        for state in states.values {
+        for (id, state) in states {
             if state.isEmpty {
                 outcome.notFound += 1
+            } else if state == NotificationState.enqueued.rawValue && withoutTelemetry.contains(id) {
+                outcome.acceptedWithoutTelemetry += 1
             } else {
                 outcome.states[state, default: 0] += 1
                 if !(NotificationState(rawValue: state)?.isFinal ?? true) { outcome.isFinal = false }

@@ -11,6 +11,10 @@ struct SendRequest: Sendable {
     let templateParameters: [String: String]?
     /// `,"ttl":600,"sendAt":"…",…`: the options.
     let optionParts: String
+    /// `,"telemetry":true` or `false`, or empty (the API's default). Not in ``sharedText``: the
+    /// keys stay those of a run made without it, and the API leaves `telemetry` out of its
+    /// request hash, so a rerun that asks for telemetry differently replays (sends nothing).
+    let telemetryPart: String
     /// The checked request with a placeholder target (for its hub-send count and formats).
     let checked: NotificationRequest
 
@@ -21,7 +25,7 @@ struct SendRequest: Sendable {
 
     init(
         content: NotificationContent, priority: NotificationPriority?, collapseId: String?, apnsPushType: String?,
-        ttl: Int?, sendAt: (text: String, date: Date)?, hasParameterColumns: Bool
+        ttl: Int?, sendAt: (text: String, date: Date)?, telemetry: Bool? = nil, hasParameterColumns: Bool
     ) throws {
         var parts: [String] = []
         if let apple = content.apple { parts.append(#""apple":"# + apple) }
@@ -36,6 +40,7 @@ struct SendRequest: Sendable {
         if let collapseId { options += #","collapseId":"# + Self.string(collapseId) }
         if let apnsPushType { options += #","apnsPushType":"# + Self.string(apnsPushType) }
         optionParts = options
+        telemetryPart = telemetry.map { #","telemetry":\#($0)"# } ?? ""
         var probe = content
         if hasParameterColumns && probe.template == nil { probe.template = [:] }
         guard !probe.formats.isEmpty else {
@@ -75,7 +80,7 @@ struct SendRequest: Sendable {
     /// One batch's body: `{"notifications":[…]}`.
     func body(_ recipients: [Recipient], keys: SendKeys) -> ByteBuffer {
         var text = #"{"notifications":["#
-        text.reserveCapacity(recipients.count * (nativeParts.utf8.count + optionParts.utf8.count + 160))
+        text.reserveCapacity(recipients.count * (nativeParts.utf8.count + optionParts.utf8.count + 180))
         for (index, recipient) in recipients.enumerated() {
             if index > 0 { text += "," }
             // A checked user name is ASCII letters, digits and . _ @ -: nothing to escape.
@@ -83,7 +88,7 @@ struct SendRequest: Sendable {
             if let parameters = parameters(for: recipient) {
                 text += (nativeParts.isEmpty ? "" : ",") + #""template":"# + Self.templateJSON(parameters)
             }
-            text += #"},"idempotencyKey":""# + keys.key(for: recipient) + "\"" + optionParts + "}"
+            text += #"},"idempotencyKey":""# + keys.key(for: recipient) + "\"" + optionParts + telemetryPart + "}"
         }
         text += "]}"
         return ByteBuffer(string: text)

@@ -22,7 +22,7 @@ struct SendTests {
                 fcmv1: try TutorialMessage.payload(.fcmv1, from: "alice", message),
                 windows: try TutorialMessage.payload(.windows, from: "alice", message))
             let id = try await world.send(
-                NotificationRequest(target: .user("bob"), content: content, options: .init(priority: .high)))
+                NotificationRequest(target: .user("bob"), content: content, options: .init(priority: .high), telemetry: true))
             try await world.settled([id], .completed)
 
             let deliveries = try await world.deliveries()
@@ -178,7 +178,8 @@ struct SendTests {
             try await world.hub.inspection.addFaults([
                 FaultRule(method: "POST", pathPattern: "/messages$", status: 403, retryAfterSeconds: 1, count: 1)
             ])
-            let id = try await world.send(NotificationRequest(target: .user("alice"), content: .init(apple: #"{"aps":{}}"#)))
+            let id = try await world.send(
+                NotificationRequest(target: .user("alice"), content: .init(apple: #"{"aps":{}}"#), telemetry: true))
             try await world.settled([id], .completed)
             #expect(try await world.outcomes(id).filter { $0.kind == "send" }.map(\.status) == [403, 201])
             #expect(try await world.sendRequests().count == 5)
@@ -242,7 +243,8 @@ struct SendTests {
             try await world.hub.inspection.addFaults([
                 FaultRule(method: "GET", pathPattern: "/messages/", status: 404, count: 2)
             ])
-            let id = try await world.send(NotificationRequest(target: .user("alice"), content: .init(apple: #"{"aps":{}}"#)))
+            let id = try await world.send(
+                NotificationRequest(target: .user("alice"), content: .init(apple: #"{"aps":{}}"#), telemetry: true))
             try await world.settled([id], .completed)
             let polls = try await world.requests().filter { $0.method == "GET" && $0.path.contains("/messages/") }
             #expect(polls.map(\.status) == [404, 404, 200])
@@ -255,7 +257,8 @@ struct SendTests {
     func telemetryTier() async throws {
         try await withSends(basicTier: true) { world in
             try await world.device("alice")
-            let id = try await world.send(NotificationRequest(target: .user("alice"), content: .init(apple: #"{"aps":{}}"#)))
+            let id = try await world.send(
+                NotificationRequest(target: .user("alice"), content: .init(apple: #"{"aps":{}}"#), telemetry: true))
             try await world.settled([id], .enqueued)
             let note = try await world.db.count(
                 "SELECT count(*) FROM hub_sends WHERE notification_id = \(id) AND telemetry_note = 'not available on this tier'")
@@ -276,12 +279,15 @@ struct SendTests {
             try await world.hub.inspection.addFaults([
                 FaultRule(method: "POST", pathPattern: "/messages$", status: 429, retryAfterSeconds: 2, count: 1)
             ])
-            let first = try await world.send(NotificationRequest(target: .user("alice"), content: .init(apple: #"{"aps":{}}"#)))
+            let first = try await world.send(
+                NotificationRequest(target: .user("alice"), content: .init(apple: #"{"aps":{}}"#), telemetry: true))
             try await Poll.until(timeout: .seconds(10), "no 429 was recorded") {
                 try await world.outcomes(first).contains { $0.status == 429 }
             }
             let others = try await world.send(
-                (0..<10).map { _ in NotificationRequest(target: .user("alice"), content: .init(apple: #"{"aps":{}}"#)) })
+                (0..<10).map { _ in
+                    NotificationRequest(target: .user("alice"), content: .init(apple: #"{"aps":{}}"#), telemetry: true)
+                })
             try await world.settled(others + [first], .completed)
             let sends = try await world.sendRequests()
             let throttled = try #require(sends.first { $0.status == 429 })

@@ -14,6 +14,28 @@ struct NotificationTests {
         NotificationRequest(target: target, content: content)
     }
 
+    @Test("telemetry defaults by target: on for tags, broadcasts and waves, off for users, installations and handles")
+    func telemetryDefaults() throws {
+        let handle = String(repeating: "ab", count: 32)
+        let expected: [(NotificationTarget, Bool)] = [
+            (.tags("news || sports"), true), (.everyone, true), (.inZone(.users(["a"]), zoneTag: "tz:UTC"), true),
+            (.user("alice"), false), (.users(["alice", "bob"]), false), (.installation("i-1"), false),
+            (.device(handle: handle, platform: .apns), false),
+        ]
+        for (target, on) in expected {
+            #expect(target.defaultTelemetry == on, "\(target)")
+            let request = try request(target).validated(now: now)
+            #expect(request.telemetry == on, "a request without the option takes the default: \(target)")
+            #expect(NotificationRequest(target: target, content: .init(apple: "{}"), telemetry: !on).telemetry == !on)
+        }
+        // Campaign runs poll whatever their audience: their report is made of telemetry.
+        let campaign = CampaignDefinition(
+            name: "c", audience: .users(["alice"]), content: .init(apple: #"{"aps":{}}"#),
+            schedule: .recurring(try CronSchedule(expression: "0 9 * * *")))
+        #expect(campaign.notificationRequest.telemetry)
+        #expect(campaign.waveRequest(zone: "Europe/Paris", sendAt: nil).telemetry)
+    }
+
     @Test("users beyond the hub's 20-tag OR limit split into chunks; each format gets its own hub send")
     func fanOut() throws {
         let users = (1...45).map { "user\($0)" }

@@ -254,6 +254,71 @@ struct BulkSendTests {
         }
     }
 
+    @Test("--no-telemetry --wait ends at Enqueued; a rerun with --wait replays under the same keys; --telemetry polls")
+    func telemetryFlags() async throws {
+        try await TestDatabase.with { db async throws in
+            try await HeraldSystem.with(db) { system in
+                let alice = SendTests.apnsHandle()
+                let bob = SendTests.apnsHandle()
+                _ = try await system.tutorialRegister(user: "alice", handle: alice)
+                _ = try await system.tutorialRegister(user: "bob", handle: bob)
+                for handle in [alice, bob] { try await system.waitForHub(handle: handle, "registered") { $0.count == 1 } }
+                let key = try await Self.key(system, rate: 1000)
+                let folder = try Self.folder()
+                let file = folder.appendingPathComponent("users.txt")
+                try "alice\nbob\n".write(to: file, atomically: true, encoding: .utf8)
+                let common = ["--users-file", file.path, "--apple", #"{"aps":{"alert":"Quiet"}}"#, "--progress-interval", "0.5"]
+                let telemetryJobs = """
+                    SELECT count(*) FROM (SELECT kind FROM pgqueue.jobs UNION ALL SELECT kind FROM pgqueue.job_history) j
+                    WHERE kind = 'notification.telemetry'
+                    """
+
+                // Without telemetry, --wait is done once the hub has accepted every one.
+                let quiet = try Self.send(system, key: key, common + ["--no-telemetry", "--wait"])
+                #expect(try await quiet.waitForExit(timeout: .seconds(120)) == 0, "\(quiet.stderr.suffix(5))")
+                #expect(quiet.stdout.contains("  Enqueued 2 (accepted by the hub; no telemetry asked)"), "\(quiet.stdout)")
+                #expect(!quiet.stdout.contains { $0.contains("gave up") }, "\(quiet.stdout)")
+                #expect(try await db.count("SELECT count(*) FROM notifications WHERE NOT telemetry AND state = 'Enqueued'") == 2)
+                #expect(try await db.count(PostgresQuery(unsafeSQL: telemetryJobs)) == 0)
+                // The keys are those of a run without the flag (derived from the content, options
+                // and line only): pinned, so a change that would resend old runs fails here.
+                let keys = try await db.client.query(
+                    "SELECT target->>'user', idempotency_key FROM notifications ORDER BY 1", logger: db.logger)
+                var pinned: [String] = []
+                for try await (user, key) in keys.decode((String, String).self) { pinned.append("\(user) \(key)") }
+                #expect(
+                    pinned == [
+                        "alice hs1-_ZYgVDyCnCLjao7SLfUFQBfnY1icGumYbUrbQlRrTck",
+                        "bob hs1-yZcojoFrauFdkFFgvo8O5WHWwxykSm9Htu7FcOSc3z4",
+                    ])
+
+                // Run again with --wait alone (which asks for telemetry): the same keys replay,
+                // nothing is sent twice, and the follower still ends (these were made without it).
+                let again = try Self.send(system, key: key, common + ["--wait"])
+                #expect(try await again.waitForExit(timeout: .seconds(120)) == 0, "\(again.stderr.suffix(5))")
+                #expect(again.stdout.contains("  Enqueued 2 (accepted by the hub; no telemetry asked)"), "\(again.stdout)")
+                #expect(try await db.count("SELECT count(*) FROM notifications") == 2)
+                #expect(try await db.count("SELECT count(*) FROM notifications WHERE telemetry") == 0)
+
+                // A new run asking for telemetry is polled to the PNS outcome.
+                let polled = try Self.send(system, key: key, common + ["--run-name", "polled", "--telemetry", "--wait"])
+                #expect(try await polled.waitForExit(timeout: .seconds(120)) == 0, "\(polled.stderr.suffix(5))")
+                #expect(polled.stdout.contains("  Completed 2"), "\(polled.stdout)")
+                #expect(try await db.count("SELECT count(*) FROM notifications WHERE telemetry AND state = 'Completed'") == 2)
+                #expect(try await db.count(PostgresQuery(unsafeSQL: telemetryJobs)) >= 2)
+
+                try await Self.drained(system)
+                let deliveries = try await system.inspection.deliveries()
+                #expect(deliveries.filter { $0.pnsHandle == alice }.count == 2, "one per run, none for the replay")
+                #expect(deliveries.filter { $0.pnsHandle == bob }.count == 2)
+
+                let help = try ChildProcess("heraldctl", arguments: ["send", "--help"], environment: [:])
+                #expect(try await help.waitForExit() == 0)
+                #expect(help.stdout.joined(separator: "\n").contains("telemetry"), "\(help.stdout)")
+            }
+        }
+    }
+
     @Test("bad input ends with one clear line and a non-zero exit: unreadable file, bad key, no key, API down")
     func badInput() async throws {
         try await TestDatabase.with { db async throws in

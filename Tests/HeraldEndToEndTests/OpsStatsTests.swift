@@ -40,7 +40,8 @@ struct OpsStatsTests {
                 _ = try await system.tutorialRegister(user: "bob", handle: handle)
                 try await system.waitForHub(handle: handle, "registered") { $0.count == 1 }
                 let key = try await SendTests.apiKey(system)
-                let body = #"{"target":{"user":"bob"},"content":{"apple":{"aps":{"alert":"hi"}}}}"#
+                // Polled (a send to a user is not by default), so the delivered ones end Completed.
+                let body = #"{"target":{"user":"bob"},"content":{"apple":{"aps":{"alert":"hi"}}},"telemetry":true}"#
 
                 // Throttled once (429 with Retry-After), then delivered.
                 try await system.inspection.addFaults([

@@ -122,9 +122,17 @@ struct SendTests {
                 #expect(!all.contains { $0.pnsHandle == aliceApple })
                 #expect(all.count == 4)
 
-                // The sender API shows the tutorial send with its attempt and outcome.
+                // The sender API shows the tutorial send with its attempt and outcome. A send to a
+                // user is not polled by default (issue 16): it ends Enqueued, with no telemetry job.
                 let key = try await Self.apiKey(system)
-                let detail = try await Self.settled(system, id, key: key, state: "Completed")
+                let detail = try await Self.settled(system, id, key: key, state: "Enqueued")
+                #expect(detail["telemetry"] as? Bool == false)
+                #expect(
+                    try await db.count(
+                        """
+                        SELECT count(*) FROM (SELECT kind FROM pgqueue.jobs UNION ALL SELECT kind FROM pgqueue.job_history) j
+                        WHERE kind = 'notification.telemetry'
+                        """) == 0)
                 let sends = try #require(detail["hubSends"] as? [[String: Any]])
                 #expect(sends.count == 1)
                 let outcomes = try #require(sends[0]["outcomes"] as? [[String: Any]])
@@ -216,7 +224,7 @@ struct SendTests {
                 var ids: Set<String> = []
                 for wave in 0..<3 {
                     let items = (0..<40).map { n in
-                        #"{"target":{"user":"bob"},"content":{"apple":{"aps":{"alert":"wave \#(wave) item \#(n)"}}}}"#
+                        #"{"target":{"user":"bob"},"content":{"apple":{"aps":{"alert":"wave \#(wave) item \#(n)"}}},"telemetry":true}"#
                     }
                     let reply = try await system.request(
                         .POST, "/v1/notifications:batch", authorization: "Bearer \(key)",

@@ -15,7 +15,7 @@ enum NotificationRequestReader {
     static let requiredFields = ["target", "content"]
     /// The fields a notification may have.
     static let knownFields: Set<String> = [
-        "target", "content", "apnsPushType", "priority", "collapseId", "ttl", "sendAt",
+        "target", "content", "apnsPushType", "priority", "collapseId", "ttl", "sendAt", "telemetry",
     ]
     /// The fields a batch body must have (the OpenAPI `NotificationBatchRequest.required`).
     static let batchRequiredFields = ["notifications"]
@@ -27,7 +27,7 @@ enum NotificationRequestReader {
     static let formats: Set<String> = ["apple", "fcmv1", "windows", "template"]
 
     /// `POST /v1/notifications`: the body as one notification. With an idempotency key (from
-    /// the header) the request hash covers the whole body.
+    /// the header) the request hash covers the whole body but `telemetry` (``unhashedFields``).
     static func notification(
         _ body: JSONObjectCursor, idempotencyKey: IdempotencyKey?, now: Date, limits: HubSendLimits = .init()
     ) throws(APIError) -> NewNotification {
@@ -35,12 +35,13 @@ enum NotificationRequestReader {
         let request = try checkedRequest(body, now: now)
         try limits.check(total: limits.check(request, at: body))
         return NewNotification(
-            request: request, idempotencyKey: idempotencyKey, requestHash: idempotencyKey.map { _ in hash(body.value) })
+            request: request, idempotencyKey: idempotencyKey,
+            requestHash: idempotencyKey.map { _ in requestHash(body.fields) })
     }
 
     /// `POST /v1/notifications:batch`: `{"notifications": [...]}` with 1 to
     /// ``NotificationStore/maxBatch`` notifications, each with an optional `idempotencyKey`
-    /// whose request hash covers the item without the key.
+    /// whose request hash covers the item without the key (and `telemetry`: ``unhashedFields``).
     ///
     /// Each item may need at most ``HubSendLimits/perNotification`` hub sends, the batch at most
     /// ``HubSendLimits/perRequest``.
@@ -70,16 +71,24 @@ enum NotificationRequestReader {
             }
             let request = try checkedRequest(item, now: now)
             hubSends += try limits.check(request, at: item)
-            var hash: Data?
-            if idempotencyKey != nil {
-                var hashed = item.fields
-                hashed[itemKeyField] = nil
-                hash = Self.hash(.object(hashed))
-            }
+            let hash = idempotencyKey.map { _ in requestHash(item.fields) }
             items.append(NewNotification(request: request, idempotencyKey: idempotencyKey, requestHash: hash))
         }
         try limits.check(total: hubSends)
         return items
+    }
+
+    /// The fields an idempotency key's request hash leaves out: the batch item's key itself, and
+    /// `telemetry`, which says how Herald watches a notification, not what it sends. A retry
+    /// that only asks for telemetry differently is a replay of the notification as first made
+    /// (its `telemetry` shows which), not a conflict: so `heraldctl send --wait` (which asks for
+    /// telemetry) can finish or follow a run first made without it, and nothing is sent twice.
+    static let unhashedFields: Set<String> = [itemKeyField, "telemetry"]
+
+    /// The request hash of a notification's (or batch item's) fields: ``hash(_:)`` of them
+    /// without ``unhashedFields``.
+    static func requestHash(_ fields: [String: JSONValue]) -> Data {
+        hash(.object(fields.filter { !unhashedFields.contains($0.key) }))
     }
 
     /// The SHA-256 of `value` as canonical JSON (sorted keys, so the order a sender wrote its
@@ -118,7 +127,10 @@ enum NotificationRequestReader {
             }
             sendAt = date
         }
-        let request = NotificationRequest(target: target, content: content, options: options, sendAt: sendAt, ttl: ttl)
+        // Absent (or null): the target's default (NotificationTarget.defaultTelemetry).
+        let telemetry = try object["telemetry"]?.bool()
+        let request = NotificationRequest(
+            target: target, content: content, options: options, sendAt: sendAt, ttl: ttl, telemetry: telemetry)
         do {
             return try request.validated(now: now)
         } catch {

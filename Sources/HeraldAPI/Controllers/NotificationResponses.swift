@@ -33,6 +33,7 @@ struct SummaryBody: Encodable {
     var createdAt: Date
     var updatedAt: Date
     var finishedAt: Date?
+    var telemetry: Bool
 
     init(_ summary: NotificationSummary) {
         id = summary.id.uuidString.lowercased()
@@ -46,6 +47,7 @@ struct SummaryBody: Encodable {
         createdAt = summary.createdAt
         updatedAt = summary.updatedAt
         finishedAt = summary.finishedAt
+        telemetry = summary.telemetry
     }
 }
 

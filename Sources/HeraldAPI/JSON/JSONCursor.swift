@@ -92,6 +92,12 @@ struct JSONCursor: Sendable {
         return string
     }
 
+    /// The value as a boolean (`true` or `false`, nothing else).
+    func bool() throws(APIError) -> Bool {
+        guard case .bool(let flag) = value else { throw refusal("must be true or false") }
+        return flag
+    }
+
     /// The value as an integer; a number with a zero fraction counts (`600.0`).
     func wholeNumber() throws(APIError) -> Int {
         switch value {

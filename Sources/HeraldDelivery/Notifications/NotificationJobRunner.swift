@@ -133,7 +133,9 @@ struct NotificationJobRunner: Sendable {
             result.hubNotificationID = sent.notificationID
             result.trackingID = sent.trackingID
             result.decision = .enqueued
-            if sent.notificationID != nil { result.telemetryAfter = limits.telemetryFirstPoll }
+            // Telemetry only for a notification that asked for it (NotificationRequest.telemetry):
+            // without it the hub send stays Enqueued and costs this one hub call.
+            if sent.notificationID != nil && attempt.telemetry { result.telemetryAfter = limits.telemetryFirstPoll }
             outcome = .completed
         } catch {
             let elapsed = ContinuousClock.now - started
