@@ -17,6 +17,9 @@ struct HeraldAPIMain: AsyncParsableCommand {
         abstract: "Herald's HTTP API. Configured by HERALD_* environment variables (see README)."
     )
 
+    /// Runs the process with its tasks on NIO's event loops (``mainOnEventLoops()``).
+    static func main() async { await mainOnEventLoops() }
+
     func run() async throws {
         let runtime: RuntimeConfiguration
         let storage: StorageConfiguration

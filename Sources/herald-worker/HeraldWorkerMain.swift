@@ -20,6 +20,9 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         abstract: "Herald's job worker. Configured by HERALD_* environment variables (see README)."
     )
 
+    /// Runs the process with its tasks on NIO's event loops (``mainOnEventLoops()``).
+    static func main() async { await mainOnEventLoops() }
+
     func run() async throws {
         let runtime: RuntimeConfiguration
         let storage: StorageConfiguration
