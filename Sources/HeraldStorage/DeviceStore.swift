@@ -128,6 +128,8 @@ public struct DeviceStore: Sendable {
     let wait: Duration
     /// The zone of users who set none (``StorageConfiguration/defaultTimeZone``).
     public let defaultTimeZone: String
+    /// Runs the hot statements, prepared or not (``StorageConfiguration/preparedStatements``).
+    let statements: StatementRunner
 
     // MARK: Device API use-cases
 
@@ -172,44 +174,56 @@ public struct DeviceStore: Sendable {
         let handle = registration.handle
         let template = registration.template
         let headersJSON = try template.map { try Self.json($0.headers) }
+        let upsert = DeviceStatements.UpsertRegistration(
+            id: id.uuid, owner: owner.id, platform: registration.platform.rawValue, handle: handle,
+            tags: [], templateBody: template?.body, templateHeadersJSON: headersJSON)
+        let lock = DeviceStatements.LockForRegistration(id: id.uuid, owner: owner.id, handle: handle)
         return try await StorageSQL.transaction(client, logger: logger, "register a device", within: wait) { connection in
-            let current = try await lockDevice(id, on: connection)
-            if let current {
-                guard current.userID == owner.id else { throw Self.notYours }
-                guard current.kind == .registration else { throw Self.kindMismatch }
-                if current.deleted { try await checkDeviceLimit(owner: owner, on: connection) }
-            } else {
-                try await checkDeviceLimit(owner: owner, on: connection)
+            // One statement locks the device row and the owner's row and reads all the PUT
+            // decides on (see DeviceStatements.LockForRegistration).
+            let locked: DeviceStatements.LockForRegistration.Row? =
+                if timeZone == nil {
+                    try await statements.rows(lock, on: connection, logger: logger).first
+                } else {
+                    try await statements.rows(
+                        DeviceStatements.LockForRegistrationSettingZone(base: lock), on: connection, logger: logger
+                    ).first
+                }
+            var holdsHandle = false
+            if let locked, let userID = locked.userID {
+                guard userID == owner.id else { throw Self.notYours }
+                guard locked.kind == DeviceKind.registration.rawValue else { throw Self.kindMismatch }
+                holdsHandle = locked.holdsHandle
             }
-            var jobs = try await moveHandle(handle, to: id, owner: owner, on: connection)
-            let tags =
-                registration.tags + [try await zoneTag(owner: owner, setting: timeZone, except: id, jobs: &jobs, on: connection)]
+            if let live = locked?.liveDevices { try checkDeviceLimit(live: live) }
+            // The handle moves, under its advisory lock, unless this device already holds it
+            // live: then no other live device can (the unique index), and one that tries now
+            // must first lock this device's row, which this transaction holds (it then moves the
+            // handle away from it after this commit, as it would have before).
+            var jobs: [NewJob] = []
+            if !holdsHandle { jobs = try await moveHandle(handle, to: id, owner: owner, on: connection) }
+            var write = upsert
+            write.tags =
+                registration.tags
+                + [
+                    try await zoneTag(
+                        owner: owner, stored: locked?.timeZone, setting: timeZone, except: id, jobs: &jobs,
+                        on: connection)
+                ]
             // The row was absent when it was locked above, so another request may have created
             // it since (two users racing on a new id): the update applies only to the caller's
             // own registration, and no row means the id went to someone else first.
-            let rows = try await connection.query(
-                """
-                INSERT INTO devices (id, user_id, kind, platform, handle, tags, template_body, template_headers)
-                VALUES (\(id.uuid), \(owner.id), 'registration', \(registration.platform.rawValue), \(handle),
-                        \(tags), \(template?.body), \(headersJSON)::jsonb)
-                ON CONFLICT (id) DO UPDATE SET
-                    platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
-                    template_body = EXCLUDED.template_body, template_headers = EXCLUDED.template_headers,
-                    deleted_at = NULL, sync_state = 'pending', last_error = NULL,
-                    -- A deleted device coming back gets a new hub registration: its old one is
-                    -- deleted, or about to be (the hub may refuse the id once it is).
-                    hub_registration_id = CASE WHEN devices.deleted_at IS NULL THEN devices.hub_registration_id END,
-                    hub_expires_at = CASE WHEN devices.deleted_at IS NULL THEN devices.hub_expires_at END,
-                    version = devices.version + 1, updated_at = now()
-                WHERE devices.user_id = EXCLUDED.user_id AND devices.kind = 'registration'
-                RETURNING \(unescaped: Self.columns)
-                """, logger: logger)
-            guard let record = try await Self.records(rows).first else {
+            guard let row = try await statements.rows(write, on: connection, logger: logger).first else {
                 throw try await refusal(for: id, owner: owner, on: connection)
             }
             jobs.append(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: .registration))
             _ = try await queue.enqueue(jobs, on: connection)
-            return record
+            return DeviceRecord(
+                id: id, userID: owner.id, kind: .registration, platform: registration.platform, handle: handle,
+                tags: write.tags, template: template, installationID: nil, templates: [:],
+                hubRegistrationID: row.hubRegistrationID, hubExpiresAt: row.hubExpiresAt, syncState: .pending,
+                lastError: nil, version: row.version, syncedVersion: row.syncedVersion, deletedAt: nil,
+                createdAt: row.createdAt, updatedAt: row.updatedAt, syncedAt: row.syncedAt)
         }
     }
 
@@ -404,6 +418,15 @@ public struct DeviceStore: Sendable {
         ).decode(String?.self) {
             stored = current
         }
+        return try await zoneTag(owner: owner, stored: stored, setting: zone, except: id, jobs: &jobs, on: connection)
+    }
+
+    /// ``zoneTag(owner:setting:except:jobs:on:)`` when the caller has read the owner's zone
+    /// (`stored`) and locked their row (`FOR UPDATE` when `setting` a zone).
+    private func zoneTag(
+        owner: DeviceOwner, stored: String?, setting zone: String?, except id: DeviceID, jobs: inout [NewJob],
+        on connection: PostgresConnection
+    ) async throws -> String {
         guard let zone else { return ZoneTag.tag(forZone: stored ?? defaultTimeZone) }
         let tag = ZoneTag.tag(forZone: zone)
         if zone != stored {
@@ -434,9 +457,7 @@ public struct DeviceStore: Sendable {
     /// The device with `id`, deleted or not.
     public func device(id: DeviceID) async throws -> DeviceRecord? {
         try await StorageSQL.run("read a device", within: wait) {
-            let rows = try await client.query(
-                "SELECT \(unescaped: Self.columns) FROM devices WHERE id = \(id.uuid)", logger: logger)
-            return try await Self.records(rows).first
+            try await statements.rows(DeviceStatements.DeviceByID(id: id.uuid), client: client, logger: logger).first
         }
     }
 
@@ -502,32 +523,27 @@ public struct DeviceStore: Sendable {
         }
     }
 
-    /// Marks the device synced at `version`; false when the device changed since (a newer
-    /// job will sync it).
-    public func markSynced(id: DeviceID, version: Int64, hubID: String?, expiresAt: Date?) async throws -> Bool {
-        try await StorageSQL.run("record a sync", within: wait) {
-            let rows = try await client.query(
-                """
-                UPDATE devices SET sync_state = 'synced', synced_version = version, synced_at = now(), last_error = NULL,
-                    hub_registration_id = COALESCE(\(hubID), hub_registration_id), hub_expires_at = \(expiresAt)
-                WHERE id = \(id.uuid) AND version = \(version) RETURNING id
-                """, logger: logger)
-            for try await _ in rows { return true }
-            return false
+    /// Marks the device synced at `version` and appends `calls` (the sync's hub calls, recorded
+    /// whether or not the fence holds) to the `device_hub_calls` audit, in one statement;
+    /// false when the device changed since (a newer job will sync it).
+    public func markSynced(
+        id: DeviceID, version: Int64, hubID: String?, expiresAt: Date?, calls: [DeviceHubCall] = []
+    ) async throws -> Bool {
+        let statement = DeviceStatements.MarkSynced(
+            id: id.uuid, version: version, hubID: hubID, expiresAt: expiresAt,
+            calls: DeviceStatements.HubCallColumns(calls))
+        return try await StorageSQL.run("record a sync", within: wait) {
+            !(try await statements.rows(statement, client: client, logger: logger).isEmpty)
         }
     }
 
-    /// Marks a deleted device as gone from the hub at `version`; false when it changed since.
-    public func markRemovedFromHub(id: DeviceID, version: Int64) async throws -> Bool {
-        try await StorageSQL.run("record a sync", within: wait) {
-            let rows = try await client.query(
-                """
-                UPDATE devices SET sync_state = 'deleted', synced_version = version, synced_at = now(), last_error = NULL,
-                    hub_registration_id = NULL, hub_expires_at = NULL
-                WHERE id = \(id.uuid) AND version = \(version) AND deleted_at IS NOT NULL RETURNING id
-                """, logger: logger)
-            for try await _ in rows { return true }
-            return false
+    /// Marks a deleted device as gone from the hub at `version` and appends `calls` to the
+    /// audit, in one statement; false when it changed since.
+    public func markRemovedFromHub(id: DeviceID, version: Int64, calls: [DeviceHubCall] = []) async throws -> Bool {
+        let statement = DeviceStatements.MarkRemovedFromHub(
+            id: id.uuid, version: version, calls: DeviceStatements.HubCallColumns(calls))
+        return try await StorageSQL.run("record a sync", within: wait) {
+            !(try await statements.rows(statement, client: client, logger: logger).isEmpty)
         }
     }
 
@@ -553,18 +569,12 @@ public struct DeviceStore: Sendable {
         }
     }
 
-    /// Appends hub calls to the `device_hub_calls` audit (a sync makes one to four).
+    /// Appends hub calls to the `device_hub_calls` audit, in order, in one statement.
     public func recordHubCalls(_ calls: [DeviceHubCall]) async throws {
         guard !calls.isEmpty else { return }
+        let statement = DeviceStatements.RecordHubCalls(calls: DeviceStatements.HubCallColumns(calls))
         try await StorageSQL.run("record hub calls", within: wait) {
-            for call in calls {
-                try await client.query(
-                    """
-                    INSERT INTO device_hub_calls (device_id, operation, hub_id, http_status, duration_ms, tracking_id, error)
-                    VALUES (\(call.deviceID.uuid), \(call.operation), \(call.hubID), \(call.httpStatus.map(Int32.init(clamping:))),
-                        \(call.durationMilliseconds), \(call.trackingID), \(call.error.map { String($0.prefix(1000)) }))
-                    """, logger: logger)
-            }
+            _ = try await statements.rows(statement, client: client, logger: logger)
         }
     }
 
@@ -691,12 +701,16 @@ public struct DeviceStore: Sendable {
     private func checkDeviceLimit(owner: DeviceOwner, on connection: PostgresConnection) async throws {
         let rows = try await connection.query(
             "SELECT count(*) FROM devices WHERE user_id = \(owner.id) AND deleted_at IS NULL", logger: logger)
-        for try await count in rows.decode(Int64.self) where count >= maxDevicesPerUser {
-            throw DomainError(
-                code: "too_many_devices",
-                message: "a user may have at most \(maxDevicesPerUser) devices; delete unused ones first",
-                kind: .conflict)
-        }
+        for try await count in rows.decode(Int64.self) { try checkDeviceLimit(live: count) }
+    }
+
+    /// Throws `409 too_many_devices` when a user with `live` live devices may not add one.
+    private func checkDeviceLimit(live count: Int64) throws {
+        guard count >= maxDevicesPerUser else { return }
+        throw DomainError(
+            code: "too_many_devices",
+            message: "a user may have at most \(maxDevicesPerUser) devices; delete unused ones first",
+            kind: .conflict)
     }
 
     /// Deletes every other live device holding `handle` (another user signed in on the same
@@ -709,23 +723,13 @@ public struct DeviceStore: Sendable {
     private func moveHandle(
         _ handle: String, to id: DeviceID, owner: DeviceOwner, on connection: PostgresConnection
     ) async throws -> [NewJob] {
-        try await connection.query(
-            "SELECT pg_advisory_xact_lock(\(Self.handleLockClass), hashtext(\(handle)))", logger: logger)
+        _ = try await statements.rows(DeviceStatements.LockHandle(handle: handle), on: connection, logger: logger)
         let fingerprint = DeviceHandle.fingerprint(handle)
-        let rows = try await connection.query(
-            """
-            WITH moved AS (
-                UPDATE devices SET deleted_at = now(), version = version + 1, sync_state = 'pending', updated_at = now()
-                WHERE handle = \(handle) AND platform IS NOT NULL AND deleted_at IS NULL AND id <> \(id.uuid)
-                RETURNING id, kind, user_id
-            ), audit AS (
-                INSERT INTO device_handle_moves (handle_fingerprint, from_device_id, from_user_id, to_device_id, to_user_id)
-                SELECT \(fingerprint), id, user_id, \(id.uuid), \(owner.id) FROM moved
-            )
-            SELECT id, kind, user_id FROM moved
-            """, logger: logger)
+        let rows = try await statements.rows(
+            DeviceStatements.MoveHandle(handle: handle, to: id.uuid, fingerprint: fingerprint, owner: owner.id),
+            on: connection, logger: logger)
         var jobs: [NewJob] = []
-        for try await (moved, kind, fromUser) in rows.decode((UUID, String, Int64).self) {
+        for (moved, kind, fromUser) in rows {
             logger.info(
                 "herald.device.handle_moved",
                 metadata: [
@@ -754,39 +758,40 @@ public struct DeviceStore: Sendable {
         """
 
     static func records(_ rows: PostgresRowSequence) async throws -> [DeviceRecord] {
-        let decoder = JSONDecoder()
         var records: [DeviceRecord] = []
-        for try await row in rows {
-            let r = row.makeRandomAccess()
-            let templateBody = try r["template_body"].decode(String?.self)
-            let headers = try r["template_headers"].decode(String?.self).map {
-                try decoder.decode([String: String].self, from: Data($0.utf8))
-            }
-            let templates = try r["templates"].decode(String?.self).map {
-                try decoder.decode([String: InstallationTemplateSpec].self, from: Data($0.utf8))
-            }
-            records.append(
-                DeviceRecord(
-                    id: DeviceID(try r["id"].decode(UUID.self)),
-                    userID: try r["user_id"].decode(Int64.self),
-                    kind: DeviceKind(rawValue: try r["kind"].decode(String.self)) ?? .registration,
-                    platform: try r["platform"].decode(String?.self).flatMap(Platform.init(rawValue:)),
-                    handle: try r["handle"].decode(String.self),
-                    tags: try r["tags"].decode([String].self),
-                    template: templateBody.map { DeviceTemplate(body: $0, headers: headers ?? [:]) },
-                    installationID: try r["installation_id"].decode(String?.self),
-                    templates: templates ?? [:],
-                    hubRegistrationID: try r["hub_registration_id"].decode(String?.self),
-                    hubExpiresAt: try r["hub_expires_at"].decode(Date?.self),
-                    syncState: DeviceSyncState(rawValue: try r["sync_state"].decode(String.self)) ?? .pending,
-                    lastError: try r["last_error"].decode(String?.self),
-                    version: try r["version"].decode(Int64.self),
-                    syncedVersion: try r["synced_version"].decode(Int64?.self),
-                    deletedAt: try r["deleted_at"].decode(Date?.self),
-                    createdAt: try r["created_at"].decode(Date.self),
-                    updatedAt: try r["updated_at"].decode(Date.self),
-                    syncedAt: try r["synced_at"].decode(Date?.self)))
-        }
+        for try await row in rows { records.append(try record(row)) }
         return records
+    }
+
+    /// The device in a row of ``columns``.
+    static func record(_ row: PostgresRow) throws -> DeviceRecord {
+        let r = row.makeRandomAccess()
+        let templateBody = try r["template_body"].decode(String?.self)
+        let headers = try r["template_headers"].decode(String?.self).map {
+            try JSONDecoder().decode([String: String].self, from: Data($0.utf8))
+        }
+        let templates = try r["templates"].decode(String?.self).map {
+            try JSONDecoder().decode([String: InstallationTemplateSpec].self, from: Data($0.utf8))
+        }
+        return DeviceRecord(
+            id: DeviceID(try r["id"].decode(UUID.self)),
+            userID: try r["user_id"].decode(Int64.self),
+            kind: DeviceKind(rawValue: try r["kind"].decode(String.self)) ?? .registration,
+            platform: try r["platform"].decode(String?.self).flatMap(Platform.init(rawValue:)),
+            handle: try r["handle"].decode(String.self),
+            tags: try r["tags"].decode([String].self),
+            template: templateBody.map { DeviceTemplate(body: $0, headers: headers ?? [:]) },
+            installationID: try r["installation_id"].decode(String?.self),
+            templates: templates ?? [:],
+            hubRegistrationID: try r["hub_registration_id"].decode(String?.self),
+            hubExpiresAt: try r["hub_expires_at"].decode(Date?.self),
+            syncState: DeviceSyncState(rawValue: try r["sync_state"].decode(String.self)) ?? .pending,
+            lastError: try r["last_error"].decode(String?.self),
+            version: try r["version"].decode(Int64.self),
+            syncedVersion: try r["synced_version"].decode(Int64?.self),
+            deletedAt: try r["deleted_at"].decode(Date?.self),
+            createdAt: try r["created_at"].decode(Date.self),
+            updatedAt: try r["updated_at"].decode(Date.self),
+            syncedAt: try r["synced_at"].decode(Date?.self))
     }
 }

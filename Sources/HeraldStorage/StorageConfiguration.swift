@@ -15,6 +15,10 @@ public struct StorageConfiguration: Sendable {
     /// The zone of users who set none (an IANA name ``TimeZoneName`` accepts): their devices'
     /// zone tag, and a wave of every local-time run.
     public var defaultTimeZone: String
+    /// Whether the hot statements (the device `PUT`, the sign-in lookup, the device sync) are
+    /// named prepared statements, parsed and planned once per connection. Off behind a
+    /// transaction pooler that cannot carry them (PgBouncer before 1.21).
+    public var preparedStatements: Bool
 
     /// `HERALD_MAX_DEVICES_PER_USER`.
     public static let maxDevicesPerUser = Setting.int(
@@ -32,6 +36,12 @@ public struct StorageConfiguration: Sendable {
     public static let databaseWaitSeconds = Setting.int(
         "database.wait_seconds", default: 5, range: 1...600,
         "the longest one request's (or job's) database operation may take; beyond it the operation fails as unavailable (the API answers `503` with `Retry-After`) instead of waiting on a connection that may never answer"
+    )
+
+    /// `HERALD_DATABASE_PREPARED_STATEMENTS`.
+    public static let preparedStatements = Setting.toggle(
+        "database.prepared_statements", default: true,
+        "the hot statements (device `PUT`, sign-in lookup, device sync) are named prepared statements, parsed and planned once per connection; `off` behind a transaction-pooling proxy that cannot carry them (PgBouncer before 1.21; see deploy/README.md)"
     )
 
     /// `HERALD_DEFAULT_TIME_ZONE`.
@@ -53,7 +63,7 @@ public struct StorageConfiguration: Sendable {
     /// Every key this configuration reads.
     public static let settings =
         [maxDevicesPerUser, maxSendAttempts, bcryptCost, databaseWaitSeconds].map(
-            \.documentation) + [defaultTimeZone.documentation]
+            \.documentation) + [defaultTimeZone.documentation, preparedStatements.documentation]
 
     /// Creates settings; every default is the documented one.
     public init(
@@ -61,13 +71,15 @@ public struct StorageConfiguration: Sendable {
         maxSendAttempts: Int = StorageConfiguration.maxSendAttempts.defaultValue,
         bcryptCost: Int = StorageConfiguration.bcryptCost.defaultValue,
         databaseWait: Duration = .seconds(StorageConfiguration.databaseWaitSeconds.defaultValue),
-        defaultTimeZone: String = StorageConfiguration.defaultTimeZone.defaultValue
+        defaultTimeZone: String = StorageConfiguration.defaultTimeZone.defaultValue,
+        preparedStatements: Bool = StorageConfiguration.preparedStatements.defaultValue
     ) {
         self.maxDevicesPerUser = maxDevicesPerUser
         self.maxSendAttempts = maxSendAttempts
         self.bcryptCost = bcryptCost
         self.databaseWait = databaseWait
         self.defaultTimeZone = defaultTimeZone
+        self.preparedStatements = preparedStatements
     }
 
     /// Reads every key; throws a ``ConfigurationError`` naming the first malformed one.
@@ -76,6 +88,7 @@ public struct StorageConfiguration: Sendable {
             maxDevicesPerUser: try reader.value(Self.maxDevicesPerUser),
             maxSendAttempts: try reader.value(Self.maxSendAttempts), bcryptCost: try reader.value(Self.bcryptCost),
             databaseWait: .seconds(try reader.value(Self.databaseWaitSeconds)),
-            defaultTimeZone: try reader.value(Self.defaultTimeZone))
+            defaultTimeZone: try reader.value(Self.defaultTimeZone),
+            preparedStatements: try reader.value(Self.preparedStatements))
     }
 }

@@ -42,14 +42,17 @@ public struct Stores: Sendable {
         self.queue = queue
         self.devices = DeviceStore(
             client: client, logger: logger, queue: queue, maxDevicesPerUser: configuration.maxDevicesPerUser,
-            wait: configuration.databaseWait, defaultTimeZone: configuration.defaultTimeZone)
+            wait: configuration.databaseWait, defaultTimeZone: configuration.defaultTimeZone,
+            statements: StatementRunner(prepared: configuration.preparedStatements))
         self.notifications = NotificationStore(
             client: client, logger: logger, queue: queue,
             maxSendAttempts: Int16(clamping: max(1, configuration.maxSendAttempts)), wait: configuration.databaseWait)
         self.campaigns = CampaignStore(
             client: client, logger: logger, notifications: notifications, wait: configuration.databaseWait,
             defaultTimeZone: configuration.defaultTimeZone)
-        self.users = UserStore(client: client, logger: logger, wait: configuration.databaseWait)
+        self.users = UserStore(
+            client: client, logger: logger, wait: configuration.databaseWait,
+            preparedStatements: configuration.preparedStatements)
         self.apiKeys = APIKeyStore(client: client, logger: logger, wait: configuration.databaseWait)
         self.stats = StatsStore(
             client: client, queue: queue, devices: devices, logger: logger, wait: configuration.databaseWait)

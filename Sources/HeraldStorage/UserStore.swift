@@ -41,17 +41,21 @@ public struct UserStore: Sendable {
     let logger: Logger
     /// The longest one operation waits for the database (``StorageConfiguration/databaseWait``).
     let wait: Duration
+    /// Runs the sign-in lookup, prepared or not (``StorageConfiguration/preparedStatements``).
+    let statements: StatementRunner
 
     /// Creates a store on `client` whose operations wait at most `wait` for the database
     /// (``Stores`` passes ``StorageConfiguration/databaseWait``; the default here is for tools
-    /// and tests on a shared, loaded database).
+    /// and tests on a shared, loaded database) and whose sign-in lookup is a named prepared
+    /// statement when `preparedStatements` (``StorageConfiguration/preparedStatements``).
     public init(
         client: PostgresClient, logger: Logger,
-        wait: Duration = .seconds(60)
+        wait: Duration = .seconds(60), preparedStatements: Bool = true
     ) {
         self.client = client
         self.logger = logger
         self.wait = wait
+        self.statements = StatementRunner(prepared: preparedStatements)
     }
 
     /// Adds a user. Throws a `DomainError` (conflict) when the name is taken, ignoring case:
@@ -135,14 +139,10 @@ public struct UserStore: Sendable {
     /// The credential of the user called `name`, if any.
     public func credential(name: String) async throws -> UserCredential? {
         try await StorageSQL.run("read user", within: wait) {
-            let rows = try await client.query(
-                "SELECT id, name, password_hash, disabled, credential_version FROM users WHERE name = \(name)",
-                logger: logger)
-            for try await row in rows.decode((Int64, String, String?, Bool, Int64).self) {
-                return UserCredential(
-                    id: row.0, name: row.1, passwordHash: row.2, disabled: row.3, credentialVersion: row.4)
+            let rows = try await statements.rows(UserStatements.CredentialByName(name: name), client: client, logger: logger)
+            return rows.first.map { row in
+                UserCredential(id: row.0, name: row.1, passwordHash: row.2, disabled: row.3, credentialVersion: row.4)
             }
-            return nil
         }
     }
 

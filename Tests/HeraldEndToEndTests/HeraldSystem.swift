@@ -16,7 +16,8 @@ import Testing
 /// as production runs it (`make test` runs the send and registration suites both ways):
 /// - `HERALD_TEST_PGBOUNCER_URL`: the API and the workers reach the test's database through
 ///   this PgBouncer (transaction pooling, `scripts/pgbouncer.sh`), with `HERALD_QUEUE_NOTIFY`
-///   off, as deploy/README.md says to run behind one. The test's own queries stay direct.
+///   and `HERALD_DATABASE_PREPARED_STATEMENTS` off, as deploy/README.md says to run behind one.
+///   The test's own queries stay direct.
 /// - `HERALD_TEST_WORKERS`: how many `herald-worker` processes share the queue (default 1).
 struct HeraldSystem: Sendable {
     let db: TestDatabase
@@ -77,8 +78,12 @@ struct HeraldSystem: Sendable {
             "HERALD_DATABASE_URL": try processDatabaseURL(db), "HERALD_LOG_LEVEL": "info",
             "HERALD_WORKER_METRICS_PORT": "0",
         ]
-        // LISTEN/NOTIFY cannot pass a transaction-pooling proxy: workers poll behind one.
-        if pgbouncerURL != nil { common["HERALD_QUEUE_NOTIFY"] = "off" }
+        // LISTEN/NOTIFY cannot pass a transaction-pooling proxy (workers poll behind one), nor
+        // can named prepared statements before PgBouncer 1.21 (the test's is 1.18).
+        if pgbouncerURL != nil {
+            common["HERALD_QUEUE_NOTIFY"] = "off"
+            common["HERALD_DATABASE_PREPARED_STATEMENTS"] = "off"
+        }
         for (key, value) in environment { common[key] = value }
         let api = try ChildProcess("herald-api", environment: common.merging(["HERALD_API_PORT": "0"]) { $1 })
         let workerEnvironment = common.merging(hubEnvironment) { $1 }

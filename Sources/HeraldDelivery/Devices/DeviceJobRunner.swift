@@ -121,7 +121,7 @@ struct DeviceJobRunner: Sendable {
             if let hubID = device.hubRegistrationID {
                 try await deleteRegistration(hubID, log: log, logger: logger)
             }
-            return try await store.markRemovedFromHub(id: device.id, version: device.version) ? .removed : .changed
+            return try await markRemovedFromHub(device, log: log) ? .removed : .changed
         }
         guard let platform = device.platform else { return .skipped("not registered with a platform yet") }
         var hubID: String
@@ -151,8 +151,7 @@ struct DeviceJobRunner: Sendable {
                 hubID = try await newRegistrationID(for: device, replacing: hubID, log: log, logger: logger)
                 continue
             }
-            let synced = try await store.markSynced(
-                id: device.id, version: device.version, hubID: hubID, expiresAt: stored.expirationTime)
+            let synced = try await markSynced(device, hubID: hubID, expiresAt: stored.expirationTime, log: log)
             return synced ? .synced(hubID: hubID) : .changed
         }
     }
@@ -162,7 +161,7 @@ struct DeviceJobRunner: Sendable {
         guard let installationID = device.installationID else { return .skipped("no installation id") }
         if device.isDeleted {
             try await deleteInstallation(installationID, log: log, logger: logger)
-            return try await store.markRemovedFromHub(id: device.id, version: device.version) ? .removed : .changed
+            return try await markRemovedFromHub(device, log: log) ? .removed : .changed
         }
         guard let platform = device.platform else { return .skipped("not registered with a platform yet") }
         let installation = DeviceHubMapping.installation(
@@ -170,8 +169,27 @@ struct DeviceJobRunner: Sendable {
         try await log.call(.createOrUpdateInstallation, hubID: installationID) {
             try await hub.createOrUpdateInstallation(installation, logger: logger)
         }
-        let synced = try await store.markSynced(id: device.id, version: device.version, hubID: nil, expiresAt: nil)
+        let synced = try await markSynced(device, hubID: nil, expiresAt: nil, log: log)
         return synced ? .synced(hubID: installationID) : .changed
+    }
+
+    /// Marks `device` synced at the version read, with the attempt's hub calls so far in the
+    /// same statement (they are in the audit whether or not the fence holds).
+    private func markSynced(_ device: DeviceRecord, hubID: String?, expiresAt: Date?, log: HubCallLog) async throws -> Bool {
+        let calls = log.pending()
+        let synced = try await store.markSynced(
+            id: device.id, version: device.version, hubID: hubID, expiresAt: expiresAt, calls: calls)
+        log.recorded(calls)
+        return synced
+    }
+
+    /// Marks deleted `device` gone from the hub at the version read, with the attempt's hub
+    /// calls so far in the same statement.
+    private func markRemovedFromHub(_ device: DeviceRecord, log: HubCallLog) async throws -> Bool {
+        let calls = log.pending()
+        let removed = try await store.markRemovedFromHub(id: device.id, version: device.version, calls: calls)
+        log.recorded(calls)
+        return removed
     }
 
     /// A new hub registration id for the device: adopted when it has none, or replacing

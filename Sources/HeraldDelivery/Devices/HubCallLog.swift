@@ -33,11 +33,13 @@ enum DeviceHubOperation: String, Sendable {
 }
 
 /// The hub calls of one job attempt, timed, collected for the `device_hub_calls` audit and
-/// written together when the attempt ends (whatever its outcome).
+/// written with the statement that records the attempt's result (``pending()``, then
+/// ``recorded(_:)``), or together when the attempt ends otherwise (``drain()``).
 final class HubCallLog: Sendable {
     /// The device the calls are recorded for.
     let deviceID: DeviceID
-    private let calls = Mutex<[DeviceHubCall]>([])
+    /// Every call of the attempt, and how many of them (from the start) are in the audit.
+    private let state = Mutex<(calls: [DeviceHubCall], recorded: Int)>(([], 0))
 
     init(deviceID: DeviceID) {
         self.deviceID = deviceID
@@ -76,12 +78,12 @@ final class HubCallLog: Sendable {
         }
     }
 
-    /// The registration ids this attempt wrote (since the last ``drain()``) and did not delete
-    /// after: what its calls may have left at the hub.
+    /// The registration ids this attempt wrote and did not delete after: what its calls may
+    /// have left at the hub.
     func writtenRegistrationIDs() -> Set<String> {
-        calls.withLock { calls in
+        state.withLock { state in
             var written = Set<String>()
-            for call in calls {
+            for call in state.calls {
                 guard let id = call.hubID else { continue }
                 if call.operation == DeviceHubOperation.createOrUpdateRegistration.rawValue, call.error == nil {
                     written.insert(id)
@@ -95,11 +97,22 @@ final class HubCallLog: Sendable {
         }
     }
 
-    /// The calls recorded so far; the log is empty afterwards.
+    /// The calls not yet in the audit, to write with the attempt's result; once written, the
+    /// caller passes them to ``recorded(_:)``.
+    func pending() -> [DeviceHubCall] {
+        state.withLock { state in Array(state.calls[state.recorded...]) }
+    }
+
+    /// Notes that `calls` (what ``pending()`` returned) are in the audit.
+    func recorded(_ calls: [DeviceHubCall]) {
+        state.withLock { state in state.recorded = min(state.calls.count, state.recorded + calls.count) }
+    }
+
+    /// The calls not yet in the audit, noted as recorded: the caller writes them.
     func drain() -> [DeviceHubCall] {
-        calls.withLock { calls in
-            defer { calls = [] }
-            return calls
+        state.withLock { state in
+            defer { state.recorded = state.calls.count }
+            return Array(state.calls[state.recorded...])
         }
     }
 
@@ -110,6 +123,6 @@ final class HubCallLog: Sendable {
         let call = DeviceHubCall(
             deviceID: deviceID, operation: operation.rawValue, hubID: hubID, httpStatus: status,
             durationMilliseconds: (ContinuousClock.now - started).milliseconds, trackingID: trackingID, error: error)
-        calls.withLock { $0.append(call) }
+        state.withLock { $0.calls.append(call) }
     }
 }

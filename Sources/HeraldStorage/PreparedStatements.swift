@@ -1,0 +1,395 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Runs the stores' hot statements (the device `PUT`, the sign-in lookup, the device sync) as
+/// named prepared statements: PostgresNIO parses and plans each once per connection, where an
+/// unnamed statement is parsed and planned at every execution.
+///
+/// With prepared statements off (``StorageConfiguration/preparedStatements``: a transaction
+/// pooler such as PgBouncer before 1.21 hands a client's next transaction to another server
+/// connection, where the statement's name means nothing), the same SQL and bindings run as an
+/// unnamed statement.
+struct StatementRunner: Sendable {
+    /// Whether statements are prepared (named) or sent unnamed.
+    let prepared: Bool
+
+    /// The rows of `statement` on `connection` (inside the caller's transaction).
+    func rows<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [Statement.Row] {
+        var rows: [Statement.Row] = []
+        if prepared {
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+        } else {
+            let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
+            for try await row in try await connection.query(query, logger: logger) {
+                rows.append(try statement.decodeRow(row))
+            }
+        }
+        return rows
+    }
+
+    /// The rows of `statement` on a connection of the pool (one statement, its own transaction).
+    func rows<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, client: PostgresClient, logger: Logger
+    ) async throws -> [Statement.Row] {
+        var rows: [Statement.Row] = []
+        if prepared {
+            for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
+        } else {
+            let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
+            for try await row in try await client.query(query, logger: logger) {
+                rows.append(try statement.decodeRow(row))
+            }
+        }
+        return rows
+    }
+}
+
+/// The device `PUT`'s and the device sync's statements. Every parameter carries a cast, so a
+/// `NULL` bound first (its type unknown to PostgresNIO) still prepares with the right type.
+enum DeviceStatements {
+    /// The first statement of a registration `PUT`, after `BEGIN`: locks the device row (if
+    /// any) and the owner's row (`FOR SHARE`, or `FOR UPDATE` when the request sets the owner's
+    /// zone), and reads what the `PUT` decides on: the owner's zone, the device's owner, kind
+    /// and deletion, whether it already holds the handle live, and (only when the `PUT` would
+    /// add a live device) how many live devices the owner has.
+    ///
+    /// The device row is locked first, then the user's row, as the separate statements did.
+    struct LockForRegistration: PostgresPreparedStatement {
+        /// What the statement read.
+        struct Row: Sendable {
+            var timeZone: String?
+            var userID: Int64?
+            var kind: String?
+            var deleted: Bool
+            var holdsHandle: Bool
+            var liveDevices: Int64?
+        }
+
+        static let sql = lockSQL(userLock: "SHARE")
+
+        static func lockSQL(userLock: String) -> String {
+            """
+            SELECT u.time_zone, d.user_id, d.kind, coalesce(d.deleted_at IS NOT NULL, false),
+                   coalesce(d.platform IS NOT NULL AND d.deleted_at IS NULL AND d.handle = $3::text, false),
+                   CASE WHEN d.user_id IS NULL OR d.deleted_at IS NOT NULL
+                        THEN (SELECT count(*) FROM devices WHERE user_id = $2::int8 AND deleted_at IS NULL) END
+            FROM users u
+            LEFT JOIN LATERAL (
+                SELECT user_id, kind, platform, handle, deleted_at FROM devices WHERE id = $1::uuid FOR UPDATE
+            ) d ON true
+            WHERE u.id = $2::int8
+            FOR \(userLock) OF u
+            """
+        }
+
+        var id: UUID
+        var owner: Int64
+        var handle: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 3)
+            bindings.append(id)
+            bindings.append(owner)
+            bindings.append(handle)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (zone, userID, kind, deleted, holds, live) = try row.decode(
+                (String?, Int64?, String?, Bool, Bool, Int64?).self)
+            return Row(
+                timeZone: zone, userID: userID, kind: kind, deleted: deleted, holdsHandle: holds, liveDevices: live)
+        }
+    }
+
+    /// ``LockForRegistration`` with the owner's row locked `FOR UPDATE`: the request sets the
+    /// owner's zone.
+    struct LockForRegistrationSettingZone: PostgresPreparedStatement {
+        static let sql = LockForRegistration.lockSQL(userLock: "UPDATE")
+
+        var base: LockForRegistration
+
+        func makeBindings() throws -> PostgresBindings { try base.makeBindings() }
+        func decodeRow(_ row: PostgresRow) throws -> LockForRegistration.Row { try base.decodeRow(row) }
+    }
+
+    /// Serialises registrations of one handle until the transaction ends.
+    struct LockHandle: PostgresPreparedStatement {
+        typealias Row = Void
+
+        static let sql = "SELECT pg_advisory_xact_lock($1::int4, hashtext($2::text))"
+
+        var handle: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(DeviceStore.handleLockClass)
+            bindings.append(handle)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
+    }
+
+    /// Deletes every other live device holding the handle and records each move in
+    /// `device_handle_moves`; returns the moved devices (id, kind, user).
+    struct MoveHandle: PostgresPreparedStatement {
+        typealias Row = (UUID, String, Int64)
+
+        static let sql = """
+            WITH moved AS (
+                UPDATE devices SET deleted_at = now(), version = version + 1, sync_state = 'pending', updated_at = now()
+                WHERE handle = $1::text AND platform IS NOT NULL AND deleted_at IS NULL AND id <> $2::uuid
+                RETURNING id, kind, user_id
+            ), audit AS (
+                INSERT INTO device_handle_moves (handle_fingerprint, from_device_id, from_user_id, to_device_id, to_user_id)
+                SELECT $3::text, id, user_id, $2::uuid, $4::int8 FROM moved
+            )
+            SELECT id, kind, user_id FROM moved
+            """
+
+        var handle: String
+        var to: UUID
+        var fingerprint: String
+        var owner: Int64
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 4)
+            bindings.append(handle)
+            bindings.append(to)
+            bindings.append(fingerprint)
+            bindings.append(owner)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
+    /// Creates or updates the caller's registration-style device; no row when the id is
+    /// another user's or an installation. Returns only what the database decides (the
+    /// caller knows the rest).
+    struct UpsertRegistration: PostgresPreparedStatement {
+        /// The columns the database decides.
+        struct Row: Sendable {
+            var version: Int64
+            var hubRegistrationID: String?
+            var hubExpiresAt: Date?
+            var syncedVersion: Int64?
+            var createdAt: Date
+            var updatedAt: Date
+            var syncedAt: Date?
+        }
+
+        static let sql = """
+            INSERT INTO devices (id, user_id, kind, platform, handle, tags, template_body, template_headers)
+            VALUES ($1::uuid, $2::int8, 'registration', $3::text, $4::text, $5::text[], $6::text, $7::text::jsonb)
+            ON CONFLICT (id) DO UPDATE SET
+                platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
+                template_body = EXCLUDED.template_body, template_headers = EXCLUDED.template_headers,
+                deleted_at = NULL, sync_state = 'pending', last_error = NULL,
+                -- A deleted device coming back gets a new hub registration: its old one is
+                -- deleted, or about to be (the hub may refuse the id once it is).
+                hub_registration_id = CASE WHEN devices.deleted_at IS NULL THEN devices.hub_registration_id END,
+                hub_expires_at = CASE WHEN devices.deleted_at IS NULL THEN devices.hub_expires_at END,
+                version = devices.version + 1, updated_at = now()
+            WHERE devices.user_id = EXCLUDED.user_id AND devices.kind = 'registration'
+            RETURNING version, hub_registration_id, hub_expires_at, synced_version, created_at, updated_at, synced_at
+            """
+
+        var id: UUID
+        var owner: Int64
+        var platform: String
+        var handle: String
+        var tags: [String]
+        var templateBody: String?
+        var templateHeadersJSON: String?
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 7)
+            bindings.append(id)
+            bindings.append(owner)
+            bindings.append(platform)
+            bindings.append(handle)
+            bindings.append(tags)
+            bindings.append(templateBody)
+            bindings.append(templateHeadersJSON)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let values = try row.decode((Int64, String?, Date?, Int64?, Date, Date, Date?).self)
+            return Row(
+                version: values.0, hubRegistrationID: values.1, hubExpiresAt: values.2, syncedVersion: values.3,
+                createdAt: values.4, updatedAt: values.5, syncedAt: values.6)
+        }
+    }
+
+    /// The device with an id, deleted or not (every column, as ``DeviceStore/records(_:)``).
+    struct DeviceByID: PostgresPreparedStatement {
+        typealias Row = DeviceRecord
+
+        static let sql = "SELECT \(DeviceStore.columns) FROM devices WHERE id = $1::uuid"
+
+        var id: UUID
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(id)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> DeviceRecord { try DeviceStore.record(row) }
+    }
+
+    /// The hub calls of a sync attempt as the columns of an `unnest` (PostgresNIO binds no
+    /// `NULL` array elements: `''` and `-1` stand for `NULL`, read back with `NULLIF`).
+    struct HubCallColumns: Sendable {
+        var deviceIDs: [UUID] = []
+        var operations: [String] = []
+        var hubIDs: [String] = []
+        var statuses: [Int32] = []
+        var durations: [Double] = []
+        var trackingIDs: [String] = []
+        var errors: [String] = []
+
+        init(_ calls: [DeviceHubCall]) {
+            for call in calls {
+                deviceIDs.append(call.deviceID.uuid)
+                operations.append(call.operation)
+                hubIDs.append(call.hubID ?? "")
+                statuses.append(call.httpStatus.map(Int32.init(clamping:)) ?? -1)
+                durations.append(call.durationMilliseconds)
+                trackingIDs.append(call.trackingID ?? "")
+                errors.append(call.error.map { String($0.prefix(1000)) } ?? "")
+            }
+        }
+
+        func append(to bindings: inout PostgresBindings) {
+            bindings.append(deviceIDs)
+            bindings.append(operations)
+            bindings.append(hubIDs)
+            bindings.append(statuses)
+            bindings.append(durations)
+            bindings.append(trackingIDs)
+            bindings.append(errors)
+        }
+
+        /// The `INSERT` of the calls bound from parameter `first` on (seven arrays), in order.
+        static func insertSQL(from first: Int) -> String {
+            let p = (first..<first + 7).map { "$\($0)" }
+            return """
+                INSERT INTO device_hub_calls (device_id, operation, hub_id, http_status, duration_ms, tracking_id, error)
+                SELECT c.device_id, c.operation, NULLIF(c.hub_id, ''), NULLIF(c.status, -1), c.duration,
+                       NULLIF(c.tracking_id, ''), NULLIF(c.error, '')
+                FROM unnest(\(p[0])::uuid[], \(p[1])::text[], \(p[2])::text[], \(p[3])::int4[], \(p[4])::float8[],
+                            \(p[5])::text[], \(p[6])::text[])
+                     WITH ORDINALITY AS c(device_id, operation, hub_id, status, duration, tracking_id, error, n)
+                ORDER BY c.n
+                """
+        }
+    }
+
+    /// Marks a device synced at a version (the fence) and appends the attempt's hub calls to
+    /// the audit, in one statement: the calls are recorded whether or not the fence held.
+    /// One row (the id) when it held.
+    struct MarkSynced: PostgresPreparedStatement {
+        typealias Row = UUID
+
+        static let sql = """
+            WITH calls AS (
+            \(HubCallColumns.insertSQL(from: 5))
+            )
+            UPDATE devices SET sync_state = 'synced', synced_version = version, synced_at = now(), last_error = NULL,
+                hub_registration_id = COALESCE($3::text, hub_registration_id), hub_expires_at = $4::timestamptz
+            WHERE id = $1::uuid AND version = $2::int8 RETURNING id
+            """
+
+        var id: UUID
+        var version: Int64
+        var hubID: String?
+        var expiresAt: Date?
+        var calls: HubCallColumns
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 11)
+            bindings.append(id)
+            bindings.append(version)
+            bindings.append(hubID)
+            bindings.append(expiresAt)
+            calls.append(to: &bindings)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> UUID { try row.decode(UUID.self) }
+    }
+
+    /// Marks a deleted device removed from the hub at a version (the fence) and appends the
+    /// attempt's hub calls, in one statement. One row when the fence held.
+    struct MarkRemovedFromHub: PostgresPreparedStatement {
+        typealias Row = UUID
+
+        static let sql = """
+            WITH calls AS (
+            \(HubCallColumns.insertSQL(from: 3))
+            )
+            UPDATE devices SET sync_state = 'deleted', synced_version = version, synced_at = now(), last_error = NULL,
+                hub_registration_id = NULL, hub_expires_at = NULL
+            WHERE id = $1::uuid AND version = $2::int8 AND deleted_at IS NOT NULL RETURNING id
+            """
+
+        var id: UUID
+        var version: Int64
+        var calls: HubCallColumns
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 9)
+            bindings.append(id)
+            bindings.append(version)
+            calls.append(to: &bindings)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> UUID { try row.decode(UUID.self) }
+    }
+
+    /// Appends hub calls to the audit (one statement, whatever their number).
+    struct RecordHubCalls: PostgresPreparedStatement {
+        typealias Row = Void
+
+        static let sql = HubCallColumns.insertSQL(from: 1)
+
+        var calls: HubCallColumns
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 7)
+            calls.append(to: &bindings)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
+    }
+}
+
+/// The sign-in lookup every device request makes.
+enum UserStatements {
+    /// The credential of the user with a name.
+    struct CredentialByName: PostgresPreparedStatement {
+        typealias Row = (Int64, String, String?, Bool, Int64)
+
+        static let sql =
+            "SELECT id, name, password_hash, disabled, credential_version FROM users WHERE name = $1::text"
+
+        var name: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(name)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+}

@@ -1,0 +1,225 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+import HeraldTestSupport
+import PostgresNIO
+import PostgresQueue
+import Testing
+
+/// Issue 16 at the store: the shortcuts of the device `PUT` (one locking read, no handle lock
+/// when the device already holds its handle), the sync's result and audit in one statement,
+/// and the prepared statements (on, and off as behind PgBouncer).
+@Suite("Device write path", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct DeviceWritePathTests {
+    static let tokenA = DeviceStoreTests.tokenA
+    static let handleLockClass = DeviceHygieneTests.handleLockClass
+
+    /// Backends of this database waiting for a handle's advisory lock.
+    static func waitingForHandleLock(_ db: TestDatabase) async throws -> Int {
+        try await db.count(
+            """
+            SELECT count(*) FROM pg_locks
+            WHERE locktype = 'advisory' AND NOT granted AND classid = 18500  -- handleLockClass
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            """)
+    }
+
+    @Test("a device that holds its handle re-registers without the handle lock; a new device with the handle waits for it")
+    func sameHandleSkipsTheLock() async throws {
+        // A short bound: if the re-registration waited for the lock held below, it fails fast.
+        try await TestDatabase.with { db async throws in
+            let (store, alice, bob) = try await DeviceStoreTests.fixture(db, storage: .init(databaseWait: .seconds(20)))
+            let aliceDevice = DeviceID.random()
+            let first = try await store.register(
+                try DeviceStoreTests.registration(alice, .apns, Self.tokenA), id: aliceDevice, owner: alice)
+            let bobDevice = DeviceID.random()
+            let holder = db.makeClient(poolSize: 1)
+            try await TestDatabase.withRunning(holder) {
+                try await holder.withConnection { connection in
+                    try await connection.query(
+                        "SELECT pg_advisory_lock(\(Self.handleLockClass), hashtext(\(Self.tokenA)))", logger: db.logger)
+                    // Alice's device already holds the handle: it is written while the lock is held.
+                    let again = try await store.register(
+                        try DeviceStoreTests.registration(alice, .apns, Self.tokenA, tags: ["again"]), id: aliceDevice,
+                        owner: alice)
+                    #expect(again.version == first.version + 1)
+                    #expect(again.tags == ["again", "username:alice", "tz:UTC"])
+                    // Bob's new device with the same handle must wait for the lock.
+                    async let bobResult = DeviceHygieneTests.attempt {
+                        try await store.register(
+                            try DeviceStoreTests.registration(bob, .apns, Self.tokenA), id: bobDevice, owner: bob)
+                    }
+                    try await DeviceHygieneTests.waitFor("bob's registration to wait for the handle lock") {
+                        try await Self.waitingForHandleLock(db) == 1
+                    }
+                    #expect(try await store.devices(handle: Self.tokenA).map(\.id) == [aliceDevice])
+                    try await connection.query(
+                        "SELECT pg_advisory_unlock(\(Self.handleLockClass), hashtext(\(Self.tokenA)))", logger: db.logger)
+                    _ = try await bobResult.get()
+                }
+            }
+            #expect(try await store.devices(handle: Self.tokenA).map(\.id) == [bobDevice])
+            let moved = try #require(try await store.device(id: aliceDevice))
+            #expect(moved.isDeleted && moved.syncState == .pending)
+            #expect(try await db.count("SELECT count(*) FROM device_handle_moves") == 1)
+            // The returned record is the row as stored.
+            let stored = try #require(try await store.device(id: bobDevice))
+            let returned = try await store.register(
+                try DeviceStoreTests.registration(bob, .apns, Self.tokenA, tags: ["x"]), id: bobDevice, owner: bob)
+            let reread = try #require(try await store.device(id: bobDevice))
+            #expect(returned == reread)
+            #expect(returned.version == stored.version + 1 && returned.createdAt == stored.createdAt)
+        }
+    }
+
+    @Test("a device re-registering its handle while other users register it on new devices: one live holder, every move audited")
+    func sameHandleRace() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, bob) = try await DeviceStoreTests.fixture(db)
+            for round in 0..<8 {
+                let handle = "race-\(round)-\(UUID())"
+                let aliceDevice = DeviceID.random()
+                try await store.register(
+                    try DeviceStoreTests.registration(alice, .fcmv1, handle), id: aliceDevice, owner: alice)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for step in 0..<6 {
+                        group.addTask {
+                            if step.isMultiple(of: 2) {
+                                // The fast path, or (once the handle moved away) the device coming back.
+                                try await store.register(
+                                    try DeviceStoreTests.registration(alice, .fcmv1, handle, tags: ["s\(step)"]),
+                                    id: aliceDevice, owner: alice)
+                            } else {
+                                try await store.register(
+                                    try DeviceStoreTests.registration(bob, .fcmv1, handle), id: .random(), owner: bob)
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                #expect(try await store.devices(handle: handle).count == 1, "one live device holds the handle")
+                // Every device that lost the handle lost it by a recorded move (alice's device
+                // may have lost it several times and come back).
+                let deleted = try await db.count(
+                    "SELECT count(*) FROM devices WHERE handle = \(handle) AND deleted_at IS NOT NULL")
+                let fingerprint = DeviceHandle.fingerprint(handle)
+                let moves = try await db.count(
+                    "SELECT count(DISTINCT from_device_id) FROM device_handle_moves WHERE handle_fingerprint = \(fingerprint)")
+                #expect(moves >= deleted && moves >= 3, "bob's three devices and alice's moved: \(moves), \(deleted)")
+            }
+        }
+    }
+
+    @Test("a sync's result and its hub calls are one statement: the calls are recorded, in order, whether or not the fence holds")
+    func resultWithCalls() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await DeviceStoreTests.fixture(db)
+            let id = DeviceID.random()
+            let read = try await store.register(
+                try DeviceStoreTests.registration(alice, .apns, Self.tokenA), id: id, owner: alice)
+            func call(_ operation: String, _ status: Int?, error: String? = nil) -> DeviceHubCall {
+                DeviceHubCall(
+                    deviceID: id, operation: operation, hubID: status == nil ? nil : "r1", httpStatus: status,
+                    durationMilliseconds: 2.5, trackingID: status == nil ? nil : "t-\(operation)", error: error)
+            }
+            try await store.register(
+                try DeviceStoreTests.registration(alice, .apns, Self.tokenA, tags: ["x"]), id: id, owner: alice)
+            // Stale: the fence fails, the calls are recorded all the same.
+            #expect(
+                try await store.markSynced(
+                    id: id, version: read.version, hubID: "r1", expiresAt: nil,
+                    calls: [call("createRegistrationId", 201), call("createOrUpdateRegistration", nil, error: "timeout")])
+                    == false)
+            #expect(try await store.device(id: id)?.syncState == .pending)
+            let latest = try #require(try await store.device(id: id))
+            #expect(
+                try await store.markSynced(
+                    id: id, version: latest.version, hubID: "r1", expiresAt: nil,
+                    calls: [call("createOrUpdateRegistration", 200)]))
+            let synced = try #require(try await store.device(id: id))
+            #expect(synced.syncState == .synced && synced.syncedVersion == latest.version && synced.hubRegistrationID == "r1")
+            // No calls: nothing appended.
+            #expect(try await store.markSynced(id: id, version: latest.version, hubID: nil, expiresAt: nil))
+
+            try await store.delete(owner: alice, id: id)
+            let deleted = try #require(try await store.device(id: id))
+            #expect(
+                try await store.markRemovedFromHub(
+                    id: id, version: deleted.version, calls: [call("deleteRegistration", 200)]))
+            #expect(try await store.device(id: id)?.syncState == .deleted)
+
+            let calls = try await store.hubCalls(deviceID: id)
+            #expect(
+                calls.map(\.operation) == [
+                    "createRegistrationId", "createOrUpdateRegistration", "createOrUpdateRegistration", "deleteRegistration",
+                ])
+            #expect(calls.map(\.httpStatus) == [201, nil, 200, 200])
+            #expect(calls.map(\.hubID) == ["r1", nil, "r1", "r1"])
+            #expect(
+                calls.map(\.trackingID) == [
+                    "t-createRegistrationId", nil, "t-createOrUpdateRegistration", "t-deleteRegistration",
+                ])
+            #expect(calls.map(\.error) == [nil, "timeout", nil, nil])
+        }
+    }
+
+    @Test("the hot statements are named prepared statements, or unnamed ones when turned off", arguments: [true, false])
+    func preparedOrNot(prepared: Bool) async throws {
+        try await TestDatabase.with { db async throws in
+            // One connection: the prepared statements listed below are the ones the store made.
+            let client = db.makeClient(poolSize: 1)
+            try await TestDatabase.withRunning(client) {
+                let stores = TestDatabase.stores(
+                    client: client, logger: db.logger, StorageConfiguration(preparedStatements: prepared))
+                let user = try await stores.users.add(name: "alice", passwordHash: "x")
+                let alice = DeviceOwner(id: user.id, name: user.name)
+                let credential = try #require(try await stores.users.credential(name: "alice"))
+                #expect(credential.id == alice.id && credential.passwordHash == "x" && !credential.disabled)
+                #expect(try await stores.users.credential(name: "nobody") == nil)
+                let id = DeviceID.random()
+                let store = stores.devices
+                let record = try await store.register(
+                    try DeviceStoreTests.registration(alice, .apns, Self.tokenA), id: id, owner: alice)
+                let again = try await store.register(
+                    try DeviceStoreTests.registration(alice, .apns, Self.tokenA, tags: ["y"]), id: id, owner: alice)
+                #expect(again.version == record.version + 1)
+                let read = try #require(try await store.device(id: id))
+                #expect(read == again)
+                #expect(
+                    try await store.markSynced(
+                        id: id, version: read.version, hubID: "r1", expiresAt: nil,
+                        calls: [
+                            DeviceHubCall(
+                                deviceID: id, operation: "createOrUpdateRegistration", hubID: "r1", httpStatus: 200,
+                                durationMilliseconds: 1, trackingID: nil, error: nil)
+                        ]))
+                try await store.recordHubCalls([
+                    DeviceHubCall(
+                        deviceID: id, operation: "deleteRegistration", hubID: "r0", httpStatus: 404,
+                        durationMilliseconds: 1, trackingID: nil, error: "gone")
+                ])
+                #expect(
+                    try await store.hubCalls(deviceID: id).map(\.operation) == [
+                        "createOrUpdateRegistration", "deleteRegistration",
+                    ])
+
+                var names: [String] = []
+                for try await name in try await client.query(
+                    "SELECT name FROM pg_prepared_statements ORDER BY name", logger: db.logger
+                ).decode(String.self) {
+                    names.append(name)
+                }
+                if prepared {
+                    for statement in [
+                        "LockForRegistration", "LockHandle", "MoveHandle", "UpsertRegistration", "DeviceByID", "MarkSynced",
+                        "RecordHubCalls", "CredentialByName",
+                    ] {
+                        #expect(names.contains { $0.hasSuffix(".\(statement)") }, "\(statement) is prepared: \(names)")
+                    }
+                } else {
+                    #expect(names.isEmpty, "nothing is prepared: \(names)")
+                }
+            }
+        }
+    }
+}
