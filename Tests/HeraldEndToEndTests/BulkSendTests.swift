@@ -19,6 +19,16 @@ struct BulkSendTests {
     }
 
     /// A sender key with `rate` requests per second, made in the database.
+    /// Registers an APNs device each for alice and bob and waits until the hub has both.
+    static func registerAliceAndBob(_ system: HeraldSystem) async throws -> (alice: String, bob: String) {
+        let alice = SendTests.apnsHandle()
+        let bob = SendTests.apnsHandle()
+        _ = try await system.tutorialRegister(user: "alice", handle: alice)
+        _ = try await system.tutorialRegister(user: "bob", handle: bob)
+        for handle in [alice, bob] { try await system.waitForHub(handle: handle, "registered") { $0.count == 1 } }
+        return (alice, bob)
+    }
+
     static func key(_ system: HeraldSystem, rate: Int? = nil) async throws -> String {
         try await APIKeyStore(client: system.db.client, logger: system.db.logger)
             .create(name: "bulk-\(UUID().uuidString.prefix(8))", scopes: [.send, .read], rateLimitPerSecond: rate).key
@@ -50,11 +60,7 @@ struct BulkSendTests {
     func tenThousandLinesSurviveAKill() async throws {
         try await TestDatabase.with { db async throws in
             try await HeraldSystem.with(db) { system in
-                let alice = SendTests.apnsHandle()
-                let bob = SendTests.apnsHandle()
-                _ = try await system.tutorialRegister(user: "alice", handle: alice)
-                _ = try await system.tutorialRegister(user: "bob", handle: bob)
-                for handle in [alice, bob] { try await system.waitForHub(handle: handle, "registered") { $0.count == 1 } }
+                let (alice, bob) = try await Self.registerAliceAndBob(system)
 
                 // 10,000 lines: 9,995 users, alice and bob, and three bad lines.
                 var lines = (1...9_995).map { String(format: "user%05d", $0) }
@@ -258,11 +264,7 @@ struct BulkSendTests {
     func telemetryFlags() async throws {
         try await TestDatabase.with { db async throws in
             try await HeraldSystem.with(db) { system in
-                let alice = SendTests.apnsHandle()
-                let bob = SendTests.apnsHandle()
-                _ = try await system.tutorialRegister(user: "alice", handle: alice)
-                _ = try await system.tutorialRegister(user: "bob", handle: bob)
-                for handle in [alice, bob] { try await system.waitForHub(handle: handle, "registered") { $0.count == 1 } }
+                let (alice, bob) = try await Self.registerAliceAndBob(system)
                 let key = try await Self.key(system, rate: 1000)
                 let folder = try Self.folder()
                 let file = folder.appendingPathComponent("users.txt")
