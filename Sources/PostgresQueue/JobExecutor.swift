@@ -186,8 +186,17 @@ public final class JobExecutor: Service, Sendable {
                 }
             }
             if hot && free > 0 {
-                try? await Task.sleep(for: configuration.hotPollInterval)
-                state.withLock { $0.claimRequested = true }
+                // The next fast poll, unless a wake-up (an enqueue notification, a finished job,
+                // shutdown) comes first: sleeping through the interval instead left a job whose
+                // notification arrived meanwhile waiting for the tick, half an interval on average.
+                let tick = Task { [state, signal, interval = configuration.hotPollInterval] in
+                    guard (try? await Task.sleep(for: interval)) != nil else { return }
+                    state.withLock { $0.claimRequested = true }
+                    signal.yield()
+                }
+                let woke: Void? = await iterator.next()
+                tick.cancel()
+                guard woke != nil else { return }
                 continue
             }
             guard await iterator.next() != nil else { return }

@@ -71,6 +71,43 @@ struct WakeupTests {
         }
     }
 
+    @Test("a busy executor between fast polls wakes on the enqueue notification, not at its next poll")
+    func notificationWakesHotExecutor() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("hotwake")
+            let listener = JobQueueListener(client: db.client, logger: db.logger)
+            let ran = RunLog()
+            var handlers = JobHandlers()
+            handlers.register("k") { job in
+                ran.record(job)
+                return .completed
+            }
+            // Hot for a minute after any activity, polling every minute then: only a wake-up can
+            // start the second job within the test's deadline.
+            let executor = JobExecutor(
+                queue: db.queue, handlers: handlers,
+                configuration: .init(
+                    queue: q, concurrency: 2, pollInterval: .seconds(60), hotPollInterval: .seconds(60),
+                    hotWindow: .seconds(60)),
+                listener: listener)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await listener.run() }
+                try await Poll.until { listener.connections == 1 }
+                try await running([executor]) {
+                    try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
+                    try await Poll.until(timeout: .seconds(10)) { ran.distinctJobs == 1 }
+                    // Now hot (it just claimed), waiting for its next fast poll a minute away.
+                    try await Task.sleep(for: .milliseconds(200))
+                    try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
+                    try await Poll.until(timeout: .seconds(15), "the second job waited for the hot poll") {
+                        ran.distinctJobs == 2
+                    }
+                }
+                group.cancelAll()
+            }
+        }
+    }
+
     @Test("the listener reconnects when its connection is killed, and executors wake again")
     func listenerReconnects() async throws {
         try await TestDatabase.with { db async throws in
