@@ -35,7 +35,9 @@ FINAL = ("Completed", "NoTargetFound", "Abandoned", "Unknown", "Cancelled", "Exp
 SIZES = {
     # scenario: (reduced, full)
     "kill9.sends": (1000, 10000),
-    "restart.seconds": (3, 8),
+    # Longer than HERALD_DATABASE_WAIT_SECONDS (5 s): a request that arrives during a shorter
+    # outage may rightly wait it out and succeed, and then no 503 shows that the bound holds.
+    "restart.seconds": (7, 8),
     "storm.sends": (200, 10000),
     "gone.devices": (90, 1000),
     "stall.sends": (400, 2000),
