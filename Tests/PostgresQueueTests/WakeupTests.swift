@@ -75,21 +75,13 @@ struct WakeupTests {
     func notificationWakesHotExecutor() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("hotwake")
-            let listener = JobQueueListener(client: db.client, logger: db.logger)
-            let ran = RunLog()
-            var handlers = JobHandlers()
-            handlers.register("k") { job in
-                ran.record(job)
-                return .completed
-            }
             // Hot for a minute after any activity, polling every minute then: only a wake-up can
             // start the second job within the test's deadline.
-            let executor = JobExecutor(
-                queue: db.queue, handlers: handlers,
-                configuration: .init(
+            let (executor, listener, ran) = Self.recordingExecutor(
+                db,
+                .init(
                     queue: q, concurrency: 2, pollInterval: .seconds(60), hotPollInterval: .seconds(60),
-                    hotWindow: .seconds(60)),
-                listener: listener)
+                    hotWindow: .seconds(60)))
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await listener.run() }
                 try await Poll.until { listener.connections == 1 }
@@ -125,10 +117,11 @@ struct WakeupTests {
     /// Starts a listener, runs `disturb`, waits for the listener's `connections`-th connection,
     /// then checks that an idle executor whose poll interval is a minute starts a newly
     /// enqueued job within seconds: only the notification can make that happen.
-    func expectNotificationWakesExecutor(
-        _ db: TestDatabase, connections: Int, disturb: @Sendable (JobQueueListener) async throws -> Void
-    ) async throws {
-        let q = uniqueQueue("wake")
+    /// An executor with `configuration` whose jobs of kind `k` record that they ran, woken by a
+    /// listener of its own (not yet running).
+    static func recordingExecutor(
+        _ db: TestDatabase, _ configuration: JobExecutor.Configuration
+    ) -> (JobExecutor, JobQueueListener, RunLog) {
         let listener = JobQueueListener(client: db.client, logger: db.logger)
         let ran = RunLog()
         var handlers = JobHandlers()
@@ -136,9 +129,15 @@ struct WakeupTests {
             ran.record(job)
             return .completed
         }
-        let executor = JobExecutor(
-            queue: db.queue, handlers: handlers,
-            configuration: .init(queue: q, concurrency: 2, pollInterval: .seconds(60)), listener: listener)
+        return (JobExecutor(queue: db.queue, handlers: handlers, configuration: configuration, listener: listener), listener, ran)
+    }
+
+    func expectNotificationWakesExecutor(
+        _ db: TestDatabase, connections: Int, disturb: @Sendable (JobQueueListener) async throws -> Void
+    ) async throws {
+        let q = uniqueQueue("wake")
+        let (executor, listener, ran) = Self.recordingExecutor(
+            db, .init(queue: q, concurrency: 2, pollInterval: .seconds(60)))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await listener.run() }
             try await Poll.until { listener.connections == 1 }
