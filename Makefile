@@ -25,11 +25,11 @@ db-down:
 build:
 	$(SWIFT) build
 
-# db-up, then build every product (tests start the executables as child processes), then the
-# Swift tests; then the end-to-end send and registration suites again, through a PgBouncer in
-# transaction mode with three workers (scripts/pgbouncer.sh); then the deploy files' checks
-# (scripts/deploy-check.sh); then the fault harness at its reduced size (it restarts the
-# cluster, so it runs alone, after them). `make test` fails when any of them fails.
+# db-up, then build every product (tests start the executables as child processes), then
+# scripts/test.sh: the Swift tests; the end-to-end send and registration suites again through a
+# PgBouncer in transaction mode with three workers; the deploy files' checks; the dashboard in a
+# real browser; the fault harness at its reduced size (it restarts the cluster, so it runs last).
+# `make test` fails when any of them fails, and its last lines name which.
 # At most this many tests run at once. Unbounded, the suites (many start real processes) ran all at
 # once on a 2-core machine and the slowest waited past their timeouts; 8 finished sooner too.
 TEST_PARALLELISM ?= 8
@@ -38,18 +38,7 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH := $(TEST_PARALLELISM)
 test: db-up
 	@scripts/test-tools.sh
 	$(SWIFT) build --build-tests
-	@set -a; . ./$(DB_ENV); set +a; \
-	  scripts/test-db-cleanup.sh; \
-	  status=0; bin="$$($(SWIFT) build --show-bin-path)"; \
-	  HERALD_BIN_DIR="$$bin" $(SWIFT) test --skip-build || status=$$?; \
-	  ( scripts/pgbouncer.sh up >/dev/null && set -a && . ./.data/pgbouncer.env && set +a && \
-	    HERALD_TEST_WORKERS=3 HERALD_BIN_DIR="$$bin" $(SWIFT) test --skip-build \
-	      --filter 'HeraldEndToEndTests.(SendTests|DeviceRegistrationTests)' ) || status=$$((status == 0 ? 1 : status)); \
-	  scripts/pgbouncer.sh down || true; \
-	  scripts/deploy-check.sh all "$$bin" || status=$$((status == 0 ? 1 : status)); \
-	  scripts/dashboard-test.sh "$$bin" || status=$$((status == 0 ? 1 : status)); \
-	  scripts/chaos.sh "$$bin" reduced || status=$$((status == 0 ? 1 : status)); \
-	  exit $$status
+	@scripts/test.sh "$$($(SWIFT) build --show-bin-path)"
 
 # The fault harness at full size (scripts/chaos/chaos.py): one line per scenario.
 chaos: db-up

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `make test` after the build: the Swift tests; the end-to-end send and registration suites
+# again through a PgBouncer in transaction mode with three workers (scripts/pgbouncer.sh); the
+# deploy files' checks (scripts/deploy-check.sh); the dashboard in a real browser
+# (scripts/dashboard-test.sh); then the fault harness at its reduced size (it restarts the
+# cluster, so it runs alone, last). Every part runs even when an earlier one failed.
+#
+# Each part's output goes to the terminal and to .data/test-logs/PART.log. The last lines
+# printed say which parts failed and, for the Swift tests, which tests (their `✘` lines): a CI
+# log's tail then names the failure.
+#
+# Usage: scripts/test.sh BIN_DIR   (the debug build's products, from `swift build --show-bin-path`)
+set -uo pipefail
+bin="${1:?usage: test.sh BIN_DIR}"
+cd "$(dirname "$0")/.."
+logs=.data/test-logs
+rm -rf "$logs"
+mkdir -p "$logs"
+set -a
+. ./.data/postgres.env
+set +a
+scripts/test-db-cleanup.sh
+
+failed=()
+
+# part NAME COMMAND...: runs COMMAND, its output teed to $logs/NAME.log.
+part() {
+    local name="$1"
+    shift
+    "$@" 2>&1 | tee "$logs/$name.log"
+    local status="${PIPESTATUS[0]}"
+    if [ "$status" -ne 0 ]; then failed+=("$name:$status"); fi
+}
+
+pooled() {
+    scripts/pgbouncer.sh up >/dev/null || return 1
+    local status=0
+    (
+        set -a
+        . ./.data/pgbouncer.env
+        set +a
+        HERALD_TEST_WORKERS=3 HERALD_BIN_DIR="$bin" "${SWIFT:-swift}" test --skip-build \
+            --filter 'HeraldEndToEndTests.(SendTests|DeviceRegistrationTests)'
+    ) || status=$?
+    scripts/pgbouncer.sh down || true
+    return "$status"
+}
+
+part swift-test env HERALD_BIN_DIR="$bin" "${SWIFT:-swift}" test --skip-build
+part pgbouncer pooled
+part deploy-check scripts/deploy-check.sh all "$bin"
+part dashboard scripts/dashboard-test.sh "$bin"
+part chaos scripts/chaos.sh "$bin" reduced
+
+if [ "${#failed[@]}" -eq 0 ]; then
+    echo "test: every part passed (logs in $logs/)"
+    exit 0
+fi
+for entry in "${failed[@]}"; do
+    name="${entry%%:*}"
+    echo "test: FAILED $name (exit ${entry##*:}); its log: $logs/$name.log"
+    # The failing tests (swift-testing's ✘, XCTest's "error:"), or the part's last lines.
+    if ! grep -E '✘|: error:|^not ok|FAIL' "$logs/$name.log" | head -n 30 | sed 's/^/test:   /'; then
+        tail -n 10 "$logs/$name.log" | sed 's/^/test:   /'
+    fi
+done
+exit 1
