@@ -176,11 +176,20 @@ enum QueueSQL {
         """
     }
 
-    /// Extends the leases of jobs this worker still holds.
+    /// Extends the leases of jobs this worker still holds, skipping rows another transaction
+    /// has locked. Those are being finished or requeued (by this worker's completer, in
+    /// whatever order its batch has) and need no lease: waiting for them instead made a
+    /// heartbeat and a completion that hold each other's rows deadlock, stalling both for
+    /// `deadlock_timeout` and failing one.
     static func heartbeat(ids: [JobID], workerID: String, leaseMs: Int64) -> PostgresQuery {
         """
-        UPDATE pgqueue.jobs SET lease_expires_at = now() + \(leaseMs) * interval '1 millisecond'
-        WHERE id = ANY(\(ids)::int8[]) AND locked_by = \(workerID) AND state = 'running'
+        WITH held AS (
+            SELECT id FROM pgqueue.jobs
+            WHERE id = ANY(\(ids)::int8[]) AND locked_by = \(workerID) AND state = 'running'
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE pgqueue.jobs j SET lease_expires_at = now() + \(leaseMs) * interval '1 millisecond'
+        FROM held WHERE j.id = held.id
         """
     }
 

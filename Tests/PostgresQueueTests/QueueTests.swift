@@ -259,6 +259,56 @@ struct QueueTests {
                 ) == 1)
         }
     }
+
+    @Test("a heartbeat skips a job row another transaction holds, and still extends the other jobs' leases")
+    func heartbeatSkipsLockedJobs() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("beat")
+            let handlerGate = Gate()
+            let started = Mutex(0)
+            var handlers = JobHandlers()
+            handlers.register("k") { _ in
+                started.withLock { $0 += 1 }
+                await handlerGate.wait()
+                return .completed
+            }
+            let jobs = try await db.queue.enqueue([
+                NewJob(queue: q, kind: "k", argsJSON: "{}"), NewJob(queue: q, kind: "k", argsJSON: "{}"),
+            ])
+            let (first, second) = (min(jobs[0].id, jobs[1].id), max(jobs[0].id, jobs[1].id))
+            let executor = JobExecutor(
+                queue: db.queue, handlers: handlers,
+                configuration: .init(
+                    queue: q, concurrency: 2, leaseDuration: .seconds(30), heartbeatInterval: .milliseconds(100),
+                    pollInterval: .milliseconds(20), workerID: "beating"))
+            try await running([executor]) {
+                defer { handlerGate.open() }
+                try await Poll.until { started.withLock { $0 } == 2 }
+                // Another transaction holds the first job's row, as a completion in flight does.
+                let locked = Gate()
+                let release = Gate()
+                let holder = Task {
+                    defer { locked.open() }
+                    try await db.client.withTransaction(logger: db.logger) { connection in
+                        try await connection.query("SELECT 1 FROM pgqueue.jobs WHERE id = \(first) FOR UPDATE", logger: db.logger)
+                        locked.open()
+                        await release.wait()
+                    }
+                }
+                defer { release.open() }  // also when an expectation below fails, so the test ends
+                await locked.wait()
+                let lease: PostgresQuery = "SELECT extract(epoch FROM lease_expires_at)::float8 FROM pgqueue.jobs WHERE id = \(second)"
+                let before = try #require(try await db.one(lease, as: Double.self))
+                // A heartbeat that waited for the first job's row would never commit the second's lease.
+                try await Poll.until(timeout: .seconds(10), "the second job's lease was not extended") {
+                    (try await db.one(lease, as: Double.self) ?? 0) > before
+                }
+                release.open()
+                try await holder.value
+            }
+            #expect(try await db.history(q, state: "completed") == 2)
+        }
+    }
 }
 
 /// Parses the error history's `at` (ISO 8601 UTC with milliseconds).
