@@ -290,7 +290,15 @@ public final class JobExecutor: Service, Sendable {
     private func heartbeatLoop() async {
         let interval = configuration.heartbeatInterval ?? configuration.leaseDuration / 3
         while !state.withLock({ $0.terminated }) {
-            try? await Task.sleep(for: interval)
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                // Cancelled: the executor is being torn down and its jobs are cancelled with
+                // it. Every sleep would now return at once and every query fail, so the loop
+                // would spin (it did, for minutes, logging a failed heartbeat each turn) until
+                // the jobs wound down; a job still running when its lease ends runs again.
+                return
+            }
             let ids = state.withLock { Array($0.leased.keys) }
             guard !ids.isEmpty else { continue }
             do {

@@ -309,6 +309,40 @@ struct QueueTests {
             #expect(try await db.history(q, state: "completed") == 2)
         }
     }
+
+    @Test("a cancelled executor stops its heartbeat instead of spinning while a job winds down")
+    func cancelledHeartbeatDoesNotSpin() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("cancel")
+            let logged = LogCounter()
+            var logger = Logger(label: "cancel-test", factory: { _ in logged })
+            logger.logLevel = .warning
+            let gate = Gate()
+            let started = Mutex(false)
+            var handlers = JobHandlers()
+            handlers.register("k") { _ in
+                started.withLock { $0 = true }
+                await gate.wait()  // ignores the cancellation, as a hub call in flight does
+                return .completed
+            }
+            try await db.queue.enqueue(NewJob(queue: q, kind: "k", argsJSON: "{}"))
+            let executor = JobExecutor(
+                queue: JobQueue(client: db.client, logger: logger), handlers: handlers,
+                configuration: .init(
+                    queue: q, concurrency: 1, leaseDuration: .seconds(30), heartbeatInterval: .milliseconds(20),
+                    pollInterval: .milliseconds(20), workerID: "cancelled"))
+            let run = Task { await executor.run() }
+            defer { gate.open() }
+            try await Poll.until { started.withLock { $0 } }
+            run.cancel()
+            // The job is still running: a heartbeat loop that kept going after the cancellation
+            // would fail a heartbeat on every turn, with nothing to sleep between them.
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(logged.count("pgqueue.heartbeat.failed") <= 1)
+            gate.open()
+            await run.value
+        }
+    }
 }
 
 /// Parses the error history's `at` (ISO 8601 UTC with milliseconds).
