@@ -203,21 +203,24 @@ struct Bench: Sendable {
         let total = seconds * 1000
         await withDiscardingTaskGroup { group in
             group.addTask { await listener.run() }
-            group.addTask { await executor.run() }
-            try? await Task.sleep(for: .milliseconds(500))
-            let begin = ContinuousClock.now
-            for i in 0..<total {
-                // Pace at 1 job per millisecond against the schedule, not by sleeping a fixed gap.
-                let due = begin + .milliseconds(i)
-                if ContinuousClock.now < due { try? await Task.sleep(until: due) }
-                let t0 = ContinuousClock.now
-                if let job = try? await queue.enqueue(NewJob(queue: "bench", kind: "noop")) {
-                    enqueuedAt.withLock { $0[job.id] = t0 }
+            // The listener is cancelled only once the executor has returned (its outcomes
+            // written), so the executor is never torn down mid-run.
+            await withDiscardingTaskGroup { work in
+                work.addTask { await executor.run() }
+                try? await Task.sleep(for: .milliseconds(500))
+                let begin = ContinuousClock.now
+                for i in 0..<total {
+                    // Pace at 1 job per millisecond against the schedule, not by sleeping a fixed gap.
+                    let due = begin + .milliseconds(i)
+                    if ContinuousClock.now < due { try? await Task.sleep(until: due) }
+                    let t0 = ContinuousClock.now
+                    if let job = try? await queue.enqueue(NewJob(queue: "bench", kind: "noop")) {
+                        enqueuedAt.withLock { $0[job.id] = t0 }
+                    }
                 }
+                try? await Task.sleep(for: .milliseconds(500))
+                executor.shutdown()
             }
-            try? await Task.sleep(for: .milliseconds(500))
-            executor.shutdown()
-            try? await Task.sleep(for: .milliseconds(200))
             group.cancelAll()
         }
         let enqueued = enqueuedAt.withLock { $0 }
@@ -322,27 +325,31 @@ struct Bench: Sendable {
         let window = min(20, max(1, seconds / 3))
         await withDiscardingTaskGroup { group in
             for c in clients { group.addTask { await c.run() } }
-            for runner in runners { group.addTask { await runner.run() } }
-            group.addTask {
-                let batch = newJobs(1000)
-                while !stop.isSet {
-                    // Keep a backlog of at most ~50k so the run measures the queue, not an ever-growing table.
-                    let backlog =
-                        (try? await queue.client.query("SELECT count(*) FROM pgqueue.jobs", logger: logger)
-                            .decode(Int64.self).reduce(0) { $0 + $1 }) ?? 0
-                    if backlog > 50_000 { try? await Task.sleep(for: .milliseconds(20)); continue }
-                    _ = try? await queue.enqueue(batch)
+            // The clients are cancelled only once the executors have returned (their claimed
+            // jobs run and their outcomes written) and the enqueuer has stopped: cancelling an
+            // executor's client mid-run left it unable to finish.
+            await withDiscardingTaskGroup { work in
+                for runner in runners { work.addTask { await runner.run() } }
+                work.addTask {
+                    let batch = newJobs(1000)
+                    while !stop.isSet {
+                        // Keep a backlog of at most ~50k so the run measures the queue, not an ever-growing table.
+                        let backlog =
+                            (try? await queue.client.query("SELECT count(*) FROM pgqueue.jobs", logger: logger)
+                                .decode(Int64.self).reduce(0) { $0 + $1 }) ?? 0
+                        if backlog > 50_000 { try? await Task.sleep(for: .milliseconds(20)); continue }
+                        _ = try? await queue.enqueue(batch)
+                    }
                 }
+                let begin = ContinuousClock.now
+                samples.append((begin, done.withLock { $0 }))
+                while ContinuousClock.now - begin < .seconds(seconds) {
+                    try? await Task.sleep(for: .seconds(1))
+                    samples.append((ContinuousClock.now, done.withLock { $0 }))
+                }
+                stop.set()
+                for runner in runners { runner.shutdown() }
             }
-            let begin = ContinuousClock.now
-            samples.append((begin, done.withLock { $0 }))
-            while ContinuousClock.now - begin < .seconds(seconds) {
-                try? await Task.sleep(for: .seconds(1))
-                samples.append((ContinuousClock.now, done.withLock { $0 }))
-            }
-            stop.set()
-            for runner in runners { runner.shutdown() }
-            try? await Task.sleep(for: .milliseconds(500))
             group.cancelAll()
         }
         func rate(_ from: Int, _ to: Int) -> Double {
