@@ -87,6 +87,10 @@ public enum AttemptStart: Sendable, Hashable {
     case expired(NotificationFormat)
     /// There is no such hub send (pruned).
     case gone
+    /// Another transaction holds the hub send's row (a cancel, a result being written, an
+    /// earlier start of it still running): no attempt started. Try again shortly; the start
+    /// never waits for the row, so a slow holder cannot make a queue of waiting starts.
+    case busy
 }
 
 /// One result to record for a hub send: an attempt's hub call (kind `send`), a telemetry
@@ -233,7 +237,9 @@ extension NotificationStore {
     /// `Expired` with an outcome row (a second, rare transaction).
     ///
     /// A cancel (which sets the hub sends `Cancelled` only while none is in flight) and this
-    /// start serialize on the hub send's row: whichever commits first wins.
+    /// start serialize on the hub send's row: whichever commits first wins. The start locks
+    /// the row with `SKIP LOCKED`: a row another transaction holds is answered
+    /// ``AttemptStart/busy`` at once instead of waited for.
     public func beginAttempt(hubSendID: Int64, jobID: Int64) async throws -> AttemptStart {
         try await beginAttempts([AttemptRequest(hubSendID: hubSendID, jobID: jobID)])[hubSendID] ?? .gone
     }
@@ -253,6 +259,10 @@ extension NotificationStore {
         for row in rows {
             if let attempt = try row.startedAttempt() {
                 starts[row.hubSendID] = .go(attempt)
+                continue
+            }
+            if row.busy {
+                starts[row.hubSendID] = .busy
                 continue
             }
             let state = NotificationState(rawValue: row.sendState) ?? .unknown
@@ -286,6 +296,9 @@ extension NotificationStore {
         /// The started attempt's number (`hub_sends.attempts` after the start); nil when the
         /// fenced start did not take.
         var attempt: Int32?
+        /// Whether the row was startable in the statement's snapshot but locked by another
+        /// transaction, so the start skipped it.
+        var busy: Bool
         /// The body the hub gets (when started).
         var body: String?
         /// The notification's options as JSON text (when started).
@@ -297,16 +310,25 @@ extension NotificationStore {
         /// The database's `now()`: when the attempt started.
         var now: Date
 
-        /// The CTE's UPDATE makes the starts; the outer SELECT reads the rows as they were
-        /// before the statement (one snapshot), which says why when the UPDATE matched nothing.
+        /// `free` locks the startable rows no other transaction holds (in id order, skipping the
+        /// held ones: a start never waits, so starts cannot queue up behind a slow holder or
+        /// deadlock with each other); the CTE's UPDATE makes the starts; the outer SELECT reads
+        /// the rows as they were before the statement (one snapshot), which says why when the
+        /// UPDATE matched nothing.
         static func query(_ ids: [Int64], jobIDs: [Int64]) -> PostgresQuery {
             """
-            WITH started AS (
+            WITH free AS (
+                SELECT id FROM hub_sends
+                WHERE id = ANY(\(ids)::bigint[]) AND state IN ('Scheduled', 'Queued')
+                ORDER BY id
+                FOR UPDATE SKIP LOCKED
+            ),
+            started AS (
                 UPDATE hub_sends h
                 SET attempts = h.attempts + 1, in_flight_since = now(), in_flight_job_id = r.job_id, state = 'Queued',
                     throttle_slot = NULL, updated_at = now()
-                FROM notifications n, unnest(\(ids)::bigint[], \(jobIDs)::bigint[]) AS r(id, job_id)
-                WHERE h.id = r.id AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
+                FROM free f, notifications n, unnest(\(ids)::bigint[], \(jobIDs)::bigint[]) AS r(id, job_id)
+                WHERE h.id = f.id AND h.id = r.id AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
                   AND n.state <> 'Cancelled' AND n.deadline > now()
                 RETURNING h.id, h.attempts,
                           CASE WHEN h.format = 'template' THEN (n.content -> 'template')::text
@@ -329,10 +351,11 @@ extension NotificationStore {
             SELECT h.id AS hub_send_id, h.notification_id, h.format, h.tag_expression, h.device_handle, h.broadcast,
                    h.state AS send_state, n.state AS notification_state, n.deadline,
                    n.deadline <= now() AS deadline_passed, s.attempts AS started_attempt, s.body, s.options,
-                   s.telemetry,
+                   s.telemetry, (f.id IS NULL AND h.state IN ('Scheduled', 'Queued')) AS busy,
                    extract(epoch FROM n.deadline - now())::float8 AS seconds_to_deadline, now() AS now
             FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
             LEFT JOIN started s ON s.id = h.id
+            LEFT JOIN free f ON f.id = h.id
             WHERE h.id = ANY(\(ids)::bigint[])
             """
         }
@@ -353,6 +376,7 @@ extension NotificationStore {
             body = try cells["body"].decode(String?.self)
             optionsJSON = try cells["options"].decode(String?.self)
             telemetry = try cells["telemetry"].decode(Bool?.self)
+            busy = try cells["busy"].decode(Bool.self)
             secondsToDeadline = try cells["seconds_to_deadline"].decode(Double.self)
             now = try cells["now"].decode(Date.self)
         }
@@ -613,9 +637,9 @@ extension NotificationStore {
 
     // MARK: Lost attempts
 
-    /// Why a send whose worker stopped during the hub call ended `Unknown`: its `last_error` and
+    /// Why an attempt that never reported a result ended `Unknown`: its `last_error` and
     /// its outcome row's `error`.
-    static let lostAttemptReason = "the worker stopped during the hub call; the send may have gone out"
+    static let lostAttemptReason = "the attempt never reported a result (its worker stopped or lost its lease after starting it); the send may have gone out"
 
     /// How old an attempt in flight without a job id (begun before migration 0005, by a worker
     /// of an older build) must be before it counts as lost: such a worker may still be running

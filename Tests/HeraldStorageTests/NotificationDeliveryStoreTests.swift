@@ -88,6 +88,37 @@ struct NotificationDeliveryStoreTests {
         }
     }
 
+    @Test("a start skips a hub send another transaction holds: busy at once, no attempt used, startable once free")
+    func startSkipsHeldRow() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, _, held) = try await Self.fixture(db)
+            let (_, _, free) = try await Self.fixture(db, user: "carol")
+            let heldJob = try await Self.job(db, held)
+            let freeJob = try await Self.job(db, free)
+            // While another transaction holds the row, the start answers at once: it never waits,
+            // so starts cannot pile up behind a slow holder (or deadlock with each other).
+            let starts = try await db.client.withTransaction(logger: db.logger) { connection in
+                try await connection.query("SELECT 1 FROM hub_sends WHERE id = \(held) FOR UPDATE", logger: db.logger)
+                return try await store.beginAttempts([
+                    AttemptRequest(hubSendID: held, jobID: heldJob), AttemptRequest(hubSendID: free, jobID: freeJob),
+                ])
+            }
+            #expect(starts[held] == .busy)
+            guard case .go(let freeAttempt) = starts[free] else {
+                Issue.record("the free hub send did not start: \(String(describing: starts[free]))")
+                return
+            }
+            #expect(freeAttempt.attempt == 1)
+            #expect(try await db.count("SELECT attempts FROM hub_sends WHERE id = \(held)") == 0)
+            guard case .go(let heldAttempt) = try await Self.begin(db, store, held) else {
+                Issue.record("the hub send did not start once free")
+                return
+            }
+            #expect(heldAttempt.attempt == 1)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes") == 0, "a lost-attempt row was written")
+        }
+    }
+
     @Test("concurrent starts are batched into one statement and each caller gets its own answer")
     func batchedStarts() async throws {
         try await TestDatabase.with { db async throws in

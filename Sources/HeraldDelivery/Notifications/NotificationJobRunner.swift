@@ -86,6 +86,11 @@ struct NotificationJobRunner: Sendable {
             return .discard(reason: "the deadline passed before the hub took it")
         case .gone:
             return .completed
+        case .busy:
+            // Another transaction holds the hub send's row for a moment: start again soon,
+            // without using up an attempt.
+            log.write(.debug, "herald.send.busy")
+            return .snooze(.milliseconds(Int64.random(in: 100...400)))
         }
         log.notificationID = attempt.notificationID
         let logger = log.forCallees
