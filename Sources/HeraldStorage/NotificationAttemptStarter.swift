@@ -12,9 +12,9 @@ public struct NotificationAttemptStarter: Sendable {
         }
     }
 
-    /// Starts an attempt of `hubSendID`, run by job `jobID`, together with whatever else is
-    /// starting.
-    public func begin(hubSendID: Int64, jobID: Int64) async throws -> AttemptStart {
-        try await committer.submit(AttemptRequest(hubSendID: hubSendID, jobID: jobID))
+    /// Starts an attempt of `hubSendID`, run by job `jobID` in its run `jobAttempt`, together
+    /// with whatever else is starting.
+    public func begin(hubSendID: Int64, jobID: Int64, jobAttempt: Int16? = nil) async throws -> AttemptStart {
+        try await committer.submit(AttemptRequest(hubSendID: hubSendID, jobID: jobID, jobAttempt: jobAttempt))
     }
 }

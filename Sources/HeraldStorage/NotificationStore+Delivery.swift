@@ -67,11 +67,18 @@ public struct AttemptRequest: Sendable, Hashable {
     /// is in flight: once that job has left the queue's claim table, nothing will start the
     /// send again (see ``NotificationStore/settleLostAttempts(batch:)``).
     public var jobID: Int64
+    /// The job's run (`ClaimedJob.attempt`); nil for none. A start that finds an attempt in
+    /// flight begun by this same job and run resumes it (same attempt number, no lost-attempt
+    /// row): that run's earlier start committed after its worker had stopped waiting for it,
+    /// so the attempt never reached the hub. Every later run of a job that may have called the
+    /// hub (rescued after its lease ended, retried after an error) has a higher number.
+    public var jobAttempt: Int16?
 
     /// Creates a request.
-    public init(hubSendID: Int64, jobID: Int64) {
+    public init(hubSendID: Int64, jobID: Int64, jobAttempt: Int16? = nil) {
         self.hubSendID = hubSendID
         self.jobID = jobID
+        self.jobAttempt = jobAttempt
     }
 }
 
@@ -240,8 +247,9 @@ extension NotificationStore {
     /// start serialize on the hub send's row: whichever commits first wins. The start locks
     /// the row with `SKIP LOCKED`: a row another transaction holds is answered
     /// ``AttemptStart/busy`` at once instead of waited for.
-    public func beginAttempt(hubSendID: Int64, jobID: Int64) async throws -> AttemptStart {
-        try await beginAttempts([AttemptRequest(hubSendID: hubSendID, jobID: jobID)])[hubSendID] ?? .gone
+    public func beginAttempt(hubSendID: Int64, jobID: Int64, jobAttempt: Int16? = nil) async throws -> AttemptStart {
+        try await beginAttempts([AttemptRequest(hubSendID: hubSendID, jobID: jobID, jobAttempt: jobAttempt)])[hubSendID]
+            ?? .gone
     }
 
     /// ``beginAttempt(hubSendID:jobID:)`` for many hub sends in one statement (one commit); see
@@ -250,7 +258,10 @@ extension NotificationStore {
         guard !requests.isEmpty else { return [:] }
         let rows = try await StorageSQL.run("start send attempts", within: wait) {
             let result = try await client.query(
-                StartRow.query(requests.map(\.hubSendID), jobIDs: requests.map(\.jobID)), logger: logger)
+                StartRow.query(
+                    requests.map(\.hubSendID), jobIDs: requests.map(\.jobID),
+                    jobAttempts: requests.map { $0.jobAttempt ?? -1 }),
+                logger: logger)
             var rows: [StartRow] = []
             for try await row in result { rows.append(try StartRow(row)) }
             return rows
@@ -315,7 +326,9 @@ extension NotificationStore {
         /// deadlock with each other); the CTE's UPDATE makes the starts; the outer SELECT reads
         /// the rows as they were before the statement (one snapshot), which says why when the
         /// UPDATE matched nothing.
-        static func query(_ ids: [Int64], jobIDs: [Int64]) -> PostgresQuery {
+        /// A start resumes the attempt in flight when its own job and run began it (see
+        /// ``AttemptRequest/jobAttempt``; -1 stands for none and never matches).
+        static func query(_ ids: [Int64], jobIDs: [Int64], jobAttempts: [Int16]) -> PostgresQuery {
             """
             WITH free AS (
                 SELECT id FROM hub_sends
@@ -325,9 +338,12 @@ extension NotificationStore {
             ),
             started AS (
                 UPDATE hub_sends h
-                SET attempts = h.attempts + 1, in_flight_since = now(), in_flight_job_id = r.job_id, state = 'Queued',
+                SET attempts = h.attempts + CASE WHEN \(unescaped: resumed) THEN 0 ELSE 1 END,
+                    in_flight_since = CASE WHEN \(unescaped: resumed) THEN h.in_flight_since ELSE now() END,
+                    in_flight_job_id = r.job_id, in_flight_job_attempt = NULLIF(r.job_attempt, -1), state = 'Queued',
                     throttle_slot = NULL, updated_at = now()
-                FROM free f, notifications n, unnest(\(ids)::bigint[], \(jobIDs)::bigint[]) AS r(id, job_id)
+                FROM free f, notifications n,
+                     unnest(\(ids)::bigint[], \(jobIDs)::bigint[], \(jobAttempts)::int2[]) AS r(id, job_id, job_attempt)
                 WHERE h.id = f.id AND h.id = r.id AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
                   AND n.state <> 'Cancelled' AND n.deadline > now()
                 RETURNING h.id, h.attempts,
@@ -346,7 +362,9 @@ extension NotificationStore {
                        extract(epoch FROM now() - h.in_flight_since) * 1000, \(NotificationStore.lostAttemptReason),
                        \(HubSendResult.Decision.unknown.rawValue), 'Queued', h.in_flight_since
                 FROM hub_sends h JOIN started s ON s.id = h.id
-                WHERE h.in_flight_since IS NOT NULL
+                JOIN unnest(\(ids)::bigint[], \(jobIDs)::bigint[], \(jobAttempts)::int2[]) AS r(id, job_id, job_attempt)
+                  ON r.id = h.id
+                WHERE h.in_flight_since IS NOT NULL AND NOT \(unescaped: resumed)
             )
             SELECT h.id AS hub_send_id, h.notification_id, h.format, h.tag_expression, h.device_handle, h.broadcast,
                    h.state AS send_state, n.state AS notification_state, n.deadline,
@@ -359,6 +377,12 @@ extension NotificationStore {
             WHERE h.id = ANY(\(ids)::bigint[])
             """
         }
+
+        /// Whether the attempt in flight on `h` was begun by request `r`'s own job and run.
+        static let resumed = """
+            coalesce(h.in_flight_since IS NOT NULL AND h.in_flight_job_id = r.job_id \
+            AND h.in_flight_job_attempt = r.job_attempt, false)
+            """
 
         init(_ row: PostgresRow) throws {
             let cells = row.makeRandomAccess()

@@ -119,6 +119,44 @@ struct NotificationDeliveryStoreTests {
         }
     }
 
+    @Test("a start by the same job run resumes its attempt in flight; a later run of the job writes it off as lost")
+    func sameRunResumes() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, _, sendID) = try await Self.fixture(db)
+            let job = try await Self.job(db, sendID)
+            guard case .go(let first) = try await store.beginAttempt(hubSendID: sendID, jobID: job, jobAttempt: 1) else {
+                Issue.record("expected a start")
+                return
+            }
+            // Run 1 again (its first start committed after the worker stopped waiting, and the
+            // job snoozed): the same attempt, never counted lost.
+            guard case .go(let resumed) = try await store.beginAttempt(hubSendID: sendID, jobID: job, jobAttempt: 1)
+            else {
+                Issue.record("expected the attempt to resume")
+                return
+            }
+            #expect(first.attempt == 1 && resumed.attempt == 1)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes") == 0)
+            // Run 2 (rescued or retried: run 1 may have called the hub): the next attempt, and
+            // attempt 1 gets its lost-attempt row.
+            guard case .go(let next) = try await store.beginAttempt(hubSendID: sendID, jobID: job, jobAttempt: 2) else {
+                Issue.record("expected a second attempt")
+                return
+            }
+            #expect(next.attempt == 2)
+            #expect(
+                try await db.count(
+                    "SELECT count(*) FROM notification_outcomes WHERE attempt = 1 AND decision = 'unknown'") == 1)
+            // Another job's start never resumes this job's attempt.
+            guard case .go(let other) = try await store.beginAttempt(hubSendID: sendID, jobID: job + 1, jobAttempt: 2)
+            else {
+                Issue.record("expected a third attempt")
+                return
+            }
+            #expect(other.attempt == 3)
+        }
+    }
+
     @Test("concurrent starts are batched into one statement and each caller gets its own answer")
     func batchedStarts() async throws {
         try await TestDatabase.with { db async throws in

@@ -72,7 +72,17 @@ struct NotificationJobRunner: Sendable {
         }
         let attempt: SendAttempt
         let begun = ContinuousClock.now
-        switch try await starter.begin(hubSendID: args.hubSendID, jobID: job.id) {
+        let start: AttemptStart
+        do {
+            start = try await starter.begin(hubSendID: args.hubSendID, jobID: job.id, jobAttempt: job.attempt)
+        } catch let error as StorageError where error.code == .unavailable {
+            // No answer: the start may still commit. Snoozing keeps the job's attempt number,
+            // so its next run resumes an attempt this run began (it never reached the hub)
+            // instead of counting it lost. A retry would use up an attempt and write it off.
+            log.write(.warning, "herald.send.start_unanswered", ["error": "\(error)"])
+            return .snooze(.seconds(1) + .milliseconds(Int64.random(in: 0...500)))
+        }
+        switch start {
         case .go(let started): attempt = started
         case .cancelled:
             log.write(.info, "herald.send.skipped", ["reason": "cancelled"])
