@@ -663,7 +663,8 @@ extension NotificationStore {
 
     /// Why an attempt that never reported a result ended `Unknown`: its `last_error` and
     /// its outcome row's `error`.
-    static let lostAttemptReason = "the attempt never reported a result (its worker stopped or lost its lease after starting it); the send may have gone out"
+    static let lostAttemptReason =
+        "the attempt never reported a result (its worker stopped or lost its lease after starting it); the send may have gone out"
 
     /// How old an attempt in flight without a job id (begun before migration 0005, by a worker
     /// of an older build) must be before it counts as lost: such a worker may still be running

@@ -83,7 +83,8 @@ struct LostAttemptTests {
                 }
             }
 
-            let reason = "the attempt never reported a result (its worker stopped or lost its lease after starting it); the send may have gone out"
+            let reason =
+                "the attempt never reported a result (its worker stopped or lost its lease after starting it); the send may have gone out"
             for send in lost {
                 #expect(
                     try await db.count(

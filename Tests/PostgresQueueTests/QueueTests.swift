@@ -297,7 +297,8 @@ struct QueueTests {
                 }
                 defer { release.open() }  // also when an expectation below fails, so the test ends
                 await locked.wait()
-                let lease: PostgresQuery = "SELECT extract(epoch FROM lease_expires_at)::float8 FROM pgqueue.jobs WHERE id = \(second)"
+                let lease: PostgresQuery =
+                    "SELECT extract(epoch FROM lease_expires_at)::float8 FROM pgqueue.jobs WHERE id = \(second)"
                 let before = try #require(try await db.one(lease, as: Double.self))
                 // A heartbeat that waited for the first job's row would never commit the second's lease.
                 try await Poll.until(timeout: .seconds(10), "the second job's lease was not extended") {
