@@ -169,20 +169,3 @@ struct OpsListenerTests {
         }
     }
 }
-
-/// Collects the messages logged through it.
-struct CollectingLogHandler: LogHandler {
-    let messages: Shared<[String]>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let message = event.message.description
-        messages.withLock { $0.append(message) }
-    }
-}

@@ -70,22 +70,3 @@ func running<T: Sendable>(
 }
 
 func uniqueQueue(_ prefix: String) -> String { "\(prefix)_\(UInt32.random(in: 0...UInt32.max))" }
-
-/// A log handler that counts messages by text, for tests that check what was (not) logged.
-struct LogCounter: LogHandler {
-    private let counts = Shared<[String: Int]>([:])
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        counts.withLock { $0["\(event.message)", default: 0] += 1 }
-    }
-
-    /// How often `message` was logged.
-    func count(_ message: String) -> Int { counts.withLock { $0[message] ?? 0 } }
-}

@@ -315,8 +315,8 @@ struct QueueTests {
     func cancelledHeartbeatDoesNotSpin() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("cancel")
-            let logged = LogCounter()
-            var logger = Logger(label: "cancel-test", factory: { _ in logged })
+            let logged = Shared<[String]>([])
+            var logger = Logger(label: "cancel-test", factory: { _ in CollectingLogHandler(messages: logged) })
             logger.logLevel = .warning
             let gate = Gate()
             let started = Mutex(false)
@@ -339,7 +339,7 @@ struct QueueTests {
             // The job is still running: a heartbeat loop that kept going after the cancellation
             // would fail a heartbeat on every turn, with nothing to sleep between them.
             try await Task.sleep(for: .milliseconds(500))
-            #expect(logged.count("pgqueue.heartbeat.failed") <= 1)
+            #expect(logged.withLock { $0.filter { $0 == "pgqueue.heartbeat.failed" }.count } <= 1)
             gate.open()
             await run.value
         }
