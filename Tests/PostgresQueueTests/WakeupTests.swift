@@ -2,9 +2,10 @@ import Foundation
 import HeraldTestSupport
 import Logging
 import PostgresNIO
-@testable import PostgresQueue
 import Synchronization
 import Testing
+
+@testable import PostgresQueue
 
 @Test("the debounce rule: the first enqueue of a window notifies, the rest schedule exactly one trailing notification")
 func debouncerRule() {
