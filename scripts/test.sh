@@ -59,8 +59,9 @@ fi
 for entry in "${failed[@]}"; do
     name="${entry%%:*}"
     echo "test: FAILED $name (exit ${entry##*:}); its log: $logs/$name.log"
-    # The failing tests (swift-testing's ✘, XCTest's "error:"), or the part's last lines.
-    if ! grep -E '✘|: error:|^not ok|FAIL' "$logs/$name.log" | head -n 30 | sed 's/^/test:   /'; then
+    # The failing tests (swift-testing's ✘ with its ↳ comments, XCTest's "error:"), or the part's last lines.
+    if ! grep -E '✘|↳|: error:|^not ok|FAIL' "$logs/$name.log" | grep -vE '↳ (Testing Library Version|Target Platform)' \
+        | head -n 40 | sed 's/^/test:   /'; then
         tail -n 10 "$logs/$name.log" | sed 's/^/test:   /'
     fi
 done

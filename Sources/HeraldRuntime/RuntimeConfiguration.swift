@@ -27,7 +27,7 @@ public struct RuntimeConfiguration: Sendable {
     /// `HERALD_DATABASE_PROBE_TIMEOUT_SECONDS`.
     public static let probeTimeout = Setting.int(
         "database.probe_timeout_seconds", default: 2, range: 1...60,
-        "herald-api and herald-worker probe the database every second; one probe unanswered this long marks it down: requests get 503 with Retry-After at once and /health/ready fails until a probe answers"
+        "herald-api and herald-worker probe the database every second; two probes in a row unanswered this long (or one refused) mark it down: requests get 503 with Retry-After at once and /health/ready fails until a probe answers"
     )
     /// `HERALD_LOG_LEVEL`.
     public static let logLevel = Setting<LogLevel>.choice("log_level", default: .info, "the log level")

@@ -9,10 +9,12 @@ import Synchronization
 /// PostgresNIO's pool keeps a lease request waiting while it retries connecting, so without
 /// this a request that needs the database hangs for as long as the database is down. The probe
 /// runs `SELECT 1` every `interval` on a connection of its own (a one-connection pool, so a
-/// busy main pool cannot make a healthy database look down); a probe that fails or does not
-/// answer within `timeout` marks the database unavailable, and the next probe that answers
-/// marks it available again. Nothing else needs restarting: the main pool reconnects by
-/// itself once the database is back.
+/// busy main pool cannot make a healthy database look down). A probe the database refuses
+/// (an error) marks it unavailable at once; probes that do not answer within `timeout` mark it
+/// unavailable when two in a row go unanswered, so that one slow answer (a connection still
+/// being opened through a loaded pooler, a machine busy for a moment) does not turn every
+/// request away. The next probe that answers marks it available again. Nothing else needs
+/// restarting: the main pool reconnects by itself once the database is back.
 ///
 /// - ``isAvailable`` is what readiness reports; it starts `true` (nothing is known yet).
 /// - ``whileAvailable(_:)`` runs work and ends it with ``StorageError/Code/unavailable`` as
@@ -28,7 +30,10 @@ public final class DatabaseAvailability: Service, Sendable {
     }
 
     private let state = Mutex(State())
+    /// The probe's own pool (run next to the probes), if it has one.
     private let probeClient: PostgresClient?
+    /// One probe: returns when the database answered, throws when it refused. Nil: no probing.
+    private let check: (@Sendable () async throws -> Void)?
     private let logger: Logger
     /// Time between two probes.
     public let interval: Duration
@@ -47,7 +52,23 @@ public final class DatabaseAvailability: Service, Sendable {
         probe.options.connectTimeout = timeout
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .critical)
-        self.probeClient = PostgresClient(configuration: probe, backgroundLogger: quiet)
+        let client = PostgresClient(configuration: probe, backgroundLogger: quiet)
+        self.probeClient = client
+        self.check = { _ = try await client.query("SELECT 1").collect() }
+        self.interval = interval
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    /// A monitor whose probe is `check` instead of a query: it returns when the database
+    /// answered and throws when it refused (for tests of the marking rules, and for callers
+    /// with a health check of their own).
+    public init(
+        interval: Duration = .seconds(1), timeout: Duration, logger: Logger,
+        check: @escaping @Sendable () async throws -> Void
+    ) {
+        self.probeClient = nil
+        self.check = check
         self.interval = interval
         self.timeout = timeout
         self.logger = logger
@@ -61,6 +82,7 @@ public final class DatabaseAvailability: Service, Sendable {
 
     private init(logger: Logger) {
         self.probeClient = nil
+        self.check = nil
         self.interval = .seconds(1)
         self.timeout = .seconds(1)
         self.logger = logger
@@ -75,13 +97,24 @@ public final class DatabaseAvailability: Service, Sendable {
 
     /// Probes until cancelled or until graceful shutdown.
     public func run() async throws {
-        guard let probeClient else { return }
+        guard let check else { return }
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await probeClient.run() }
+            if let probeClient { group.addTask { await probeClient.run() } }
             await cancelWhenGracefulShutdown {
+                // Unanswered probes in a row; the second marks the database unavailable.
+                var unanswered = 0
                 while !Task.isCancelled {
-                    let failure = await self.probe(probeClient)
-                    self.record(failure)
+                    switch await self.probe(check) {
+                    case .answered:
+                        unanswered = 0
+                        self.record(nil)
+                    case .refused(let reason):
+                        unanswered = 0
+                        self.record(reason)
+                    case .unanswered(let reason):
+                        unanswered += 1
+                        if unanswered >= 2 { self.record(reason) }
+                    }
                     try? await Task.sleep(for: self.interval)
                 }
             }
@@ -94,7 +127,7 @@ public final class DatabaseAvailability: Service, Sendable {
     /// while `body` runs.
     public func whileAvailable<T: Sendable>(_ body: () async throws -> T) async throws -> T {
         guard isAvailable else { throw Self.unavailableError(unavailableReason) }
-        guard probeClient != nil else { return try await body() }
+        guard check != nil else { return try await body() }
         return try await withoutActuallyEscaping(body) { body in
             // The group awaits both children before it returns, so `body` does not outlive
             // this call; it runs in one child at a time, as it would inline.
@@ -144,23 +177,31 @@ public final class DatabaseAvailability: Service, Sendable {
         }
     }
 
-    /// One probe: nil when the database answered within ``timeout``, else the reason.
-    private func probe(_ client: PostgresClient) async -> String? {
+    private enum ProbeResult: Sendable {
+        case answered
+        /// The database answered with an error, or could not be reached.
+        case refused(String)
+        /// No answer within ``timeout``.
+        case unanswered(String)
+    }
+
+    /// One probe, given ``timeout`` to answer.
+    private func probe(_ check: @escaping @Sendable () async throws -> Void) async -> ProbeResult {
         let timeout = self.timeout
-        return await withTaskGroup(of: String?.self) { group in
+        return await withTaskGroup(of: ProbeResult.self) { group in
             group.addTask {
                 do {
-                    _ = try await client.query("SELECT 1").collect()
-                    return nil
+                    try await check()
+                    return .answered
                 } catch let error as PSQLError {
-                    return "\(error.code)" + (error.serverInfo?[.message].map { ": \($0)" } ?? "")
+                    return .refused("\(error.code)" + (error.serverInfo?[.message].map { ": \($0)" } ?? ""))
                 } catch {
-                    return "\(type(of: error))"
+                    return .refused("\(type(of: error))")
                 }
             }
             group.addTask {
                 try? await Task.sleep(for: timeout)
-                return "no answer within \(timeout)"
+                return .unanswered("no answer within \(timeout)")
             }
             let first = await group.next()!
             group.cancelAll()

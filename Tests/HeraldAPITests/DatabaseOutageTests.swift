@@ -100,6 +100,46 @@ struct DatabaseOutageTests {
         }
     }
 
+    /// A CI run failed on a 503 from a freshly started API behind a busy PgBouncer. The likely
+    /// cause: its first probe (a connection opened through the pooler while 50 processes
+    /// started) took longer than the timeout, and that one slow answer marked the database
+    /// down. One unanswered probe is not an outage.
+    @Test("one unanswered probe leaves the database available; two in a row or one refusal mark it down")
+    func slowProbe() async throws {
+        enum Step { case answer, hang, refuse }
+        struct Refused: Error {}
+        let script: [Step] = [.answer, .hang, .answer, .hang, .hang, .answer, .refuse, .answer]
+        // Whether the database counted as available when each probe began (after the ones before it).
+        let seen = Shared<[Bool]>([])
+        let monitor = Shared<DatabaseAvailability?>(nil)
+        let availability = DatabaseAvailability(
+            interval: .milliseconds(20), timeout: .milliseconds(200), logger: .quiet("test.probe")
+        ) {
+            let available = monitor.withLock { $0 }?.isAvailable ?? true
+            let index = seen.withLock { list -> Int in
+                list.append(available)
+                return list.count - 1
+            }
+            switch index < script.count ? script[index] : .answer {
+            case .answer: return
+            case .hang: try await Task.sleep(for: .seconds(30))
+            case .refuse: throw Refused()
+            }
+        }
+        monitor.withLock { $0 = availability }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await availability.run() }
+            defer { group.cancelAll() }
+            try await Poll.until(timeout: .seconds(20), "the probes never ran through the script") {
+                seen.withLock { $0.count } > script.count
+            }
+        }
+        let observed = seen.withLock { Array($0.prefix(script.count + 1)) }
+        // Before each probe: start, after an answer, after one hang (still up), after an answer,
+        // after one hang (up), after two hangs (down), after an answer (up), after a refusal (down).
+        #expect(observed == [true, true, true, true, true, false, true, false, true])
+    }
+
     @Test("a database that answers stays available and requests pass the gate")
     func upDatabase() async throws {
         try await TestDatabase.with { db in

@@ -153,6 +153,11 @@ struct HeraldSystem: Sendable {
         return Reply(status: response.status, headers: response.headers, body: String(buffer: bytes))
     }
 
+    /// herald-api's last warnings and errors (its log's reasons behind a 5xx), for a failure's message.
+    var apiWarnings: [String] {
+        Array(api.stderr.filter { $0.contains("warning") || $0.contains("error") }.suffix(5))
+    }
+
     /// The tutorial client's registration, as its Swift code does it: POST the handle, strip
     /// the quotes from the answer, PUT a pretty-printed body to that id.
     /// With `template`, the device is a template registration with that body.
@@ -160,11 +165,11 @@ struct HeraldSystem: Sendable {
         user: String, handle: String, platform: String = "apns", tags: [String] = [], template: String? = nil
     ) async throws -> String {
         let created = try await request(.POST, "/api/register?handle=\(handle)", user: user)
-        try #require(created.status == .ok, "POST /api/register: \(created.status) \(created.body)")
+        try #require(created.status == .ok, "POST /api/register: \(created.status) \(created.body) \(apiWarnings)")
         let id = String(created.body.dropFirst().dropLast())
         let put = try await request(
             .PUT, "/api/register/\(id)", user: user, body: Self.tutorialBody(platform, handle, tags, template: template))
-        try #require(put.status == .ok, "PUT /api/register: \(put.status) \(put.body)")
+        try #require(put.status == .ok, "PUT /api/register: \(put.status) \(put.body) \(apiWarnings)")
         return id
     }
 
