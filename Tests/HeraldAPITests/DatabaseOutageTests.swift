@@ -130,7 +130,7 @@ struct DatabaseOutageTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await availability.run() }
             defer { group.cancelAll() }
-            try await Poll.until(timeout: .seconds(20), "the probes never ran through the script") {
+            try await Poll.until(timeout: .seconds(60), "the probes never ran through the script") {
                 seen.withLock { $0.count } > script.count
             }
         }
