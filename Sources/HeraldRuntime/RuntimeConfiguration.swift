@@ -5,8 +5,8 @@ import NIOSSL
 public import PostgresNIO
 public import PostgresQueue
 
-/// What every Herald process needs before anything else: the database, the log level and the
-/// job queue's enqueue settings. The runtime reads the environment once
+/// What every Herald process needs before anything else: the database, the log level, the
+/// job queue's enqueue settings and the heap trim interval. The runtime reads the environment once
 /// (``HeraldRuntime/settings(_:)``); each feature module reads its own keys from the same
 /// ``SettingsReader`` into its own `Configuration`.
 public struct RuntimeConfiguration: Sendable {
@@ -16,6 +16,8 @@ public struct RuntimeConfiguration: Sendable {
     public var logLevel: Logger.Level
     /// Enqueue-side settings of the process's one `JobQueue`.
     public var queue: JobQueue.Configuration
+    /// How often the long-running processes trim the heap (``MemoryTrimmer``); zero: never.
+    public var memoryTrimInterval: Duration
 
     /// `HERALD_DATABASE_URL` (required; a secret: it may carry a password).
     public static let databaseURL = Setting<String?>.optionalString(
@@ -36,10 +38,16 @@ public struct RuntimeConfiguration: Sendable {
         "queue.notify", default: true,
         "enqueues wake idle workers with LISTEN/NOTIFY; off behind a transaction-pooling proxy (workers then poll)")
 
+    /// `HERALD_MEMORY_TRIM_SECONDS`.
+    public static let memoryTrim = Setting.int(
+        "memory.trim_seconds", default: 10, range: 0...3600,
+        "herald-api and herald-worker hand the heap memory malloc keeps free after a burst back to the system this often (glibc's `malloc_trim`); 0: never"
+    )
+
     /// Every key this configuration reads.
     public static let settings: [SettingDescription] = [
         databaseURL.documentation, poolSize.documentation, probeTimeout.documentation, logLevel.documentation,
-        queueNotify.documentation,
+        queueNotify.documentation, memoryTrim.documentation,
     ]
 
     /// Reads the configuration; `defaultLogLevel` replaces `info` when `HERALD_LOG_LEVEL` is unset
@@ -57,6 +65,7 @@ public struct RuntimeConfiguration: Sendable {
             logLevel = try reader.value(Self.logLevel).level
         }
         queue = JobQueue.Configuration(notifyOnEnqueue: try reader.value(Self.queueNotify))
+        memoryTrimInterval = .seconds(try reader.value(Self.memoryTrim))
     }
 
     /// Log levels by name.

@@ -50,7 +50,11 @@ struct HeraldAPIMain: AsyncParsableCommand {
         }
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: client), .init(service: stores.availability), .init(service: app)],
+                services: [
+                    .init(service: client), .init(service: stores.availability),
+                    .init(service: MemoryTrimmer(interval: runtime.memoryTrimInterval, logger: logger)),
+                    .init(service: app),
+                ],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()

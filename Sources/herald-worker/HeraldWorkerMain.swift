@@ -73,6 +73,7 @@ struct HeraldWorkerMain: AsyncParsableCommand {
             .init(service: client), .init(service: stores.availability),
             .init(service: maintenance), .init(service: notificationMaintenance), .init(service: deviceMaintenance),
             .init(service: statusListener),
+            .init(service: MemoryTrimmer(interval: runtime.memoryTrimInterval, logger: logger)),
         ]
         if let listener { services.insert(.init(service: listener), at: 2) }
         if delivery.campaignScheduler {
