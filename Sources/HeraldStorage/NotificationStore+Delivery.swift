@@ -256,15 +256,12 @@ extension NotificationStore {
     /// ``NotificationAttemptStarter``. Ids with no hub send are missing from the answer.
     public func beginAttempts(_ requests: [AttemptRequest]) async throws -> [Int64: AttemptStart] {
         guard !requests.isEmpty else { return [:] }
+        let statement = SendStatements.StartAttempts(
+            hubSendIDs: requests.map(\.hubSendID), jobIDs: requests.map(\.jobID),
+            jobAttempts: requests.map { $0.jobAttempt ?? -1 }, sendKind: HubSendResult.Kind.send.rawValue,
+            lostReason: NotificationStore.lostAttemptReason, unknownDecision: HubSendResult.Decision.unknown.rawValue)
         let rows = try await StorageSQL.run("start send attempts", within: wait) {
-            let result = try await client.query(
-                StartRow.query(
-                    requests.map(\.hubSendID), jobIDs: requests.map(\.jobID),
-                    jobAttempts: requests.map { $0.jobAttempt ?? -1 }),
-                logger: logger)
-            var rows: [StartRow] = []
-            for try await row in result { rows.append(try StartRow(row)) }
-            return rows
+            try await statements.rows(statement, client: client, logger: logger)
         }
         var starts: [Int64: AttemptStart] = [:]
         for row in rows {
@@ -290,9 +287,10 @@ extension NotificationStore {
         return starts
     }
 
-    /// One row of ``beginAttempts(_:)``: a hub send and its notification as they were
-    /// before the statement and, when the fenced start took, what it started.
-    private struct StartRow {
+    /// One row of ``beginAttempts(_:)`` (``SendStatements/StartAttempts``): a hub send and its
+    /// notification as they were before the statement and, when the fenced start took, what it
+    /// started.
+    struct StartRow {
         var hubSendID: Int64
         var notificationID: NotificationID
         var format: String
@@ -320,69 +318,6 @@ extension NotificationStore {
         var secondsToDeadline: Double
         /// The database's `now()`: when the attempt started.
         var now: Date
-
-        /// `free` locks the startable rows no other transaction holds (in id order, skipping the
-        /// held ones: a start never waits, so starts cannot queue up behind a slow holder or
-        /// deadlock with each other); the CTE's UPDATE makes the starts; the outer SELECT reads
-        /// the rows as they were before the statement (one snapshot), which says why when the
-        /// UPDATE matched nothing.
-        /// A start resumes the attempt in flight when its own job and run began it (see
-        /// ``AttemptRequest/jobAttempt``; -1 stands for none and never matches).
-        static func query(_ ids: [Int64], jobIDs: [Int64], jobAttempts: [Int16]) -> PostgresQuery {
-            """
-            WITH free AS (
-                SELECT id FROM hub_sends
-                WHERE id = ANY(\(ids)::bigint[]) AND state IN ('Scheduled', 'Queued')
-                ORDER BY id
-                FOR UPDATE SKIP LOCKED
-            ),
-            started AS (
-                UPDATE hub_sends h
-                SET attempts = h.attempts + CASE WHEN \(unescaped: resumed) THEN 0 ELSE 1 END,
-                    in_flight_since = CASE WHEN \(unescaped: resumed) THEN h.in_flight_since ELSE now() END,
-                    in_flight_job_id = r.job_id, in_flight_job_attempt = NULLIF(r.job_attempt, -1), state = 'Queued',
-                    throttle_slot = NULL, updated_at = now()
-                FROM free f, notifications n,
-                     unnest(\(ids)::bigint[], \(jobIDs)::bigint[], \(jobAttempts)::int2[]) AS r(id, job_id, job_attempt)
-                WHERE h.id = f.id AND h.id = r.id AND n.id = h.notification_id AND h.state IN ('Scheduled', 'Queued')
-                  AND n.state <> 'Cancelled' AND n.deadline > now()
-                RETURNING h.id, h.attempts,
-                          CASE WHEN h.format = 'template' THEN (n.content -> 'template')::text
-                               ELSE n.content ->> h.format END AS body,
-                          n.options::text AS options, n.telemetry
-            ),
-            -- A start that finds the previous attempt still in flight: its worker stopped (or
-            -- lost its lease) during the hub call, and the call may have gone out. That attempt
-            -- gets its outcome row now, so every attempt has one; its worker's late result, if
-            -- it ever comes, is fenced out by the attempt number.
-            lost AS (
-                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
-                                                   decision, state, started_at)
-                SELECT h.id, h.notification_id, \(HubSendResult.Kind.send.rawValue), h.attempts,
-                       extract(epoch FROM now() - h.in_flight_since) * 1000, \(NotificationStore.lostAttemptReason),
-                       \(HubSendResult.Decision.unknown.rawValue), 'Queued', h.in_flight_since
-                FROM hub_sends h JOIN started s ON s.id = h.id
-                JOIN unnest(\(ids)::bigint[], \(jobIDs)::bigint[], \(jobAttempts)::int2[]) AS r(id, job_id, job_attempt)
-                  ON r.id = h.id
-                WHERE h.in_flight_since IS NOT NULL AND NOT \(unescaped: resumed)
-            )
-            SELECT h.id AS hub_send_id, h.notification_id, h.format, h.tag_expression, h.device_handle, h.broadcast,
-                   h.state AS send_state, n.state AS notification_state, n.deadline,
-                   n.deadline <= now() AS deadline_passed, s.attempts AS started_attempt, s.body, s.options,
-                   s.telemetry, (f.id IS NULL AND h.state IN ('Scheduled', 'Queued')) AS busy,
-                   extract(epoch FROM n.deadline - now())::float8 AS seconds_to_deadline, now() AS now
-            FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
-            LEFT JOIN started s ON s.id = h.id
-            LEFT JOIN free f ON f.id = h.id
-            WHERE h.id = ANY(\(ids)::bigint[])
-            """
-        }
-
-        /// Whether the attempt in flight on `h` was begun by request `r`'s own job and run.
-        static let resumed = """
-            coalesce(h.in_flight_since IS NOT NULL AND h.in_flight_job_id = r.job_id \
-            AND h.in_flight_job_attempt = r.job_attempt, false)
-            """
 
         init(_ row: PostgresRow) throws {
             let cells = row.makeRandomAccess()
@@ -454,60 +389,16 @@ extension NotificationStore {
         let columns = ResultColumns(results)
         let lockIDs = Array(Set(columns.notificationIDs)).sorted { $0.uuidString < $1.uuidString }
         return try await StorageSQL.transaction(client, logger: logger, "record hub send results", within: wait) { connection in
-            try await connection.query(
-                """
-                SELECT 1 FROM notifications WHERE id = ANY(\(lockIDs)::uuid[]) ORDER BY id FOR UPDATE
-                """, logger: logger)
+            _ = try await statements.rows(SendStatements.LockNotifications(ids: lockIDs), on: connection, logger: logger)
             // The UPDATE is the fence; only the results it applied get their outcome rows (one
             // statement, so a result cannot land in one table and not the other).
-            let rows = try await connection.query(
-                """
-                WITH r AS (
-                    SELECT * FROM unnest(\(columns.hubSendIDs)::bigint[], \(columns.notificationIDs)::uuid[],
-                                         \(columns.kinds)::text[], \(columns.attempts)::int[], \(columns.statuses)::int[],
-                                         \(columns.hubNotificationIDs)::text[], \(columns.trackingIDs)::text[],
-                                         \(columns.durations)::float8[], \(columns.errors)::text[],
-                                         \(columns.decisions)::text[], \(columns.retryAfters)::bigint[],
-                                         \(columns.states)::text[], \(columns.telemetry)::text[],
-                                         \(columns.telemetryNotes)::text[], \(columns.startedAts)::float8[])
-                         WITH ORDINALITY
-                         AS r(id, notification_id, kind, attempt, status, hub_id, tracking_id, duration, error,
-                              decision, retry_after, state, telemetry, note, started_at, ord)
-                ),
-                applied AS (
-                    UPDATE hub_sends h SET
-                        state = r.state, updated_at = now(),
-                        in_flight_since = CASE WHEN r.kind = 'send' THEN NULL ELSE h.in_flight_since END,
-                        in_flight_job_id = CASE WHEN r.kind = 'send' THEN NULL ELSE h.in_flight_job_id END,
-                        hub_notification_id = coalesce(NULLIF(r.hub_id, ''), h.hub_notification_id),
-                        last_status = CASE WHEN r.kind = 'send' THEN NULLIF(r.status, -1) ELSE h.last_status END,
-                        last_error = CASE WHEN r.kind = 'send' THEN NULLIF(r.error, '') ELSE h.last_error END,
-                        telemetry = coalesce(NULLIF(r.telemetry, '')::jsonb, h.telemetry),
-                        telemetry_note = coalesce(NULLIF(r.note, ''), h.telemetry_note)
-                    FROM r
-                    WHERE h.id = r.id AND h.attempts = r.attempt
-                      AND ((r.kind = 'send' AND h.state IN ('Scheduled', 'Queued') AND h.in_flight_since IS NOT NULL)
-                        OR (r.kind = 'telemetry' AND h.state IN ('Enqueued', 'Processing')))
-                    RETURNING r.ord
-                ),
-                audited AS (
-                    INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, http_status,
-                        hub_notification_id, tracking_id, duration_ms, error, decision, retry_after_ms, state, telemetry,
-                        started_at)
-                    SELECT r.id, r.notification_id, r.kind, r.attempt, NULLIF(r.status, -1), NULLIF(r.hub_id, ''),
-                           NULLIF(r.tracking_id, ''), r.duration, NULLIF(r.error, ''), r.decision,
-                           NULLIF(r.retry_after, -1), r.state, NULLIF(r.telemetry, '')::jsonb,
-                           CASE WHEN r.started_at < 0 THEN NULL ELSE to_timestamp(r.started_at) END
-                    FROM r JOIN applied a ON a.ord = r.ord
-                    ORDER BY r.ord
-                )
-                SELECT ord FROM applied
-                """, logger: logger)
+            let ords = try await statements.rows(
+                SendStatements.RecordResults(columns: columns), on: connection, logger: logger)
             var applied = Array(repeating: false, count: results.count)
-            for try await ord in rows.decode(Int64.self) where ord >= 1 && ord <= results.count {
+            for ord in ords where ord >= 1 && ord <= results.count {
                 applied[Int(ord) - 1] = true
             }
-            try await Self.refreshStates(of: lockIDs, on: connection, logger: logger)
+            try await Self.refreshStates(of: lockIDs, on: connection, logger: logger, statements: statements)
             let jobs = zip(results, applied).compactMap { result, applied in
                 applied
                     ? result.telemetryAfter.map {
@@ -522,7 +413,7 @@ extension NotificationStore {
     /// The results of ``record(_:)`` as the columns of its `unnest`s: one array per column, in
     /// the results' order. PostgresNIO binds no NULL array elements: '' and -1 stand for NULL
     /// (the statements read them back with `NULLIF`).
-    private struct ResultColumns {
+    struct ResultColumns {
         var hubSendIDs: [Int64] = []
         var notificationIDs: [UUID] = []
         var kinds: [String] = []
@@ -564,20 +455,13 @@ extension NotificationStore {
     /// The hub send a telemetry job polls; nil when it is gone.
     public func telemetryTarget(hubSendID: Int64) async throws -> TelemetryTarget? {
         try await StorageSQL.run("read a hub send", within: wait) {
-            let rows = try await client.query(
-                """
-                SELECT notification_id, coalesce(hub_notification_id, ''), state, attempts, format
-                FROM hub_sends WHERE id = \(hubSendID)
-                """, logger: logger)
-            for try await (notificationID, hubID, state, attempt, format)
-                in rows.decode((UUID, String, String, Int32, String).self)
-            {
-                return TelemetryTarget(
-                    hubSendID: hubSendID, notificationID: notificationID, hubNotificationID: hubID.isEmpty ? nil : hubID,
-                    state: NotificationState(rawValue: state) ?? .unknown, attempt: Int(attempt),
-                    format: NotificationFormat(rawValue: format) ?? .template)
-            }
-            return nil
+            let rows = try await statements.rows(
+                SendStatements.ReadTelemetryTarget(hubSendID: hubSendID), client: client, logger: logger)
+            guard let (notificationID, hubID, state, attempt, format) = rows.first else { return nil }
+            return TelemetryTarget(
+                hubSendID: hubSendID, notificationID: notificationID, hubNotificationID: hubID.isEmpty ? nil : hubID,
+                state: NotificationState(rawValue: state) ?? .unknown, attempt: Int(attempt),
+                format: NotificationFormat(rawValue: format) ?? .template)
         }
     }
 

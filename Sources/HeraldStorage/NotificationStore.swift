@@ -18,6 +18,9 @@ public struct NotificationStore: Sendable {
     public let maxSendAttempts: Int16
     /// The longest one operation waits for the database (``StorageConfiguration/databaseWait``).
     let wait: Duration
+    /// Runs the send path's statements (``SendStatements``), prepared or not
+    /// (``StorageConfiguration/preparedStatements``).
+    let statements: StatementRunner
 
     /// Sets a notification's state from its hub sends' states (``NotificationState/aggregate(_:)``)
     /// and its `finished_at` once that state is final. The caller holds the notification's row
@@ -36,16 +39,17 @@ public struct NotificationStore: Sendable {
     /// caller holds their row locks. Returns each notification's state.
     @discardableResult
     static func refreshStates(
-        of ids: [NotificationID], on connection: PostgresConnection, logger: Logger
+        of ids: [NotificationID], on connection: PostgresConnection, logger: Logger,
+        statements: StatementRunner = StatementRunner(prepared: false)
     ) async throws
         -> [NotificationID: NotificationState]
     {
         guard !ids.isEmpty else { return [:] }
         var sendStates: [NotificationID: [NotificationState]] = [:]
         for id in ids { sendStates[id] = [] }
-        let rows = try await connection.query(
-            "SELECT notification_id, state FROM hub_sends WHERE notification_id = ANY(\(ids)::uuid[])", logger: logger)
-        for try await (id, text) in rows.decode((UUID, String).self) {
+        let rows = try await statements.rows(
+            SendStatements.HubSendStates(notificationIDs: ids), on: connection, logger: logger)
+        for (id, text) in rows {
             if let state = NotificationState(rawValue: text) { sendStates[id, default: []].append(state) }
         }
         var states: [NotificationID: NotificationState] = [:]
@@ -57,13 +61,9 @@ public struct NotificationStore: Sendable {
             updateStates.append(state.rawValue)
             finals.append(state.isFinal)
         }
-        try await connection.query(
-            """
-            UPDATE notifications n SET state = u.state, updated_at = now(),
-                finished_at = CASE WHEN u.final THEN coalesce(n.finished_at, now()) END
-            FROM unnest(\(updateIDs)::uuid[], \(updateStates)::text[], \(finals)::bool[]) AS u(id, state, final)
-            WHERE n.id = u.id AND n.state IS DISTINCT FROM u.state
-            """, logger: logger)
+        _ = try await statements.rows(
+            SendStatements.SetNotificationStates(ids: updateIDs, states: updateStates, finals: finals), on: connection,
+            logger: logger)
         return states
     }
 

@@ -46,7 +46,8 @@ public struct Stores: Sendable {
             statements: StatementRunner(prepared: configuration.preparedStatements))
         self.notifications = NotificationStore(
             client: client, logger: logger, queue: queue,
-            maxSendAttempts: Int16(clamping: max(1, configuration.maxSendAttempts)), wait: configuration.databaseWait)
+            maxSendAttempts: Int16(clamping: max(1, configuration.maxSendAttempts)), wait: configuration.databaseWait,
+            statements: StatementRunner(prepared: configuration.preparedStatements))
         self.campaigns = CampaignStore(
             client: client, logger: logger, notifications: notifications, wait: configuration.databaseWait,
             defaultTimeZone: configuration.defaultTimeZone)
