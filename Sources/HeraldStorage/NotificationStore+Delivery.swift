@@ -2,7 +2,7 @@ public import Foundation
 public import HeraldDomain
 import Logging
 import PostgresNIO
-import PostgresQueue
+public import PostgresQueue
 
 /// What a `notification.send` attempt needs to make its hub call, read by the fenced start
 /// (``NotificationStore/beginAttempt(hubSendID:jobID:)``).
@@ -178,6 +178,11 @@ public struct HubSendResult: Sendable, Hashable {
     /// Enqueue a `notification.telemetry` job after this delay (sends that got an id, of a
     /// notification that asked for telemetry).
     public var telemetryAfter: Duration?
+    /// The end of the job that produced this result, written in the same transaction as the
+    /// result (``NotificationStore/record(_:)``), so the job needs no completion of its own: the
+    /// handler then returns ``JobOutcome/finished(_:)``. Nil: the job's outcome is written by
+    /// its executor afterwards, as for a retry.
+    public var jobFinish: JobFinish?
 
     /// Creates a result.
     public init(
@@ -381,6 +386,9 @@ extension NotificationStore {
     /// stale worker's, whose job was rescued and started again; or one written twice) changes
     /// nothing: no state, no outcome row, no telemetry job.
     ///
+    /// A result that carries its job's end (``HubSendResult/jobFinish``) moves that job to the
+    /// queue's history in the same transaction.
+    ///
     /// Returns, for each result in order, whether it applied. Prefer
     /// ``NotificationOutcomeWriter``, which batches concurrent callers into one call.
     @discardableResult
@@ -406,6 +414,9 @@ extension NotificationStore {
                     } : nil
             }
             if !jobs.isEmpty { try await queue.enqueue(jobs, on: connection) }
+            // The jobs end with their results: a result that was stale still ends its job (the
+            // queue fences that write by the job's attempt and worker, as the executor would).
+            try await queue.finish(results.compactMap(\.jobFinish), on: connection)
             return applied
         }
     }

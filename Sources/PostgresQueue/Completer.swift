@@ -10,6 +10,9 @@ struct Completion: Sendable {
         case requeue(state: JobState, delay: Duration, error: String?, countsAsAttempt: Bool)
         /// Back in line at once, as if never claimed (shutdown).
         case release
+        /// Already moved to history by its handler (``JobOutcome/finished(_:)``): nothing to
+        /// write, only the lease to forget and the metrics to count.
+        case finished(JobFinish.State)
     }
     var job: ClaimedJob
     var resolution: Resolution
@@ -119,6 +122,8 @@ actor Completer {
                 requeueDelays.append(max(0, delay.milliseconds))
                 requeueErrors.append(error ?? "")
                 requeueDeltas.append(counts ? 0 : -1)
+            case .finished:
+                continue
             case .release:
                 requeueIDs.append(job.id)
                 requeueAttempts.append(job.attempt)
@@ -129,10 +134,11 @@ actor Completer {
             }
         }
         let worker = configuration.workerID
-        var written = 0
+        var written = batch.count - finishIDs.count - requeueIDs.count  // finished by their handlers
         if !finishIDs.isEmpty {
             let query = QueueSQL.finish(
-                ids: finishIDs, attempts: finishAttempts, states: finishStates, errors: finishErrors, workerID: worker)
+                ids: finishIDs, attempts: finishAttempts, states: finishStates, errors: finishErrors,
+                workerIDs: Array(repeating: worker, count: finishIDs.count))
             written += try await count(query)
         }
         if !requeueIDs.isEmpty {
@@ -151,8 +157,8 @@ actor Completer {
         for completion in batch {
             let instruments = queue.metrics(queue: completion.job.queue, kind: completion.job.kind)
             switch completion.resolution {
-            case .finish(.completed, _): instruments.completed.increment()
-            case .finish(_, _): instruments.discarded.increment()
+            case .finish(.completed, _), .finished(.completed): instruments.completed.increment()
+            case .finish(_, _), .finished(.discarded): instruments.discarded.increment()
             case .requeue(.retryable, _, _, _): instruments.retried.increment()
             case .requeue(_, _, _, _): instruments.snoozed.increment()
             case .release: instruments.released.increment()

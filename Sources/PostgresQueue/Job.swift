@@ -123,9 +123,18 @@ public struct ClaimedJob: Sendable {
     public var attemptedAt: Date
     /// When it was first enqueued.
     public var createdAt: Date
+    /// The worker that holds its lease (``JobExecutor/Configuration/workerID``): a finish
+    /// (``JobQueue/finish(_:on:)``) applies only while this worker still holds this attempt.
+    public var lockedBy: String
 
     /// Whether this is the last attempt the job gets.
     public var isLastAttempt: Bool { attempt >= maxAttempts }
+
+    /// This attempt's finish, for a handler that moves the job to history in its own
+    /// transaction (``JobQueue/finish(_:on:)``, then ``JobOutcome/finished(_:)``).
+    public func finish(_ state: JobFinish.State, error: String? = nil) -> JobFinish {
+        JobFinish(id: id, queue: queue, kind: kind, attempt: attempt, lockedBy: lockedBy, state: state, error: error)
+    }
 
     /// Decodes the arguments with `JSONDecoder`.
     public func decodeArgs<Args: Decodable>(_ type: Args.Type = Args.self) throws -> Args {
@@ -135,8 +144,9 @@ public struct ClaimedJob: Sendable {
     /// Creates a claimed job (for tests of handlers).
     public init(
         id: JobID, queue: String, kind: String, argsJSON: String, attempt: Int16, maxAttempts: Int16,
-        priority: Int16, runAt: Date, attemptedAt: Date, createdAt: Date
+        priority: Int16, runAt: Date, attemptedAt: Date, createdAt: Date, lockedBy: String = ""
     ) {
+        self.lockedBy = lockedBy
         self.id = id
         self.queue = queue
         self.kind = kind
@@ -162,6 +172,38 @@ public enum JobOutcome: Sendable, Hashable {
     case discard(reason: String)
     /// Not now: run again after the delay. A snooze does not use up an attempt.
     case snooze(Duration)
+    /// The handler has already moved the job to history in its own transaction, together
+    /// with the rest of its work (``JobQueue/finish(_:on:)``), or tried to and found the
+    /// attempt fenced out (its lease lost): the executor writes nothing more for it. That saves
+    /// the separate completion write and its commit.
+    case finished(JobFinish)
+}
+
+/// An attempt's end, written by its handler in its own transaction (``JobQueue/finish(_:on:)``)
+/// instead of by the executor. Made with ``ClaimedJob/finish(_:error:)``.
+public struct JobFinish: Sendable, Hashable {
+    /// How the attempt ended.
+    public enum State: String, Sendable, Hashable {
+        /// Done: history as `completed`.
+        case completed
+        /// Failed permanently: history as `discarded`, with the error.
+        case discarded
+    }
+
+    /// The job.
+    public var id: JobID
+    /// Its queue (for the metrics).
+    public var queue: String
+    /// Its kind (for the metrics).
+    public var kind: String
+    /// The attempt that ends: the fence, with ``lockedBy``.
+    public var attempt: Int16
+    /// The worker holding the lease.
+    public var lockedBy: String
+    /// How it ended.
+    public var state: State
+    /// Why it was discarded (appended to the job's errors).
+    public var error: String?
 }
 
 /// A handler for one job kind. Throwing counts as `.retry` with the error's description.

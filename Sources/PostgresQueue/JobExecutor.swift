@@ -207,7 +207,7 @@ public final class JobExecutor: Service, Sendable {
         let query = QueueSQL.claim(
             queue: configuration.queue, limit: limit, workerID: configuration.workerID,
             leaseMs: configuration.leaseDuration.milliseconds)
-        let (queue, logger, queueName) = (self.queue, self.logger, configuration.queue)
+        let (queue, logger, queueName, workerID) = (self.queue, self.logger, configuration.queue, configuration.workerID)
         // Bounded: a claim that never answers would stop this executor for good. Jobs a late
         // claim took are leased to this worker without running, and run again once their
         // lease expires.
@@ -223,7 +223,7 @@ public final class JobExecutor: Service, Sendable {
                         ClaimedJob(
                             id: id, queue: queueName, kind: kind, argsJSON: args, attempt: attempt,
                             maxAttempts: maxAttempts, priority: priority, runAt: runAt, attemptedAt: attemptedAt,
-                            createdAt: createdAt))
+                            createdAt: createdAt, lockedBy: workerID))
                 }
             } catch let error as PSQLError {
                 throw QueueSQL.map(error, doing: "claim")
@@ -274,6 +274,8 @@ public final class JobExecutor: Service, Sendable {
             return .requeue(state: .retryable, delay: delay, error: reason, countsAsAttempt: true)
         case .snooze(let delay):
             return .requeue(state: .available, delay: delay, error: nil, countsAsAttempt: false)
+        case .finished(let finish):
+            return .finished(finish.state)
         }
     }
 

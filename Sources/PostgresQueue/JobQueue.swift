@@ -92,6 +92,26 @@ public struct JobQueue: Sendable {
         try await enqueue([job])[0]
     }
 
+    /// Moves claimed jobs to history inside the caller's transaction on `connection`, so a
+    /// handler's own writes and its job's end commit together (then it returns
+    /// ``JobOutcome/finished(_:)``). Fenced like the executor's own completion: a finish applies
+    /// only while its worker still holds that attempt of the job (a job whose lease ran out and
+    /// was claimed again is left alone). Returns the ids it moved.
+    @discardableResult
+    public func finish(_ finishes: [JobFinish], on connection: PostgresConnection) async throws -> Set<JobID> {
+        guard !finishes.isEmpty else { return [] }
+        let query = QueueSQL.finish(
+            ids: finishes.map(\.id), attempts: finishes.map(\.attempt), states: finishes.map(\.state.rawValue),
+            errors: finishes.map { $0.error ?? "" }, workerIDs: finishes.map(\.lockedBy))
+        var moved: Set<JobID> = []
+        do {
+            for try await id in try await connection.query(query, logger: logger).decode(JobID.self) { moved.insert(id) }
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: "finish")
+        }
+        return moved
+    }
+
     /// Enqueues many jobs on a connection of their own: up to ``maxBatch`` jobs take one
     /// statement (atomic by itself, no transaction round trips); more take a transaction.
     @discardableResult

@@ -128,18 +128,19 @@ enum QueueSQL {
 
     /// Moves finished jobs (completed or discarded) to history, fenced.
     static func finish(
-        ids: [JobID], attempts: [Int16], states: [String], errors: [String], workerID: String
+        ids: [JobID], attempts: [Int16], states: [String], errors: [String], workerIDs: [String]
     )
         -> PostgresQuery
     {
         """
         WITH input AS (
-            SELECT * FROM unnest(\(ids)::int8[], \(attempts)::int2[], \(states)::text[], \(errors)::text[])
-                AS i(id, attempt, final_state, error)
+            SELECT * FROM unnest(\(ids)::int8[], \(attempts)::int2[], \(states)::text[], \(errors)::text[],
+                                 \(workerIDs)::text[])
+                AS i(id, attempt, final_state, error, worker)
         ),
         done AS (
             DELETE FROM pgqueue.jobs j USING input i
-            WHERE j.id = i.id AND j.attempt = i.attempt AND j.locked_by = \(workerID) AND j.state = 'running'
+            WHERE j.id = i.id AND j.attempt = i.attempt AND j.locked_by = i.worker AND j.state = 'running'
             RETURNING j.*, i.final_state, i.error AS final_error
         )
         \(unescaped: moveToHistory(

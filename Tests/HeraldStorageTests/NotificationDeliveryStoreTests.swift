@@ -306,6 +306,39 @@ struct NotificationDeliveryStoreTests {
         }
     }
 
+    @Test("a result that carries its job's end moves the job to history in its transaction, and a failed one leaves it")
+    func resultEndsItsJob() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            let jobID = try await Self.job(db, sendID)
+            // Claimed by worker w1, as the executor's claim would.
+            try await db.execute(
+                "UPDATE pgqueue.jobs SET state = 'running', attempt = 1, locked_by = 'w1', attempted_at = now() WHERE id = \(jobID)")
+            guard case .go(let attempt) = try await Self.begin(db, store, sendID) else {
+                Issue.record("expected a start")
+                return
+            }
+            let job = ClaimedJob(
+                id: jobID, queue: "notifications", kind: NotificationJobs.send, argsJSON: "{}", attempt: 1, maxAttempts: 5,
+                priority: 0, runAt: Date(), attemptedAt: Date(), createdAt: Date(), lockedBy: "w1")
+            var result = HubSendResult(
+                hubSendID: sendID, notificationID: id, attempt: attempt.attempt, state: .enqueued, httpStatus: 201,
+                decision: .enqueued, startedAt: attempt.startedAt)
+            result.jobFinish = job.finish(.completed)
+            // A write that fails (telemetry that is not JSON) takes the job's end back with it.
+            var broken = result
+            broken.telemetryJSON = "not json"
+            await #expect(throws: (any Error).self) { try await store.record([broken]) }
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE id = \(jobID) AND state = 'running'") == 1)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE id = \(jobID)") == 0)
+            #expect(try await store.record([result]) == [true])
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE id = \(jobID)") == 0)
+            #expect(
+                try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE id = \(jobID) AND state = 'completed'") == 1)
+            #expect(try await Self.state(db, id).1 == "Enqueued")
+        }
+    }
+
     @Test("issue 12, defect 3: a stale attempt's late result changes nothing; the current attempt's result applies once")
     func staleResultIsFencedByAttempt() async throws {
         try await TestDatabase.with { db async throws in

@@ -192,10 +192,19 @@ struct NotificationJobRunner: Sendable {
                 outcome = .discard(reason: HubErrorPolicy.reason(error))
             }
         }
+        // A job that ends here ends in the transaction that records its result: no separate
+        // completion write (a retry's backoff is still the executor's to compute and write).
+        result.jobFinish =
+            switch outcome {
+            case .completed: job.finish(.completed)
+            case .discard(let reason): job.finish(.discarded, error: reason)
+            default: nil
+            }
+        let settled = result.jobFinish.map(JobOutcome.finished) ?? outcome
         guard try await record(result, log: log) else {
             // Another worker runs this job's newer attempt: what this one learnt changes
-            // nothing, and its job outcome is fenced out by the queue the same way.
-            return outcome
+            // nothing, and its job's end is fenced out by the queue the same way.
+            return settled
         }
         DeliveryMetrics.outcome(format: attempt.format, decision: result.decision)
         log.write(
@@ -204,7 +213,7 @@ struct NotificationJobRunner: Sendable {
                 "hub.status": "\(result.httpStatus.map(String.init) ?? "none")", "decision": "\(result.decision.rawValue)",
                 "send.attempt": "\(attempt.attempt)",
             ])
-        return outcome
+        return settled
     }
 
     /// The longest a throttled send waits for its reserved instant while holding its job; a
