@@ -2,7 +2,7 @@ public import Foundation
 public import HeraldDomain
 import Logging
 import PostgresNIO
-import PostgresQueue
+public import PostgresQueue
 
 /// Who a device request acts for: a signed-in user.
 public struct DeviceOwner: Sendable, Hashable {
@@ -523,18 +523,77 @@ public struct DeviceStore: Sendable {
         }
     }
 
+    /// A device marked synced at a version (a row of ``markSynced(_:)``'s statement).
+    struct SyncedVersion: Hashable {
+        var id: UUID
+        var version: Int64
+    }
+
+    /// One sync's result (``markSynced(_:)``, batched by ``DeviceSyncWriter``).
+    public struct SyncResult: Sendable, Hashable {
+        /// The device.
+        public var id: DeviceID
+        /// The version the sync read and wrote to the hub: the fence.
+        public var version: Int64
+        /// The hub registration id it wrote (nil: keep the device's; installations).
+        public var hubID: String?
+        /// When the hub registration expires, as the hub said.
+        public var expiresAt: Date?
+        /// The sync's hub calls not yet in the audit; recorded whether or not the fence holds.
+        public var calls: [DeviceHubCall]
+        /// The end of the sync's job, written in the same transaction when the fence holds (the
+        /// handler then returns ``JobOutcome/finished(_:)``); left alone when it does not, since
+        /// the handler then syncs another round.
+        public var jobFinish: JobFinish?
+
+        /// Creates a result.
+        public init(
+            id: DeviceID, version: Int64, hubID: String?, expiresAt: Date?, calls: [DeviceHubCall] = [],
+            jobFinish: JobFinish? = nil
+        ) {
+            self.id = id
+            self.version = version
+            self.hubID = hubID
+            self.expiresAt = expiresAt
+            self.calls = calls
+            self.jobFinish = jobFinish
+        }
+    }
+
     /// Marks the device synced at `version` and appends `calls` (the sync's hub calls, recorded
     /// whether or not the fence holds) to the `device_hub_calls` audit, in one statement;
     /// false when the device changed since (a newer job will sync it).
     public func markSynced(
         id: DeviceID, version: Int64, hubID: String?, expiresAt: Date?, calls: [DeviceHubCall] = []
     ) async throws -> Bool {
-        let statement = DeviceStatements.MarkSynced(
-            id: id.uuid, version: version, hubID: hubID, expiresAt: expiresAt,
-            calls: DeviceStatements.HubCallColumns(calls))
-        return try await StorageSQL.run("record a sync", within: wait) {
-            !(try await statements.rows(statement, client: client, logger: logger).isEmpty)
+        try await markSynced([SyncResult(id: id, version: version, hubID: hubID, expiresAt: expiresAt, calls: calls)])[0]
+    }
+
+    /// ``markSynced(id:version:hubID:expiresAt:calls:)`` for many syncs in one transaction (one
+    /// commit): one statement marks the devices and records every call, then the jobs of the
+    /// results whose fence held and that carry their job's end (``SyncResult/jobFinish``) move
+    /// to the queue's history. Returns, for each result in order, whether its fence held.
+    public func markSynced(_ results: [SyncResult]) async throws -> [Bool] {
+        guard !results.isEmpty else { return [] }
+        let statement = DeviceStatements.MarkSynced(results)
+        let finishing = results.contains { $0.jobFinish != nil }
+        @Sendable func held(_ result: SyncResult, _ synced: Set<SyncedVersion>) -> Bool {
+            synced.contains(SyncedVersion(id: result.id.uuid, version: result.version))
         }
+        let synced: Set<SyncedVersion>
+        if finishing {
+            synced = try await StorageSQL.transaction(client, logger: logger, "record syncs", within: wait) { connection in
+                let synced = Set(try await statements.rows(statement, on: connection, logger: logger))
+                try await queue.finish(results.filter { held($0, synced) }.compactMap(\.jobFinish), on: connection)
+                return synced
+            }
+        } else {
+            // One statement: its own transaction, no BEGIN and COMMIT round trips.
+            synced = try await StorageSQL.run("record a sync", within: wait) {
+                Set(try await statements.rows(statement, client: client, logger: logger))
+            }
+        }
+        return results.map { held($0, synced) }
     }
 
     /// Marks a deleted device as gone from the hub at `version` and appends `calls` to the

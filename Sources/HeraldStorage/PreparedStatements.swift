@@ -292,38 +292,60 @@ enum DeviceStatements {
         }
     }
 
-    /// Marks a device synced at a version (the fence) and appends the attempt's hub calls to
-    /// the audit, in one statement: the calls are recorded whether or not the fence held.
-    /// One row (the id) when it held.
+    /// Marks devices synced, each at the version its sync read (the fence), and appends the
+    /// syncs' hub calls to the audit, in one statement: the calls are recorded whether or not
+    /// a fence held. One row (the id and version) per device whose fence held: a batch may
+    /// hold two syncs of one device at different versions, of which only the current one
+    /// synced. The expiries are bound with a flag each (PostgresNIO binds no `NULL` array
+    /// elements).
     struct MarkSynced: PostgresPreparedStatement {
-        typealias Row = UUID
+        typealias Row = DeviceStore.SyncedVersion
 
         static let sql = """
             WITH calls AS (
-            \(HubCallColumns.insertSQL(from: 5))
+            \(HubCallColumns.insertSQL(from: 6))
             )
-            UPDATE devices SET sync_state = 'synced', synced_version = version, synced_at = now(), last_error = NULL,
-                hub_registration_id = COALESCE($3::text, hub_registration_id), hub_expires_at = $4::timestamptz
-            WHERE id = $1::uuid AND version = $2::int8 RETURNING id
+            UPDATE devices d SET sync_state = 'synced', synced_version = d.version, synced_at = now(), last_error = NULL,
+                hub_registration_id = COALESCE(NULLIF(r.hub_id, ''), d.hub_registration_id),
+                hub_expires_at = CASE WHEN r.expires THEN r.expires_at END
+            FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::bool[], $5::timestamptz[])
+                 AS r(id, version, hub_id, expires, expires_at)
+            WHERE d.id = r.id AND d.version = r.version RETURNING d.id, d.version
             """
 
-        var id: UUID
-        var version: Int64
-        var hubID: String?
-        var expiresAt: Date?
+        var ids: [UUID] = []
+        var versions: [Int64] = []
+        var hubIDs: [String] = []
+        var hasExpiry: [Bool] = []
+        var expiries: [Date] = []
         var calls: HubCallColumns
 
+        init(_ results: [DeviceStore.SyncResult]) {
+            for result in results {
+                ids.append(result.id.uuid)
+                versions.append(result.version)
+                hubIDs.append(result.hubID ?? "")
+                hasExpiry.append(result.expiresAt != nil)
+                expiries.append(result.expiresAt ?? Date(timeIntervalSince1970: 0))
+            }
+            calls = HubCallColumns(results.flatMap(\.calls))
+        }
+
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 11)
-            bindings.append(id)
-            bindings.append(version)
-            bindings.append(hubID)
-            bindings.append(expiresAt)
+            var bindings = PostgresBindings(capacity: 12)
+            bindings.append(ids)
+            bindings.append(versions)
+            bindings.append(hubIDs)
+            bindings.append(hasExpiry)
+            bindings.append(expiries)
             calls.append(to: &bindings)
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> UUID { try row.decode(UUID.self) }
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (id, version) = try row.decode((UUID, Int64).self)
+            return Row(id: id, version: version)
+        }
     }
 
     /// Marks a deleted device removed from the hub at a version (the fence) and appends the

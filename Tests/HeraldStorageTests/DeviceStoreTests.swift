@@ -193,6 +193,52 @@ struct DeviceStoreTests {
         }
     }
 
+    @Test("batched sync results: each fenced on its own version, and only a held fence ends its job, in the same commit")
+    func batchedSyncResults() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await Self.fixture(db)
+            let a = DeviceID.random(), b = DeviceID.random()
+            let oldA = try await store.register(try Self.registration(alice, .apns, Self.tokenA), id: a, owner: alice)
+            let newA = try await store.register(
+                try Self.registration(alice, .apns, Self.tokenA, tags: ["x"]), id: a, owner: alice)
+            let readB = try await store.register(try Self.registration(alice, .apns, Self.tokenB), id: b, owner: alice)
+            // Three claimed sync jobs (worker w1): a stale sync of a, the current one, and b's.
+            let queue = JobQueue(client: db.client, logger: db.logger)
+            let jobs = try await queue.enqueue((0..<3).map { NewJob(queue: "test-syncs", kind: "k", argsJSON: #"{"n":\#($0)}"#) })
+            try await db.execute("UPDATE pgqueue.jobs SET state = 'running', attempt = 1, locked_by = 'w1' WHERE queue = 'test-syncs'")
+            func claimed(_ n: Int) -> ClaimedJob {
+                ClaimedJob(
+                    id: jobs[n].id, queue: "test-syncs", kind: "k", argsJSON: "{}", attempt: 1, maxAttempts: 5, priority: 0,
+                    runAt: Date(), attemptedAt: Date(), createdAt: Date(), lockedBy: "w1")
+            }
+            let call = DeviceHubCall(
+                deviceID: a, operation: "createOrUpdateRegistration", hubID: "hub-a", httpStatus: 200,
+                durationMilliseconds: 1, trackingID: nil, error: nil)
+            let results = [
+                DeviceStore.SyncResult(
+                    id: a, version: oldA.version, hubID: "hub-stale", expiresAt: nil, calls: [call],
+                    jobFinish: claimed(0).finish(.completed)),
+                DeviceStore.SyncResult(
+                    id: a, version: newA.version, hubID: "hub-a", expiresAt: Date(timeIntervalSince1970: 2_000_000_000),
+                    jobFinish: claimed(1).finish(.completed)),
+                DeviceStore.SyncResult(
+                    id: b, version: readB.version, hubID: "hub-b", expiresAt: nil, jobFinish: claimed(2).finish(.completed)),
+            ]
+            #expect(try await store.markSynced(results) == [false, true, true])
+            let deviceA = try #require(try await store.device(id: a))
+            #expect(deviceA.syncState == .synced && deviceA.hubRegistrationID == "hub-a")
+            #expect(deviceA.hubExpiresAt == Date(timeIntervalSince1970: 2_000_000_000))
+            #expect(try await store.device(id: b)?.hubRegistrationID == "hub-b")
+            // The stale sync's call is in the audit all the same; its job is left to its handler.
+            #expect(try await db.count("SELECT count(*) FROM device_hub_calls WHERE device_id = \(a.uuid)") == 1)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'test-syncs'") == 1)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE id = \(jobs[0].id) AND state = 'running'") == 1)
+            #expect(
+                try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE queue = 'test-syncs' AND state = 'completed'")
+                    == 2)
+        }
+    }
+
     @Test("sync writes are fenced on the version the job read")
     func fencedSync() async throws {
         try await TestDatabase.with { db async throws in

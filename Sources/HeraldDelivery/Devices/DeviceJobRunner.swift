@@ -18,6 +18,8 @@ import PostgresQueue
 /// Every hub call is recorded in `device_hub_calls`, failed ones included.
 struct DeviceJobRunner: Sendable {
     let store: DeviceStore
+    /// Records the syncs' results in batches (one commit for many syncs).
+    let writer: DeviceSyncWriter
     let queue: JobQueue
     let hub: NotificationHubClient
     let logger: Logger
@@ -33,8 +35,9 @@ struct DeviceJobRunner: Sendable {
 
     /// What one read-write round did.
     enum RoundResult: Sendable {
-        /// The hub holds the version read; the device is marked synced.
-        case synced(hubID: String?)
+        /// The hub holds the version read; the device is marked synced, and the job ended with
+        /// it when `finished` is set (nothing was left to do after it).
+        case synced(hubID: String?, finished: JobFinish? = nil)
         /// The device is deleted and gone from the hub.
         case removed
         /// Nothing to do, for the reason given.
@@ -76,17 +79,18 @@ struct DeviceJobRunner: Sendable {
                 device = current
                 let result: RoundResult
                 switch current.kind {
-                case .registration: result = try await syncRegistration(current, log: log, logger: logger)
-                case .installation: result = try await syncInstallation(current, log: log, logger: logger)
+                case .registration: result = try await syncRegistration(current, job: job, log: log, logger: logger)
+                case .installation: result = try await syncInstallation(current, job: job, log: log, logger: logger)
                 }
                 if case .changed = result { continue }
-                if case .synced(let hubID) = result, current.kind == .registration {
+                if case .synced(let hubID, _) = result, current.kind == .registration {
                     try await removeStaleWrites(of: current, keeping: hubID, log: log, logger: logger)
                 } else if case .removed = result, current.kind == .registration {
                     try await removeStaleWrites(of: current, keeping: nil, log: log, logger: logger)
                 }
                 try await store.recordHubCalls(log.drain())
                 report(result, device: current, rounds: round, logger: logger)
+                if case .synced(_, let finished?) = result { return .finished(finished) }
                 return .completed
             }
             if let device, device.kind == .registration {
@@ -116,7 +120,9 @@ struct DeviceJobRunner: Sendable {
     }
 
     /// One round for a registration-style device.
-    private func syncRegistration(_ device: DeviceRecord, log: HubCallLog, logger: Logger) async throws -> RoundResult {
+    private func syncRegistration(
+        _ device: DeviceRecord, job: ClaimedJob, log: HubCallLog, logger: Logger
+    ) async throws -> RoundResult {
         if device.isDeleted {
             if let hubID = device.hubRegistrationID {
                 try await deleteRegistration(hubID, log: log, logger: logger)
@@ -151,13 +157,14 @@ struct DeviceJobRunner: Sendable {
                 hubID = try await newRegistrationID(for: device, replacing: hubID, log: log, logger: logger)
                 continue
             }
-            let synced = try await markSynced(device, hubID: hubID, expiresAt: stored.expirationTime, log: log)
-            return synced ? .synced(hubID: hubID) : .changed
+            return try await markSynced(device, hubID: hubID, expiresAt: stored.expirationTime, job: job, log: log)
         }
     }
 
     /// One round for an installation-style device.
-    private func syncInstallation(_ device: DeviceRecord, log: HubCallLog, logger: Logger) async throws -> RoundResult {
+    private func syncInstallation(
+        _ device: DeviceRecord, job: ClaimedJob, log: HubCallLog, logger: Logger
+    ) async throws -> RoundResult {
         guard let installationID = device.installationID else { return .skipped("no installation id") }
         if device.isDeleted {
             try await deleteInstallation(installationID, log: log, logger: logger)
@@ -169,18 +176,30 @@ struct DeviceJobRunner: Sendable {
         try await log.call(.createOrUpdateInstallation, hubID: installationID) {
             try await hub.createOrUpdateInstallation(installation, logger: logger)
         }
-        let synced = try await markSynced(device, hubID: nil, expiresAt: nil, log: log)
-        return synced ? .synced(hubID: installationID) : .changed
+        switch try await markSynced(device, hubID: nil, expiresAt: nil, job: job, log: log) {
+        case .synced(_, let finished): return .synced(hubID: installationID, finished: finished)
+        case let other: return other
+        }
     }
 
     /// Marks `device` synced at the version read, with the attempt's hub calls so far in the
-    /// same statement (they are in the audit whether or not the fence holds).
-    private func markSynced(_ device: DeviceRecord, hubID: String?, expiresAt: Date?, log: HubCallLog) async throws -> Bool {
+    /// same statement (they are in the audit whether or not the fence holds), batched with
+    /// other syncs' results (``DeviceSyncWriter``). When nothing is left to do once it holds
+    /// (no stale registration write to delete), the job ends in the same transaction:
+    /// `.synced` then carries its end. `.changed` when the device changed since it was read.
+    private func markSynced(
+        _ device: DeviceRecord, hubID: String?, expiresAt: Date?, job: ClaimedJob, log: HubCallLog
+    ) async throws -> RoundResult {
         let calls = log.pending()
-        let synced = try await store.markSynced(
-            id: device.id, version: device.version, hubID: hubID, expiresAt: expiresAt, calls: calls)
+        var stale = log.writtenRegistrationIDs()
+        if let hubID { stale.remove(hubID) }
+        let finish = stale.isEmpty ? job.finish(.completed) : nil
+        let synced = try await writer.record(
+            DeviceStore.SyncResult(
+                id: device.id, version: device.version, hubID: hubID, expiresAt: expiresAt, calls: calls,
+                jobFinish: finish))
         log.recorded(calls)
-        return synced
+        return synced ? .synced(hubID: hubID, finished: finish) : .changed
     }
 
     /// Marks deleted `device` gone from the hub at the version read, with the attempt's hub
@@ -387,7 +406,7 @@ struct DeviceJobRunner: Sendable {
         ]
         if let platform = device.platform { metadata["device.platform"] = "\(platform.rawValue)" }
         switch result {
-        case .synced(let hubID):
+        case .synced(let hubID, _):
             let idKey = device.kind == .registration ? "hub.registration_id" : "hub.installation_id"
             metadata[idKey] = "\(hubID ?? "-")"
             metadata["device.tags"] = "\(device.tags.count)"

@@ -1,0 +1,27 @@
+/// Records device syncs' results (``DeviceStore/markSynced(_:)``) in batches across
+/// concurrently finishing sync jobs: one transaction, so one commit (one WAL flush), for
+/// every sync that finished while the previous batch was being written, with the jobs of
+/// those whose fence held ending in it. Batches grow with load; an idle worker writes at once.
+///
+/// ``record(_:)`` returns once its result is committed. A transient failure is retried once:
+/// a retry after a commit whose answer was lost finds the devices already synced at their
+/// versions (the fence holds again, and the audit gets the calls twice) and the jobs gone.
+public struct DeviceSyncWriter: Sendable {
+    private let committer: GroupCommitter<DeviceStore.SyncResult, Bool>
+
+    /// Creates a writer on `store`.
+    public init(store: DeviceStore, maxBatch: Int = 500, maxConcurrentWrites: Int = 2) {
+        committer = GroupCommitter(maxBatch: maxBatch, maxConcurrent: maxConcurrentWrites) { batch in
+            do {
+                return try await store.markSynced(batch)
+            } catch {
+                return try await store.markSynced(batch)
+            }
+        }
+    }
+
+    /// Records `result` with whatever else is waiting; whether its fence held.
+    public func record(_ result: DeviceStore.SyncResult) async throws -> Bool {
+        try await committer.submit(result)
+    }
+}
