@@ -43,9 +43,9 @@ for n in $(seq 1 20); do
   printf 'bench-password-%s\n' "$n" | "$bin/heraldctl" users add "bench-basic-$n" --password-stdin >/dev/null
 done
 secret="$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
-python3 - "$work" "$secret" <<'PY'
+python3 - "$work" "$secret" "$threads" <<'PY'
 import base64, hashlib, hmac, json, sys, time, uuid
-work, secret = sys.argv[1], sys.argv[2]
+work, secret, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def b64(data): return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 def jwt(sub):
     header = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
@@ -57,10 +57,15 @@ def script(name, entries):
     lines = ["local entries = {"]
     for auth, device, handle in entries:
         lines.append(f'  {{"{auth}", "{device}", "{handle}"}},')
+    # Each wrk thread walks the list from its own place: LuaJIT seeds math.random the same in
+    # every thread, so a random start put both threads on the same device at the same moment
+    # (two PUTs of one device at once wait on each other's locks; no client does that).
     lines += ["}",
-        "local i = math.random(#entries)",
+        "local started = 0",
+        "function setup(thread) thread:set('offset', started); started = started + 1 end",
+        "local i = nil",
         "request = function()",
-        "  i = i % #entries + 1",
+        f"  i = (i or (offset or 0) * math.floor(#entries / {threads})) % #entries + 1",
         "  local e = entries[i]",
         "  local body = '{\"Platform\": \"apns\", \"Handle\": \"' .. e[3] .. '\", \"Tags\": [\"World\", \"Sports\"]}'",
         "  return wrk.format(\"PUT\", \"/api/register/\" .. e[2],",
