@@ -205,7 +205,8 @@ struct DeviceStoreTests {
             // Three claimed sync jobs (worker w1): a stale sync of a, the current one, and b's.
             let queue = JobQueue(client: db.client, logger: db.logger)
             let jobs = try await queue.enqueue((0..<3).map { NewJob(queue: "test-syncs", kind: "k", argsJSON: #"{"n":\#($0)}"#) })
-            try await db.execute("UPDATE pgqueue.jobs SET state = 'running', attempt = 1, locked_by = 'w1' WHERE queue = 'test-syncs'")
+            try await db.execute(
+                "UPDATE pgqueue.jobs SET state = 'running', attempt = 1, locked_by = 'w1' WHERE queue = 'test-syncs'")
             func claimed(_ n: Int) -> ClaimedJob {
                 ClaimedJob(
                     id: jobs[n].id, queue: "test-syncs", kind: "k", argsJSON: "{}", attempt: 1, maxAttempts: 5, priority: 0,

@@ -313,7 +313,8 @@ struct NotificationDeliveryStoreTests {
             let jobID = try await Self.job(db, sendID)
             // Claimed by worker w1, as the executor's claim would.
             try await db.execute(
-                "UPDATE pgqueue.jobs SET state = 'running', attempt = 1, locked_by = 'w1', attempted_at = now() WHERE id = \(jobID)")
+                "UPDATE pgqueue.jobs SET state = 'running', attempt = 1, locked_by = 'w1', attempted_at = now() WHERE id = \(jobID)"
+            )
             guard case .go(let attempt) = try await Self.begin(db, store, sendID) else {
                 Issue.record("expected a start")
                 return
