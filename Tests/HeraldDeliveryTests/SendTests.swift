@@ -250,6 +250,15 @@ struct SendTests {
             #expect(polls.map(\.status) == [404, 404, 200])
             let telemetry = try #require(try await world.outcomes(id).last { $0.kind == "telemetry" })
             #expect(telemetry.state == "Completed" && telemetry.telemetry.contains(#""apns""#))
+            // The poll's job ended with the answer it recorded, in the same commit: no poll job
+            // is left waiting once the send is settled, and history has it completed once.
+            #expect(
+                try await world.db.count(
+                    "SELECT count(*) FROM pgqueue.jobs WHERE kind = \(NotificationJobs.telemetry)") == 0)
+            #expect(
+                try await world.db.count(
+                    "SELECT count(*) FROM pgqueue.job_history WHERE kind = \(NotificationJobs.telemetry) AND state = 'completed'"
+                ) == 1)
         }
     }
 

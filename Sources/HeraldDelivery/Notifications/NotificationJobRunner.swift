@@ -337,10 +337,13 @@ struct NotificationJobRunner: Sendable {
             if let state, state.isFinal {
                 result.state = state
                 result.telemetryJSON = Self.countsJSON(details.outcomeCounts)
+                // The poll's job ends in the transaction that records the final answer.
+                let finish = job.finish(.completed)
+                result.jobFinish = finish
                 if try await record(result, log: log) {
                     DeliveryMetrics.outcome(format: target.format, decision: result.decision)
                 }
-                return .completed
+                return .finished(finish)
             }
             if state == .processing && target.state == .enqueued {
                 result.state = .processing
