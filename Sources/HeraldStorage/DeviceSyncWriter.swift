@@ -9,8 +9,10 @@
 public struct DeviceSyncWriter: Sendable {
     private let committer: GroupCommitter<DeviceStore.SyncResult, Bool>
 
-    /// Creates a writer on `store`.
-    public init(store: DeviceStore, maxBatch: Int = 500, maxConcurrentWrites: Int = 2) {
+    /// Creates a writer on `store`. Four writes at once, not the send path's two: while the API
+    /// takes device writes on every connection of its pool, the syncs' few connections get a
+    /// small share of PostgreSQL, and two writers left a backlog in some `bench-api` runs.
+    public init(store: DeviceStore, maxBatch: Int = 500, maxConcurrentWrites: Int = 4) {
         committer = GroupCommitter(maxBatch: maxBatch, maxConcurrent: maxConcurrentWrites) { batch in
             do {
                 return try await store.markSynced(batch)
