@@ -19,9 +19,11 @@ cd "$root"
 results="$(mktemp -d)"
 trap 'rm -rf "$results"' EXIT
 
-# `suite DIR OUT`: every benchmark on the executables in DIR, their lines also kept in OUT.
+# `suite DIR OUT STATS_DB`: every benchmark on the executables in DIR, their lines also kept in
+# OUT. The stats benchmark keeps its seeded database between runs; the baseline gets one of its
+# own, since an older build refuses a database a newer one has migrated further.
 suite() {
-  local dir="$1" out="$2" started
+  local dir="$1" out="$2" stats_db="$3" started
   started="$(date +%s)"
   (
     set -a; . ./.data/postgres.env; set +a
@@ -29,17 +31,17 @@ suite() {
     echo "# hub client" >&2; "$dir/herald-bench" hub
     echo "# device registration" >&2; scripts/bench-api.sh "$dir"
     echo "# send pipeline" >&2; scripts/bench-send.sh "$dir"
-    if [ "${BENCH_SKIP_STATS:-0}" != 1 ]; then echo "# stats API" >&2; "$dir/herald-bench" stats; fi
+    if [ "${BENCH_SKIP_STATS:-0}" != 1 ]; then echo "# stats API" >&2; "$dir/herald-bench" stats --database "$stats_db"; fi
   ) | tee "$out"
   echo "bench total.seconds $(($(date +%s) - started)) s" | tee -a "$out"
 }
 
 if [ -n "${BENCH_BASELINE_BIN:-}" ]; then
   echo "# baseline: $BENCH_BASELINE_BIN" >&2
-  suite "$BENCH_BASELINE_BIN" "$results/before.txt"
+  suite "$BENCH_BASELINE_BIN" "$results/before.txt" herald_bench_stats_baseline
   echo "# this build: $bin" >&2
 fi
-suite "$bin" "$results/after.txt"
+suite "$bin" "$results/after.txt" herald_bench_stats
 
 python3 - "$results" <<'PY'
 import os, sys
