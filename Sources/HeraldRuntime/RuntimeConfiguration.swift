@@ -1,5 +1,6 @@
 import Foundation
 public import HeraldSettings
+import HeraldStorage
 public import Logging
 import NIOSSL
 public import PostgresNIO
@@ -64,7 +65,11 @@ public struct RuntimeConfiguration: Sendable {
         } else {
             logLevel = try reader.value(Self.logLevel).level
         }
-        queue = JobQueue.Configuration(notifyOnEnqueue: try reader.value(Self.queueNotify))
+        // The queue's statements follow the stores' prepared-statement setting: both run on the
+        // same connections, behind the same pooler or none.
+        queue = JobQueue.Configuration(
+            notifyOnEnqueue: try reader.value(Self.queueNotify),
+            preparedStatements: try reader.value(StorageConfiguration.preparedStatements))
         memoryTrimInterval = .seconds(try reader.value(Self.memoryTrim))
     }
 

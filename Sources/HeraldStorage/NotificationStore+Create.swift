@@ -209,30 +209,12 @@ extension NotificationStore {
         case .user(let id): userID = id
         case .campaignRun(let run, let campaign): (runID, campaignID) = (run, campaign)
         }
-        try await connection.query(
-            """
-            INSERT INTO notifications (id, api_key_id, sender_user_id, campaign_run_id, target, content, options, tags,
-                                       idempotency_key, request_hash, state, send_at, deadline, telemetry)
-            SELECT i.id, \(apiKeyID), \(userID), \(runID), i.target::jsonb, i.content::jsonb, i.options::jsonb,
-                   ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), NULLIF(i.key, ''),
-                   CASE WHEN i.hash = '' THEN NULL ELSE decode(i.hash, 'hex') END, i.state,
-                   CASE WHEN i.send_at < 0 THEN NULL ELSE to_timestamp(i.send_at) END, i.deadline, i.telemetry
-            FROM unnest(\(rows.ids)::uuid[], \(rows.targets)::text[], \(rows.contents)::text[], \(rows.options)::text[],
-                        \(rows.tags)::text[], \(rows.keys)::text[], \(rows.hashes)::text[], \(rows.states)::text[],
-                        \(rows.sendAts)::float8[], \(rows.deadlines)::timestamptz[], \(rows.telemetry)::bool[])
-                 AS i(id, target, content, options, tags, key, hash, state, send_at, deadline, telemetry)
-            """, logger: logger)
-        let sends = try await connection.query(
-            """
-            INSERT INTO hub_sends (notification_id, format, tag_expression, device_handle, state, broadcast,
-                                   campaign_run_id, campaign_id)
-            SELECT s.id, s.format, NULLIF(s.expression, ''), NULLIF(s.handle, ''), s.state, s.broadcast,
-                   \(runID), \(campaignID)
-            FROM unnest(\(rows.sendIDs)::uuid[], \(rows.sendFormats)::text[], \(rows.sendExpressions)::text[],
-                        \(rows.sendHandles)::text[], \(rows.sendStates)::text[], \(rows.sendBroadcasts)::bool[])
-                 AS s(id, format, expression, handle, state, broadcast)
-            RETURNING id, notification_id
-            """, logger: logger)
+        _ = try await statements.rows(
+            CreateStatements.InsertNotifications(rows: rows, apiKeyID: apiKeyID, userID: userID, runID: runID),
+            on: connection, logger: logger)
+        let sends = try await statements.rows(
+            CreateStatements.InsertHubSends(rows: rows, runID: runID, campaignID: campaignID), on: connection,
+            logger: logger)
         var jobs: [NewJob] = []
         jobs.reserveCapacity(rows.sendIDs.count)
         let throttled = throttlePerSecond.flatMap { rate in campaignID.map { ($0, rate) } }
@@ -240,7 +222,7 @@ extension NotificationStore {
         // Each notification's sends are spread from its own start: now, or its `sendAt` (the
         // waves of a local-time run are notifications sent at different instants).
         var spread: [UUID: Int] = [:]
-        for try await (sendID, notificationID) in sends.decode((Int64, UUID).self) {
+        for (sendID, notificationID) in sends {
             let schedule: JobSchedule
             if let (_, rate) = throttled {
                 let index = spread[notificationID, default: 0]
@@ -272,5 +254,87 @@ extension NotificationStore {
 
     static func json(_ value: some Encodable, _ encoder: JSONEncoder) throws -> String {
         String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}
+
+/// The statements that create notifications (``NotificationStore/insert(_:sender:throttlePerSecond:on:)``),
+/// prepared (``StatementRunner``): for a request of one notification, parsing and planning them
+/// were most of their cost. Every parameter carries a cast, so a `NULL` bound first still
+/// prepares with the right type; `''` and `-1` in the arrays stand for `NULL`.
+enum CreateStatements {
+    /// Inserts the notifications of ``NotificationRows``, all from one sender.
+    struct InsertNotifications: PostgresPreparedStatement {
+        typealias Row = Int
+
+        static let sql = """
+            INSERT INTO notifications (id, api_key_id, sender_user_id, campaign_run_id, target, content, options, tags,
+                                       idempotency_key, request_hash, state, send_at, deadline, telemetry)
+            SELECT i.id, $1::int8, $2::int8, $3::int8, i.target::jsonb, i.content::jsonb, i.options::jsonb,
+                   ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), NULLIF(i.key, ''),
+                   CASE WHEN i.hash = '' THEN NULL ELSE decode(i.hash, 'hex') END, i.state,
+                   CASE WHEN i.send_at < 0 THEN NULL ELSE to_timestamp(i.send_at) END, i.deadline, i.telemetry
+            FROM unnest($4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+                        $12::float8[], $13::timestamptz[], $14::bool[])
+                 AS i(id, target, content, options, tags, key, hash, state, send_at, deadline, telemetry)
+            """
+
+        var rows: NotificationRows
+        var apiKeyID: Int64?
+        var userID: Int64?
+        var runID: Int64?
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 14)
+            bindings.append(apiKeyID)
+            bindings.append(userID)
+            bindings.append(runID)
+            bindings.append(rows.ids)
+            bindings.append(rows.targets)
+            bindings.append(rows.contents)
+            bindings.append(rows.options)
+            bindings.append(rows.tags)
+            bindings.append(rows.keys)
+            bindings.append(rows.hashes)
+            bindings.append(rows.states)
+            bindings.append(rows.sendAts)
+            bindings.append(rows.deadlines)
+            bindings.append(rows.telemetry)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { 0 }
+    }
+
+    /// Inserts the hub sends of ``NotificationRows``; answers each one's id and notification.
+    struct InsertHubSends: PostgresPreparedStatement {
+        typealias Row = (Int64, UUID)
+
+        static let sql = """
+            INSERT INTO hub_sends (notification_id, format, tag_expression, device_handle, state, broadcast,
+                                   campaign_run_id, campaign_id)
+            SELECT s.id, s.format, NULLIF(s.expression, ''), NULLIF(s.handle, ''), s.state, s.broadcast, $1::int8, $2::int8
+            FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bool[])
+                 AS s(id, format, expression, handle, state, broadcast)
+            RETURNING id, notification_id
+            """
+
+        var rows: NotificationRows
+        var runID: Int64?
+        var campaignID: Int64?
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 8)
+            bindings.append(runID)
+            bindings.append(campaignID)
+            bindings.append(rows.sendIDs)
+            bindings.append(rows.sendFormats)
+            bindings.append(rows.sendExpressions)
+            bindings.append(rows.sendHandles)
+            bindings.append(rows.sendStates)
+            bindings.append(rows.sendBroadcasts)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 }

@@ -1,51 +1,15 @@
 import Foundation
 import Logging
 import PostgresNIO
+import PostgresQueue
 
-/// Runs the stores' hot statements (the device `PUT`, the sign-in lookup, the device sync) as
-/// named prepared statements: PostgresNIO parses and plans each once per connection, where an
-/// unnamed statement is parsed and planned at every execution.
-///
-/// With prepared statements off (``StorageConfiguration/preparedStatements``: a transaction
-/// pooler such as PgBouncer before 1.21 hands a client's next transaction to another server
-/// connection, where the statement's name means nothing), the same SQL and bindings run as an
-/// unnamed statement.
-struct StatementRunner: Sendable {
-    /// Whether statements are prepared (named) or sent unnamed.
-    let prepared: Bool
-
-    /// The rows of `statement` on `connection` (inside the caller's transaction).
-    func rows<Statement: PostgresPreparedStatement>(
-        _ statement: Statement, on connection: PostgresConnection, logger: Logger
-    ) async throws -> [Statement.Row] {
-        var rows: [Statement.Row] = []
-        if prepared {
-            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-        } else {
-            let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
-            for try await row in try await connection.query(query, logger: logger) {
-                rows.append(try statement.decodeRow(row))
-            }
-        }
-        return rows
-    }
-
-    /// The rows of `statement` on a connection of the pool (one statement, its own transaction).
-    func rows<Statement: PostgresPreparedStatement>(
-        _ statement: Statement, client: PostgresClient, logger: Logger
-    ) async throws -> [Statement.Row] {
-        var rows: [Statement.Row] = []
-        if prepared {
-            for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
-        } else {
-            let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
-            for try await row in try await client.query(query, logger: logger) {
-                rows.append(try statement.decodeRow(row))
-            }
-        }
-        return rows
-    }
-}
+/// Runs the stores' hot statements (the device `PUT`, the sign-in lookup, the device sync, the
+/// send path) as named prepared statements: PostgresNIO parses and plans each once per
+/// connection, where an unnamed statement is parsed and planned at every execution. With
+/// prepared statements off (``StorageConfiguration/preparedStatements``, for a transaction
+/// pooler such as PgBouncer before 1.21) the same SQL and bindings run unnamed. The queue's
+/// runner, so the stores and the queue's own statements follow the same setting the same way.
+typealias StatementRunner = PreparedStatementRunner
 
 /// The device `PUT`'s and the device sync's statements. Every parameter carries a cast, so a
 /// `NULL` bound first (its type unknown to PostgresNIO) still prepares with the right type.

@@ -136,10 +136,14 @@ actor Completer {
         let worker = configuration.workerID
         var written = batch.count - finishIDs.count - requeueIDs.count  // finished by their handlers
         if !finishIDs.isEmpty {
-            let query = QueueSQL.finish(
+            let statement = QueueStatements.Finish(
                 ids: finishIDs, attempts: finishAttempts, states: finishStates, errors: finishErrors,
                 workerIDs: Array(repeating: worker, count: finishIDs.count))
-            written += try await count(query)
+            do {
+                written += try await queue.statements.rows(statement, client: queue.client, logger: queue.logger).count
+            } catch let error as PSQLError {
+                throw QueueSQL.map(error, doing: "complete")
+            }
         }
         if !requeueIDs.isEmpty {
             func requeue(clearKeys: Bool) -> PostgresQuery {

@@ -17,13 +17,20 @@ public struct JobQueue: Sendable {
         /// The first enqueue of a window notifies at once; later ones in the window fold into
         /// one trailing notification (NOTIFY takes a global lock at commit: keep it rare).
         public var notifyDebounce: Duration
+        /// Run the enqueue and the job-ending statements as named prepared statements (parsed and
+        /// planned once per connection). Turn off behind a transaction pooler that does not
+        /// track prepared statements (PgBouncer before 1.21): they then run unnamed.
+        public var preparedStatements: Bool
 
         /// Creates a configuration. Defaults: notifications on, 5 ms window (at most about
         /// 200 notifying commits a second per queue and process, while jobs enqueued inside a
-        /// window wait at most 5 ms for their trailing wake-up).
-        public init(notifyOnEnqueue: Bool = true, notifyDebounce: Duration = .milliseconds(5)) {
+        /// window wait at most 5 ms for their trailing wake-up), prepared statements on.
+        public init(
+            notifyOnEnqueue: Bool = true, notifyDebounce: Duration = .milliseconds(5), preparedStatements: Bool = true
+        ) {
             self.notifyOnEnqueue = notifyOnEnqueue
             self.notifyDebounce = notifyDebounce
+            self.preparedStatements = preparedStatements
         }
     }
 
@@ -40,6 +47,7 @@ public struct JobQueue: Sendable {
     public let configuration: Configuration
     let debouncer: NotifyDebouncer
     let metrics: QueueMetrics
+    let statements: PreparedStatementRunner
 
     /// Creates a queue on a running `PostgresClient`.
     public init(client: PostgresClient, logger: Logger, configuration: Configuration = .init()) {
@@ -48,6 +56,7 @@ public struct JobQueue: Sendable {
         self.configuration = configuration
         self.debouncer = NotifyDebouncer(window: configuration.notifyDebounce)
         self.metrics = QueueMetrics()
+        self.statements = PreparedStatementRunner(prepared: configuration.preparedStatements)
     }
 
     // MARK: Enqueue
@@ -100,16 +109,14 @@ public struct JobQueue: Sendable {
     @discardableResult
     public func finish(_ finishes: [JobFinish], on connection: PostgresConnection) async throws -> Set<JobID> {
         guard !finishes.isEmpty else { return [] }
-        let query = QueueSQL.finish(
+        let statement = QueueStatements.Finish(
             ids: finishes.map(\.id), attempts: finishes.map(\.attempt), states: finishes.map(\.state.rawValue),
             errors: finishes.map { $0.error ?? "" }, workerIDs: finishes.map(\.lockedBy))
-        var moved: Set<JobID> = []
         do {
-            for try await id in try await connection.query(query, logger: logger).decode(JobID.self) { moved.insert(id) }
+            return Set(try await statements.rows(statement, on: connection, logger: logger))
         } catch let error as PSQLError {
             throw QueueSQL.map(error, doing: "finish")
         }
-        return moved
     }
 
     /// Enqueues many jobs on a connection of their own: up to ``maxBatch`` jobs take one
@@ -196,82 +203,16 @@ public struct JobQueue: Sendable {
     ) async throws
         -> [(id: JobID?, inserted: Bool)]
     {
-        var queues: [String] = [], kinds: [String] = [], args: [String] = []
-        var priorities: [Int16] = [], maxAttempts: [Int16] = [], delays: [Int64] = []
-        var ats: [Date] = [], hasAt: [Bool] = [], keys: [String] = []
-        for job in jobs {
-            queues.append(job.queue)
-            kinds.append(job.kind)
-            args.append(job.argsJSON)
-            priorities.append(job.priority)
-            maxAttempts.append(job.maxAttempts)
-            switch job.schedule {
-            case .now: delays.append(0); ats.append(Date(timeIntervalSince1970: 0)); hasAt.append(false)
-            case .after(let d):
-                delays.append(max(0, d.milliseconds)); ats.append(Date(timeIntervalSince1970: 0)); hasAt.append(false)
-            case .at(let date): delays.append(0); ats.append(date); hasAt.append(true)
-            }
-            keys.append(job.uniqueKey ?? "")
-        }
-        let query: PostgresQuery
-        if uniqueKeys {
-            query = """
-                WITH input AS MATERIALIZED (
-                    SELECT nextval('pgqueue.job_ids') AS id, i.*
-                    FROM unnest(\(queues)::text[], \(kinds)::text[], \(args)::text[], \(priorities)::int2[],
-                                \(maxAttempts)::int2[], \(delays)::int8[], \(ats)::timestamptz[], \(hasAt)::bool[],
-                                \(keys)::text[])
-                         WITH ORDINALITY AS i(queue, kind, args, priority, max_attempts, delay_ms, at, has_at, unique_key, ord)
-                ),
-                inserted AS (
-                    INSERT INTO pgqueue.jobs (id, queue, kind, args, priority, max_attempts, run_at, unique_key)
-                    SELECT id, queue, kind, args::jsonb, priority, max_attempts,
-                           CASE WHEN has_at THEN at ELSE now() + delay_ms * interval '1 millisecond' END,
-                           NULLIF(unique_key, '')
-                    FROM input ORDER BY ord
-                    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable')
-                    DO NOTHING
-                    RETURNING id
-                ),
-                notified AS (  -- one row whatever the count: the wake-up hints, delivered on commit
-                    SELECT count(pg_notify(\(Self.notificationChannel), q)) AS n FROM unnest(\(notify)::text[]) AS q
-                )
-                SELECT coalesce(inserted.id, existing.id), inserted.id IS NOT NULL
-                FROM notified CROSS JOIN input
-                LEFT JOIN inserted ON inserted.id = input.id
-                LEFT JOIN LATERAL (
-                    SELECT e.id FROM pgqueue.jobs e
-                    WHERE e.unique_key = input.unique_key AND e.state IN ('available', 'retryable')
-                ) existing ON inserted.id IS NULL AND input.unique_key <> ''
-                ORDER BY input.ord
-                """
-        } else {
-            query = """
-                WITH input AS MATERIALIZED (
-                    SELECT nextval('pgqueue.job_ids') AS id, i.*
-                    FROM unnest(\(queues)::text[], \(kinds)::text[], \(args)::text[], \(priorities)::int2[],
-                                \(maxAttempts)::int2[], \(delays)::int8[], \(ats)::timestamptz[], \(hasAt)::bool[])
-                         WITH ORDINALITY AS i(queue, kind, args, priority, max_attempts, delay_ms, at, has_at, ord)
-                ),
-                inserted AS (
-                    INSERT INTO pgqueue.jobs (id, queue, kind, args, priority, max_attempts, run_at)
-                    SELECT id, queue, kind, args::jsonb, priority, max_attempts,
-                           CASE WHEN has_at THEN at ELSE now() + delay_ms * interval '1 millisecond' END
-                    FROM input ORDER BY ord
-                ),
-                notified AS (  -- one row whatever the count: the wake-up hints, delivered on commit
-                    SELECT count(pg_notify(\(Self.notificationChannel), q)) AS n FROM unnest(\(notify)::text[]) AS q
-                )
-                SELECT id, true FROM notified CROSS JOIN input ORDER BY ord
-                """
-        }
+        let input = QueueStatements.EnqueueInput(jobs)
         do {
-            var out: [(id: JobID?, inserted: Bool)] = []
-            out.reserveCapacity(jobs.count)
-            for try await (id, inserted) in try await connection.query(query, logger: logger).decode((JobID?, Bool).self) {
-                out.append((id, inserted))
+            if uniqueKeys {
+                let rows = try await statements.rows(
+                    QueueStatements.EnqueueUnique(input: input, notify: notify), on: connection, logger: logger)
+                return rows.map { (id: $0.0, inserted: $0.1) }
             }
-            return out
+            let rows = try await statements.rows(
+                QueueStatements.Enqueue(input: input, notify: notify), on: connection, logger: logger)
+            return rows.map { (id: $0.0, inserted: $0.1) }
         } catch let error as PSQLError {
             throw QueueSQL.map(error, doing: "enqueue")
         }

@@ -126,30 +126,6 @@ enum QueueSQL {
         """
     }
 
-    /// Moves finished jobs (completed or discarded) to history, fenced.
-    static func finish(
-        ids: [JobID], attempts: [Int16], states: [String], errors: [String], workerIDs: [String]
-    )
-        -> PostgresQuery
-    {
-        """
-        WITH input AS (
-            SELECT * FROM unnest(\(ids)::int8[], \(attempts)::int2[], \(states)::text[], \(errors)::text[],
-                                 \(workerIDs)::text[])
-                AS i(id, attempt, final_state, error, worker)
-        ),
-        done AS (
-            DELETE FROM pgqueue.jobs j USING input i
-            WHERE j.id = i.id AND j.attempt = i.attempt AND j.locked_by = i.worker AND j.state = 'running'
-            RETURNING j.*, i.final_state, i.error AS final_error
-        )
-        \(unescaped: moveToHistory(
-            from: "done", state: "final_state",
-            errors: appendingNonEmptyError(to: "errors", attempt: "attempt", error: "final_error")))
-        RETURNING id
-        """
-    }
-
     /// Puts jobs back in line (retry, snooze, release), fenced. `attemptDeltas` is 0 for a
     /// retry and -1 for a snooze or a release (which do not use up an attempt). A job gives up
     /// its unique key when another waiting job holds it (`clearKeys` forces that, after a race).

@@ -212,7 +212,7 @@ struct DeviceWritePathTests {
                 if prepared {
                     for statement in [
                         "LockForRegistration", "LockHandle", "MoveHandle", "UpsertRegistration", "DeviceByID", "MarkSynced",
-                        "RecordHubCalls", "CredentialByName",
+                        "RecordHubCalls", "CredentialByName", "EnqueueUnique",
                     ] {
                         #expect(names.contains { $0.hasSuffix(".\(statement)") }, "\(statement) is prepared: \(names)")
                     }

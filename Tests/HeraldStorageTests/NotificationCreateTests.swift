@@ -48,6 +48,43 @@ struct NotificationCreateTests {
         }
     }
 
+    @Test("creating notifications runs prepared statements, or unnamed ones when turned off", arguments: [true, false])
+    func preparedOrUnnamed(prepared: Bool) async throws {
+        try await TestDatabase.with { db async throws in
+            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "sender", scopes: [.send])
+            // One connection, so the statements prepared on it are the ones it lists.
+            let client = db.makeClient(poolSize: 1)
+            try await TestDatabase.withRunning(client) {
+                let store = TestDatabase.stores(
+                    client: client, logger: db.logger, StorageConfiguration(preparedStatements: prepared)
+                ).notifications
+                for users in [["ann"], (1...25).map { "u\($0)" }] {
+                    let accepted = try await store.create(
+                        [NewNotification(request: try Self.request(users))], sender: .apiKey(key.record.id))
+                    #expect(
+                        try await db.count(
+                            """
+                            SELECT count(*) FROM pgqueue.jobs j JOIN hub_sends h ON h.id = (j.args->>'hubSendID')::bigint
+                            WHERE h.notification_id = \(accepted[0].id)
+                            """) == (users.count == 1 ? 2 : 4))
+                }
+                var names: [String] = []
+                for try await name in try await client.query(
+                    "SELECT name FROM pg_prepared_statements ORDER BY name", logger: db.logger
+                ).decode(String.self) {
+                    names.append(name)
+                }
+                if prepared {
+                    for statement in ["InsertNotifications", "InsertHubSends", "Enqueue"] {
+                        #expect(names.contains { $0.hasSuffix(".\(statement)") }, "\(statement) is prepared: \(names)")
+                    }
+                } else {
+                    #expect(names.isEmpty, "nothing is prepared: \(names)")
+                }
+            }
+        }
+    }
+
     @Test("a scheduled notification waits: state Scheduled, its jobs run at sendAt")
     func scheduled() async throws {
         try await TestDatabase.with { db async throws in

@@ -18,6 +18,10 @@ extension TestDatabase {
         var configuration = configuration
         if configuration.databaseWait == StorageConfiguration().databaseWait { configuration.databaseWait = .seconds(120) }
         return Stores(
-            client: client, queue: JobQueue(client: client, logger: logger), configuration: configuration, logger: logger)
+            client: client,
+            queue: JobQueue(
+                client: client, logger: logger,
+                configuration: JobQueue.Configuration(preparedStatements: configuration.preparedStatements)),
+            configuration: configuration, logger: logger)
     }
 }
