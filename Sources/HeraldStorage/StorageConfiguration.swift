@@ -41,7 +41,7 @@ public struct StorageConfiguration: Sendable {
     /// `HERALD_DATABASE_PREPARED_STATEMENTS`.
     public static let preparedStatements = Setting.toggle(
         "database.prepared_statements", default: true,
-        "the hot statements (device `PUT`, sign-in lookup, device sync, a send's start and result, every enqueue and job end) are named prepared statements, parsed and planned once per connection; `off` behind a transaction-pooling proxy that cannot carry them (PgBouncer before 1.21; see deploy/README.md)"
+        "the hot statements (device `PUT`, sign-in lookup, device sync, a notification's creation, a send's start and result, the queue's enqueue and job end) are named prepared statements, parsed and planned once per connection; `off` behind a transaction-pooling proxy that cannot carry them (PgBouncer before 1.21; see deploy/README.md)"
     )
 
     /// `HERALD_DEFAULT_TIME_ZONE`.
