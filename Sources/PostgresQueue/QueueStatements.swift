@@ -63,6 +63,15 @@ enum QueueStatements {
         }
     }
 
+    /// An enqueue statement: the jobs' columns (`$1`…`$8`, the unique keys `$9` when
+    /// `withKeys`), then the queues to notify; answers each job's id (none when a uniquely
+    /// keyed job's holder is not visible) and whether it was inserted, in input order.
+    protocol EnqueueStatement: PostgresPreparedStatement where Row == (JobID?, Bool) {
+        static var withKeys: Bool { get }
+        var input: EnqueueInput { get }
+        var notify: [String] { get }
+    }
+
     /// The wake-up hints of an enqueue: one `pg_notify` per queue in `$n`, delivered on commit.
     /// One row whatever the count.
     static func notified(parameter: Int) -> String {
@@ -70,8 +79,7 @@ enum QueueStatements {
     }
 
     /// Inserts jobs without unique keys; answers each job's id, in input order.
-    struct Enqueue: PostgresPreparedStatement {
-        typealias Row = (JobID?, Bool)
+    struct Enqueue: EnqueueStatement {
 
         static let sql = """
             WITH input AS MATERIALIZED (
@@ -90,25 +98,16 @@ enum QueueStatements {
             SELECT id, true FROM notified CROSS JOIN input ORDER BY ord
             """
 
+        static let withKeys = false
         var input: EnqueueInput
         var notify: [String]
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 9)
-            input.append(to: &bindings, withKeys: false)
-            bindings.append(notify)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
     /// Inserts jobs of which some have unique keys. A job whose key a waiting job already holds
     /// is not inserted: it answers that job's id and `false`; no id when the holder is not
     /// visible to this statement (another transaction's, uncommitted), for the caller to look
     /// again.
-    struct EnqueueUnique: PostgresPreparedStatement {
-        typealias Row = (JobID?, Bool)
+    struct EnqueueUnique: EnqueueStatement {
 
         static let sql = """
             WITH input AS MATERIALIZED (
@@ -138,17 +137,9 @@ enum QueueStatements {
             ORDER BY input.ord
             """
 
+        static let withKeys = true
         var input: EnqueueInput
         var notify: [String]
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 10)
-            input.append(to: &bindings, withKeys: true)
-            bindings.append(notify)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
     /// Moves finished jobs (completed or discarded) to history, fenced on (`id`, `attempt`,
@@ -192,6 +183,17 @@ enum QueueStatements {
 
         func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(JobID.self) }
     }
+}
+
+extension QueueStatements.EnqueueStatement {
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 10)
+        input.append(to: &bindings, withKeys: Self.withKeys)
+        bindings.append(notify)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode((JobID?, Bool).self) }
 }
 
 /// Runs a `PostgresPreparedStatement` as a named prepared statement (PostgresNIO prepares it

@@ -203,22 +203,12 @@ struct DeviceWritePathTests {
                         "createOrUpdateRegistration", "deleteRegistration",
                     ])
 
-                var names: [String] = []
-                for try await name in try await client.query(
-                    "SELECT name FROM pg_prepared_statements ORDER BY name", logger: db.logger
-                ).decode(String.self) {
-                    names.append(name)
-                }
-                if prepared {
-                    for statement in [
+                let problem = try await TestDatabase.preparedStatementProblem(
+                    [
                         "LockForRegistration", "LockHandle", "MoveHandle", "UpsertRegistration", "DeviceByID", "MarkSynced",
                         "RecordHubCalls", "CredentialByName", "EnqueueUnique",
-                    ] {
-                        #expect(names.contains { $0.hasSuffix(".\(statement)") }, "\(statement) is prepared: \(names)")
-                    }
-                } else {
-                    #expect(names.isEmpty, "nothing is prepared: \(names)")
-                }
+                    ], prepared: prepared, on: client, logger: db.logger)
+                #expect(problem == nil, "\(problem ?? "")")
             }
         }
     }

@@ -68,19 +68,9 @@ struct NotificationCreateTests {
                             WHERE h.notification_id = \(accepted[0].id)
                             """) == (users.count == 1 ? 2 : 4))
                 }
-                var names: [String] = []
-                for try await name in try await client.query(
-                    "SELECT name FROM pg_prepared_statements ORDER BY name", logger: db.logger
-                ).decode(String.self) {
-                    names.append(name)
-                }
-                if prepared {
-                    for statement in ["InsertNotifications", "InsertHubSends", "Enqueue"] {
-                        #expect(names.contains { $0.hasSuffix(".\(statement)") }, "\(statement) is prepared: \(names)")
-                    }
-                } else {
-                    #expect(names.isEmpty, "nothing is prepared: \(names)")
-                }
+                let problem = try await TestDatabase.preparedStatementProblem(
+                    ["InsertNotifications", "InsertHubSends", "Enqueue"], prepared: prepared, on: client, logger: db.logger)
+                #expect(problem == nil, "\(problem ?? "")")
             }
         }
     }

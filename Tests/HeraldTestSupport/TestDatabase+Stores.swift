@@ -25,3 +25,22 @@ extension TestDatabase {
             configuration: configuration, logger: logger)
     }
 }
+
+extension TestDatabase {
+    /// What is wrong with the statements prepared on `client` (a one-connection pool, so they
+    /// are that connection's): with `prepared`, each of `expected` (type names, matched by
+    /// suffix) must be among them; without, none may be. `nil` when all is as it should be.
+    public static func preparedStatementProblem(
+        _ expected: [String], prepared: Bool, on client: PostgresClient, logger: Logger
+    ) async throws -> String? {
+        var names: [String] = []
+        for try await name in try await client.query("SELECT name FROM pg_prepared_statements ORDER BY name", logger: logger)
+            .decode(String.self)
+        {
+            names.append(name)
+        }
+        if !prepared { return names.isEmpty ? nil : "nothing should be prepared: \(names)" }
+        let missing = expected.filter { statement in !names.contains { $0.hasSuffix(".\(statement)") } }
+        return missing.isEmpty ? nil : "not prepared: \(missing); prepared: \(names)"
+    }
+}

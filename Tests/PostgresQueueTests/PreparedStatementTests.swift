@@ -53,19 +53,9 @@ struct PreparedStatementTests {
                     }
                 }
                 #expect(Set(finished.withLock { $0 }) == Set(ids))
-                var names: [String] = []
-                for try await name in try await client.query(
-                    "SELECT name FROM pg_prepared_statements ORDER BY name", logger: db.logger
-                ).decode(String.self) {
-                    names.append(name)
-                }
-                if prepared {
-                    for statement in ["Enqueue", "EnqueueUnique", "Finish"] {
-                        #expect(names.contains { $0.hasSuffix(".\(statement)") }, "\(statement) is prepared: \(names)")
-                    }
-                } else {
-                    #expect(names.isEmpty, "nothing is prepared: \(names)")
-                }
+                let problem = try await TestDatabase.preparedStatementProblem(
+                    ["Enqueue", "EnqueueUnique", "Finish"], prepared: prepared, on: client, logger: db.logger)
+                #expect(problem == nil, "\(problem ?? "")")
             }
         }
     }
