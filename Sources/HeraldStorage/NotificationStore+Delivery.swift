@@ -395,7 +395,9 @@ extension NotificationStore {
     public func record(_ results: [HubSendResult]) async throws -> [Bool] {
         guard !results.isEmpty else { return [] }
         let columns = ResultColumns(results)
-        let lockIDs = Array(Set(columns.notificationIDs)).sorted { $0.uuidString < $1.uuidString }
+        // `UUID`'s own order is its bytes', as PostgreSQL orders `uuid` (comparing `uuidString`s
+        // formatted two strings per comparison: 3 % of the worker's CPU samples in a send run).
+        let lockIDs = Array(Set(columns.notificationIDs)).sorted()
         return try await StorageSQL.transaction(client, logger: logger, "record hub send results", within: wait) { connection in
             _ = try await statements.rows(SendStatements.LockNotifications(ids: lockIDs), on: connection, logger: logger)
             // The UPDATE is the fence; only the results it applied get their outcome rows (one

@@ -282,7 +282,7 @@ extension NotificationStore {
             var deadlinePassed = abandoned.filter { $0.late }.count
             var retried = abandoned.count - deadlinePassed
             if !dryRun, !abandoned.isEmpty {
-                let notifications = Array(Set(abandoned.map { $0.notification })).sorted { $0.uuidString < $1.uuidString }
+                let notifications = Array(Set(abandoned.map { $0.notification })).sorted()
                 // The notifications' row locks, in id order (as `record` takes them); then only
                 // sends still Abandoned, of notifications still in time, go back to Queued.
                 try await connection.query(
