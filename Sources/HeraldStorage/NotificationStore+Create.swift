@@ -209,12 +209,9 @@ extension NotificationStore {
         case .user(let id): userID = id
         case .campaignRun(let run, let campaign): (runID, campaignID) = (run, campaign)
         }
-        _ = try await statements.rows(
-            CreateStatements.InsertNotifications(rows: rows, apiKeyID: apiKeyID, userID: userID, runID: runID),
-            on: connection, logger: logger)
         let sends = try await statements.rows(
-            CreateStatements.InsertHubSends(rows: rows, runID: runID, campaignID: campaignID), on: connection,
-            logger: logger)
+            CreateStatements.Insert(rows: rows, apiKeyID: apiKeyID, userID: userID, runID: runID, campaignID: campaignID),
+            on: connection, logger: logger)
         var jobs: [NewJob] = []
         jobs.reserveCapacity(rows.sendIDs.count)
         let throttled = throttlePerSecond.flatMap { rate in campaignID.map { ($0, rate) } }
@@ -257,37 +254,50 @@ extension NotificationStore {
     }
 }
 
-/// The statements that create notifications (``NotificationStore/insert(_:sender:throttlePerSecond:on:)``),
-/// prepared (``StatementRunner``): for a request of one notification, parsing and planning them
-/// were most of their cost. Every parameter carries a cast, so a `NULL` bound first still
-/// prepares with the right type; `''` and `-1` in the arrays stand for `NULL`.
+/// The statement that creates notifications (``NotificationStore/insert(_:sender:throttlePerSecond:on:)``),
+/// prepared (``StatementRunner``): for a request of one notification, parsing and planning were
+/// most of its cost. Every parameter carries a cast, so a `NULL` bound first still prepares with
+/// the right type; `''` and `-1` in the arrays stand for `NULL`.
 enum CreateStatements {
-    /// Inserts the notifications of ``NotificationRows``, all from one sender.
-    struct InsertNotifications: PostgresPreparedStatement {
-        typealias Row = Int
+    /// Inserts the notifications of ``NotificationRows``, all from one sender, and their hub
+    /// sends, in one statement (one round trip); answers each hub send's id and notification.
+    /// The hub sends' foreign key is checked at the end of the statement, when the
+    /// notifications' rows are there.
+    struct Insert: PostgresPreparedStatement {
+        typealias Row = (Int64, UUID)
 
         static let sql = """
-            INSERT INTO notifications (id, api_key_id, sender_user_id, campaign_run_id, target, content, options, tags,
-                                       idempotency_key, request_hash, state, send_at, deadline, telemetry)
-            SELECT i.id, $1::int8, $2::int8, $3::int8, i.target::jsonb, i.content::jsonb, i.options::jsonb,
-                   ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), NULLIF(i.key, ''),
-                   CASE WHEN i.hash = '' THEN NULL ELSE decode(i.hash, 'hex') END, i.state,
-                   CASE WHEN i.send_at < 0 THEN NULL ELSE to_timestamp(i.send_at) END, i.deadline, i.telemetry
-            FROM unnest($4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
-                        $12::float8[], $13::timestamptz[], $14::bool[])
-                 AS i(id, target, content, options, tags, key, hash, state, send_at, deadline, telemetry)
+            WITH created AS (
+                INSERT INTO notifications (id, api_key_id, sender_user_id, campaign_run_id, target, content, options,
+                                           tags, idempotency_key, request_hash, state, send_at, deadline, telemetry)
+                SELECT i.id, $1::int8, $2::int8, $3::int8, i.target::jsonb, i.content::jsonb, i.options::jsonb,
+                       ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), NULLIF(i.key, ''),
+                       CASE WHEN i.hash = '' THEN NULL ELSE decode(i.hash, 'hex') END, i.state,
+                       CASE WHEN i.send_at < 0 THEN NULL ELSE to_timestamp(i.send_at) END, i.deadline, i.telemetry
+                FROM unnest($5::uuid[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+                            $12::text[], $13::float8[], $14::timestamptz[], $15::bool[])
+                     AS i(id, target, content, options, tags, key, hash, state, send_at, deadline, telemetry)
+            )
+            INSERT INTO hub_sends (notification_id, format, tag_expression, device_handle, state, broadcast,
+                                   campaign_run_id, campaign_id)
+            SELECT s.id, s.format, NULLIF(s.expression, ''), NULLIF(s.handle, ''), s.state, s.broadcast, $3::int8, $4::int8
+            FROM unnest($16::uuid[], $17::text[], $18::text[], $19::text[], $20::text[], $21::bool[])
+                 AS s(id, format, expression, handle, state, broadcast)
+            RETURNING id, notification_id
             """
 
         var rows: NotificationRows
         var apiKeyID: Int64?
         var userID: Int64?
         var runID: Int64?
+        var campaignID: Int64?
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 14)
+            var bindings = PostgresBindings(capacity: 21)
             bindings.append(apiKeyID)
             bindings.append(userID)
             bindings.append(runID)
+            bindings.append(campaignID)
             bindings.append(rows.ids)
             bindings.append(rows.targets)
             bindings.append(rows.contents)
@@ -299,33 +309,6 @@ enum CreateStatements {
             bindings.append(rows.sendAts)
             bindings.append(rows.deadlines)
             bindings.append(rows.telemetry)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> Row { 0 }
-    }
-
-    /// Inserts the hub sends of ``NotificationRows``; answers each one's id and notification.
-    struct InsertHubSends: PostgresPreparedStatement {
-        typealias Row = (Int64, UUID)
-
-        static let sql = """
-            INSERT INTO hub_sends (notification_id, format, tag_expression, device_handle, state, broadcast,
-                                   campaign_run_id, campaign_id)
-            SELECT s.id, s.format, NULLIF(s.expression, ''), NULLIF(s.handle, ''), s.state, s.broadcast, $1::int8, $2::int8
-            FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bool[])
-                 AS s(id, format, expression, handle, state, broadcast)
-            RETURNING id, notification_id
-            """
-
-        var rows: NotificationRows
-        var runID: Int64?
-        var campaignID: Int64?
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 8)
-            bindings.append(runID)
-            bindings.append(campaignID)
             bindings.append(rows.sendIDs)
             bindings.append(rows.sendFormats)
             bindings.append(rows.sendExpressions)
