@@ -42,7 +42,7 @@ public struct RuntimeConfiguration: Sendable {
     /// `HERALD_MEMORY_TRIM_SECONDS`.
     public static let memoryTrim = Setting.int(
         "memory.trim_seconds", default: 10, range: 0...3600,
-        "herald-api and herald-worker hand the heap memory malloc keeps free after a burst back to the system this often (glibc's `malloc_trim`); 0: never"
+        "herald-api and herald-worker hand the heap memory malloc keeps free after a burst back to the system (glibc's `malloc_trim`) once they are quiet again, and this often while they stay busy; 0: never"
     )
 
     /// Every key this configuration reads.

@@ -60,4 +60,58 @@ struct MemoryTrimmerTests {
             try await tasks.next()
         }
     }
+
+    /// Runs `policy` over one check a second, the process using `cpuPerCheck[i]` of CPU in
+    /// the second before check `i`; answers the checks (from 0) that trimmed.
+    static func trims(_ policy: inout TrimPolicy, from start: ContinuousClock.Instant, cpuPerCheck: [Duration]) -> [Int] {
+        var cpu = Duration.seconds(5)
+        var trimmed: [Int] = []
+        for (index, used) in cpuPerCheck.enumerated() {
+            cpu += used
+            let now = start + .seconds(index + 1)
+            if policy.shouldTrim(now: now, cpu: cpu) {
+                trimmed.append(index)
+                cpu += .milliseconds(3)  // the trim's own work
+                policy.trimmed(now: now, cpu: cpu)
+            }
+        }
+        return trimmed
+    }
+
+    @Test("an idle process is never trimmed, however long it idles")
+    func idleNeverTrims() {
+        let start = ContinuousClock.now
+        var policy = TrimPolicy(interval: .seconds(10), now: start, cpu: .seconds(5))
+        // 5 ms a second: timers, probes, a poll.
+        #expect(Self.trims(&policy, from: start, cpuPerCheck: Array(repeating: .milliseconds(5), count: 120)) == [])
+    }
+
+    @Test("a burst is trimmed at the first quiet check after it, not an interval later")
+    func quietAfterBurstTrims() {
+        let start = ContinuousClock.now
+        var policy = TrimPolicy(interval: .seconds(10), now: start, cpu: .seconds(5))
+        let burst = Array(repeating: Duration.milliseconds(900), count: 3)
+        let quiet = Array(repeating: Duration.milliseconds(5), count: 5)
+        // Busy for 3 s (no trim: the interval has not passed), quiet at check 3: trim; then
+        // idle, so no more; a second burst, trimmed when it ends.
+        #expect(Self.trims(&policy, from: start, cpuPerCheck: burst + quiet + burst + quiet) == [3, 11])
+    }
+
+    @Test("a process that stays busy is trimmed every interval")
+    func busyTrimsEveryInterval() {
+        let start = ContinuousClock.now
+        var policy = TrimPolicy(interval: .seconds(10), now: start, cpu: .seconds(5))
+        let busy = Array(repeating: Duration.milliseconds(800), count: 25)
+        #expect(Self.trims(&policy, from: start, cpuPerCheck: busy) == [9, 19])
+    }
+
+    @Test("the process's CPU time counts work as it is done")
+    func processCPUTimeAdvances() {
+        let before = MemoryTrimmer.processCPUTime()
+        let until = ContinuousClock.now + .milliseconds(60)
+        var spins = 0
+        while ContinuousClock.now < until { spins &+= 1 }
+        let used = MemoryTrimmer.processCPUTime() - before
+        #expect(used >= .milliseconds(30), "\(spins) spins used \(used) of CPU")
+    }
 }
