@@ -212,6 +212,13 @@ struct CredentialCacheTests {
         #expect(AuthorizationHeader(values: [basic("a", "b:c")]) == .basic(user: "a", password: "b:c"))
         #expect(AuthorizationHeader(values: ["BEARER abc.def.ghi"]) == .bearer("abc.def.ghi"))
         #expect(AuthorizationHeader(values: ["Bearer abc def"]) == .invalid)
+        #expect(AuthorizationHeader(values: ["Bearer aZ09-._~+/="]) == .bearer("aZ09-._~+/="))
+        #expect(AuthorizationHeader(values: [" \tBearer  \t abc.def \t "]) == .bearer("abc.def"))
+        #expect(AuthorizationHeader(values: [" \t "]) == .invalid)
+        #expect(AuthorizationHeader(values: ["Bearer \t "]) == .invalid)
+        for refused in ["abc%2e", "abc\u{E9}", "abc,def", "abc\"", "\u{FF21}bc"] {
+            #expect(AuthorizationHeader(values: ["Bearer \(refused)"]) == .invalid, "\(refused)")
+        }
         #expect(AuthorizationHeader(values: []) == .invalid)
     }
 }

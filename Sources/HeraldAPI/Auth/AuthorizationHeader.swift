@@ -20,19 +20,45 @@ enum AuthorizationHeader: Equatable {
             return
         }
         // `scheme SP credentials`; the scheme is case-insensitive (RFC 9110 §11.1).
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        let trimmed = Self.trimmingWhitespace(value[...])
         guard let space = trimmed.firstIndex(of: " ") else {
             self = .invalid
             return
         }
         let scheme = trimmed[..<space].lowercased()
-        let credentials = trimmed[space...].trimmingCharacters(in: .whitespaces)
+        let credentials = String(Self.trimmingWhitespace(trimmed[space...]))
         switch scheme {
         case "basic": self = Self.basic(credentials)
         case "bearer":
-            let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
-            self = !credentials.isEmpty && credentials.allSatisfy(allowed.contains) ? .bearer(credentials) : .invalid
+            self = !credentials.isEmpty && credentials.utf8.allSatisfy(Self.isTokenByte) ? .bearer(credentials) : .invalid
         default: self = .invalid
+        }
+    }
+
+    /// `text` without the spaces and tabs around it (HTTP's optional whitespace). Foundation's
+    /// `trimmingCharacters(in:)` went through UTF-16 and a character set, twice a request:
+    /// about 2 % of herald-api's samples under device `PUT`s.
+    private static func trimmingWhitespace(_ text: Substring) -> Substring {
+        let isText = { (byte: UInt8) in byte != UInt8(ascii: " ") && byte != UInt8(ascii: "\t") }
+        guard let first = text.utf8.firstIndex(where: isText), let last = text.utf8.lastIndex(where: isText) else {
+            return text[text.endIndex...]
+        }
+        return text[first...last]
+    }
+
+    /// Whether `byte` may appear in a bearer token: RFC 6750's `b64token`, letters, digits and
+    /// `-._~+/=`. Checked a byte at a time, not against a `Set` of characters built for every
+    /// request.
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "+"),
+            UInt8(ascii: "/"), UInt8(ascii: "="):
+            return true
+        default:
+            return false
         }
     }
 

@@ -1,23 +1,26 @@
 import Crypto
 import Synchronization
 
-/// A bounded, short-lived cache of verified Basic credentials, so a signed-in app does not
-/// cost a bcrypt check on every request.
+/// What a hit of the Basic credential cache returns.
+struct BasicCredential: Sendable {
+    var userID: Int64
+    var credentialVersion: Int64
+}
+
+/// The cache of verified Basic credentials (see ``CredentialCache``).
+typealias BasicCredentialCache = CredentialCache<BasicCredential>
+
+/// A bounded, short-lived cache of verified credentials, so a signed-in app does not cost a
+/// bcrypt check (Basic) or a token's verification (Bearer) on every request.
 ///
-/// - The key is the SHA-256 of the whole `Authorization` header value: the password itself is
-///   never stored.
+/// - The key is the SHA-256 of the credential (the whole `Authorization` header value, or the
+///   token): the password or token itself is never stored.
 /// - Only successes are cached, each for `ttl` (at most 60 s).
 /// - At most `capacity` entries: expired entries go first, then the oldest.
-/// - An entry remembers the user's id and `credential_version`; the authenticator re-reads the
-///   user's row on every hit and accepts only while both match and the user is enabled, so
-///   disabling a user or changing a password (in any process) takes effect at once.
-final class BasicCredentialCache: Sendable {
-    /// What a hit returns.
-    struct Entry: Sendable {
-        var userID: Int64
-        var credentialVersion: Int64
-    }
-
+/// - For Basic, an entry remembers the user's id and `credential_version`; the authenticator
+///   re-reads the user's row on every hit and accepts only while both match and the user is
+///   enabled, so disabling a user or changing a password (in any process) takes effect at once.
+final class CredentialCache<Entry: Sendable>: Sendable {
     private struct Stored {
         var entry: Entry
         var expires: ContinuousClock.Instant
@@ -47,7 +50,7 @@ final class BasicCredentialCache: Sendable {
     /// Whether the cache keeps anything.
     var isEnabled: Bool { capacity > 0 && ttl > .zero }
 
-    /// The cache key of an `Authorization` header value.
+    /// The cache key of an `Authorization` header value (or a bearer token).
     static func key(forHeader value: String) -> SHA256.Digest {
         SHA256.hash(data: Array(value.utf8))
     }
