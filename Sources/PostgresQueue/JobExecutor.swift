@@ -153,9 +153,17 @@ public final class JobExecutor: Service, Sendable {
         while true {
             let (stopping, free, wanted, hot) = state.withLock { s in
                 let free = self.configuration.concurrency - s.inFlight
-                let wanted = free > 0 && (s.claimRequested || (s.backlog && (free >= threshold || s.inFlight == 0)))
-                if wanted { s.claimRequested = false }
-                return (s.stopping, free, wanted, s.isHot())
+                // Behind a backlog (the last claim came back full) a notification or a fast
+                // poll says nothing new: the executor claims once a quarter of its slots are
+                // free, when it runs dry, or at the slow poll (slots held by long jobs). Letting
+                // those wake-ups force a claim for every slot or two freed made a claim a
+                // millisecond for a few jobs each.
+                let wanted =
+                    free > 0
+                    && (s.backlog
+                        ? free >= threshold || s.inFlight == 0 || s.pollDue : s.claimRequested || s.pollDue)
+                if wanted { (s.claimRequested, s.pollDue) = (false, false) }
+                return (s.stopping, free, wanted, !s.backlog && s.isHot())
             }
             if stopping { return }
             if wanted {
@@ -284,7 +292,7 @@ public final class JobExecutor: Service, Sendable {
     private func pollLoop() async {
         while !state.withLock({ $0.stopping }) {
             try? await Task.sleep(for: configuration.pollInterval)
-            state.withLock { $0.claimRequested = true }
+            state.withLock { $0.pollDue = true }
             signal.yield()
         }
     }
@@ -331,7 +339,10 @@ final class ExecutorState: Sendable {
         var leased: [JobID: Int16] = [:]
         var stopping = false
         var terminated = false
+        /// A notification, a fast poll, a finished claim's retry: claim unless behind a backlog.
         var claimRequested = true
+        /// The slow poll: claim for whatever slots are free, backlog or not.
+        var pollDue = false
         var backlog = false
         var hotUntil: ContinuousClock.Instant?
 

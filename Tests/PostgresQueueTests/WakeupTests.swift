@@ -101,6 +101,59 @@ struct WakeupTests {
         }
     }
 
+    @Test("behind a backlog, fast polls and notifications do not force claims of a slot or two")
+    func backlogClaimsInQuarters() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("backlog")
+            let total = 600
+            try await db.queue.enqueue((0..<total).map { _ in NewJob(queue: q, kind: "k") })
+            let listener = JobQueueListener(client: db.client, logger: db.logger)
+            let ran = RunLog()
+            var handlers = JobHandlers()
+            handlers.register("k") { job in
+                // Work of varied length (20–60 ms, a slot freed every millisecond or so), so
+                // slots free up one at a time.
+                try? await Task.sleep(for: .milliseconds(Int.random(in: 20...60)))
+                ran.record(job)
+                return .completed
+            }
+            let claims = Shared<[Int]>([])
+            // 40 slots: a claim behind a backlog waits for 10 of them. The fast poll stays on
+            // (every millisecond for 100 ms after each claim), the slow one is out of the way.
+            let executor = JobExecutor(
+                queue: db.queue, handlers: handlers,
+                configuration: .init(
+                    queue: q, concurrency: 40, pollInterval: .seconds(60),
+                    afterClaim: { ids in claims.withLock { $0.append(ids.count) } }),
+                listener: listener)
+            let extra = try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await listener.run() }
+                try await Poll.until { listener.connections == 1 }
+                let extra = try await running([executor]) {
+                    // Notifications through the first half of the drain: more jobs, one at a time.
+                    var extra = 0
+                    while ran.distinctJobs < total / 2 {
+                        try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
+                        extra += 1
+                        try await Task.sleep(for: .milliseconds(2))
+                    }
+                    try await Poll.until(timeout: .seconds(60), "\(ran.distinctJobs) of \(total + extra) ran") {
+                        ran.distinctJobs == total + extra
+                    }
+                    return extra
+                }
+                group.cancelAll()
+                return extra
+            }
+            let sizes = claims.withLock { $0 }
+            // The first claim fills every slot; only the queue's last jobs come in a claim
+            // under 10 (each one at once: the backlog is gone by then).
+            let small = sizes.filter { $0 < 10 }
+            #expect(extra > 0)
+            #expect(small.count <= 4, "\(sizes.count) claims, \(small.count) under 10 jobs: \(sizes)")
+        }
+    }
+
     @Test("the listener reconnects when its connection is killed, and executors wake again")
     func listenerReconnects() async throws {
         try await TestDatabase.with { db async throws in
