@@ -216,7 +216,7 @@ public struct DeviceStore: Sendable {
             guard let row = try await statements.rows(write, on: connection, logger: logger).first else {
                 throw try await refusal(for: id, owner: owner, on: connection)
             }
-            jobs.append(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: .registration))
+            jobs.append(.deviceSync(DeviceSyncArgs(deviceID: id), kind: .registration))
             _ = try await queue.enqueue(jobs, on: connection)
             return DeviceRecord(
                 id: id, userID: owner.id, kind: .registration, platform: registration.platform, handle: handle,
@@ -274,7 +274,7 @@ public struct DeviceStore: Sendable {
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
             guard let record = try await Self.records(rows).first else { throw Self.notYours }
-            jobs.append(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: .installation))
+            jobs.append(.deviceSync(DeviceSyncArgs(deviceID: id), kind: .installation))
             _ = try await queue.enqueue(jobs, on: connection)
             return record
         }
@@ -295,7 +295,7 @@ public struct DeviceStore: Sendable {
                 WHERE id = \(id.uuid) RETURNING platform IS NOT NULL
                 """, logger: logger)
             for try await registered in rows.decode(Bool.self) where registered {
-                _ = try await queue.enqueue(try .deviceSync(DeviceSyncArgs(deviceID: id), kind: current.kind), on: connection)
+                _ = try await queue.enqueue(.deviceSync(DeviceSyncArgs(deviceID: id), kind: current.kind), on: connection)
             }
         }
     }
@@ -447,7 +447,7 @@ public struct DeviceStore: Sendable {
         var jobs: [NewJob] = []
         for try await (id, kind) in rows.decode((UUID, String).self) {
             jobs.append(
-                try .deviceSync(DeviceSyncArgs(deviceID: DeviceID(id)), kind: DeviceKind(rawValue: kind) ?? .registration))
+                .deviceSync(DeviceSyncArgs(deviceID: DeviceID(id)), kind: DeviceKind(rawValue: kind) ?? .registration))
         }
         return jobs
     }
@@ -796,7 +796,7 @@ public struct DeviceStore: Sendable {
                     "to_user": "\(owner.id)", "handle": "\(fingerprint)",
                 ])
             jobs.append(
-                try .deviceSync(DeviceSyncArgs(deviceID: DeviceID(moved)), kind: DeviceKind(rawValue: kind) ?? .registration))
+                .deviceSync(DeviceSyncArgs(deviceID: DeviceID(moved)), kind: DeviceKind(rawValue: kind) ?? .registration))
         }
         return jobs
     }

@@ -50,12 +50,15 @@ struct HeraldJobsTests {
     func syncJobs() throws {
         let id = DeviceID.random()
         let args = DeviceSyncArgs(deviceID: id)
-        let registration = try NewJob.deviceSync(args, kind: .registration)
-        let installation = try NewJob.deviceSync(args, kind: .installation)
+        let registration = NewJob.deviceSync(args, kind: .registration)
+        let installation = NewJob.deviceSync(args, kind: .installation)
         #expect(registration.queue == DeviceJobs.queue && registration.kind == DeviceJobs.registrationSync)
         #expect(installation.queue == DeviceJobs.queue && installation.kind == DeviceJobs.installationSync)
         #expect(registration.uniqueKey == DeviceJobs.syncUniqueKey(id) && installation.uniqueKey == registration.uniqueKey)
         #expect(try Self.decoded(registration, as: DeviceSyncArgs.self) == args)
+        // The same JSON object JSONEncoder writes for the typed arguments.
+        let encoded = try JSONDecoder().decode([String: String].self, from: JSONEncoder().encode(args))
+        #expect(try JSONDecoder().decode([String: String].self, from: Data(registration.argsJSON.utf8)) == encoded)
     }
 
     @Test("hub delete jobs pick the kind of the hub object and coalesce per hub id")
