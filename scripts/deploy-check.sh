@@ -125,8 +125,9 @@ check_ldd() {
   if ! ls /usr/lib/*/libxml2.so >/dev/null 2>&1; then
     debian_install libxml2-dev
   fi
-  # Global, for the exit trap.
-  stage="$(mktemp -d)"
+  # Global, for the exit trap. Beside the build, on its file system: the four binaries take
+  # about 900 MB, more than a small /tmp (a tmpfs) may have free.
+  stage="$(mktemp -d "$(cd "$scratch" && pwd)/deploy-check.XXXXXX")"
   trap 'rm -rf "${stage:-}"' EXIT
   local started=$SECONDS
   for product in $products; do

@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -334,8 +335,30 @@ def static_link(scratch, dockerfile, product, output):
     result = subprocess.run(args, capture_output=True, text=True)
     if result.returncode != 0:
         undefined = sorted(set(re.findall(r"undefined reference to '([^']*)'", result.stderr)))
-        detail = f"{len(undefined)} undefined symbols, e.g. {undefined[:5]}" if undefined else result.stderr[-2000:]
-        fail(f"linking {product} with --static-swift-stdlib and the Dockerfile's flags failed: {detail}")
+        if undefined:
+            detail = f"{len(undefined)} undefined symbols, e.g. {undefined[:5]}"
+        else:
+            # The linker's own lines (a gold "fatal error", say), without the two drivers' wrappers
+            # that only repeat the exit code, on one line so that a CI log's summary shows them.
+            own = [line.strip() for line in result.stderr.splitlines()
+                   if line.strip() and "use -v to see invocation" not in line]
+            errors = [line for line in own if "error" in line.lower()]
+            detail = " | ".join((errors or own)[-12:])[-3000:] or f"exit code {result.returncode}, no message"
+        folder = os.path.dirname(os.path.abspath(output))
+        free_mb = shutil.disk_usage(folder).free // 2**20
+        fail(f"linking {product} with --static-swift-stdlib and the Dockerfile's flags failed: {detail} "
+             f"({free_mb} MB free in {folder}; {available_memory_mb()} MB of memory available)")
+
+
+def available_memory_mb():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return "?"
 
 
 def check_secrets(kube_dir, readme):
