@@ -142,6 +142,54 @@ enum QueueStatements {
         var notify: [String]
     }
 
+    /// Inserts one job, with or without a unique key, from scalar parameters; answers its id, or
+    /// none when a waiting job holds its key (the caller then looks that job up).
+    ///
+    /// The batch statements above take arrays, and a plan for the given arrays (a "custom" plan)
+    /// knows their length while the plan for any arrays assumes ten elements and so looks
+    /// dearer: PostgreSQL then plans the batch statement again at every call. For one job that
+    /// was 86 % of the calls and most of the enqueue's cost in PostgreSQL
+    /// (`pg_stat_statements` over `scripts/bench-api.sh`). Here both plans cost the same, and
+    /// the generic one is kept after the first five calls.
+    struct EnqueueOne: PostgresPreparedStatement {
+        typealias Row = JobID?
+
+        static let sql = """
+            WITH inserted AS (
+                INSERT INTO pgqueue.jobs (id, queue, kind, args, priority, max_attempts, run_at, unique_key)
+                VALUES (nextval('pgqueue.job_ids'), $1::text, $2::text, $3::text::jsonb, $4::int2, $5::int2,
+                        CASE WHEN $8::bool THEN $7::timestamptz ELSE now() + $6::int8 * interval '1 millisecond' END,
+                        NULLIF($9::text, ''))
+                ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable')
+                DO NOTHING
+                RETURNING id
+            ),
+            notified AS (\(notified(parameter: 10)))
+            SELECT (SELECT id FROM inserted) FROM notified
+            """
+
+        /// One element in each column.
+        var input: EnqueueInput
+        var notify: [String]
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 10)
+            bindings.append(input.queues[0])
+            bindings.append(input.kinds[0])
+            bindings.append(input.args[0])
+            bindings.append(input.priorities[0])
+            bindings.append(input.maxAttempts[0])
+            bindings.append(input.delays[0])
+            bindings.append(input.ats[0])
+            bindings.append(input.hasAt[0])
+            bindings.append(input.keys[0])
+            bindings.append(notify)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(JobID?.self) }
+    }
+
     /// Moves finished jobs (completed or discarded) to history, fenced on (`id`, `attempt`,
     /// `locked_by`) and `state = 'running'`; answers the ids it moved.
     struct Finish: PostgresPreparedStatement {

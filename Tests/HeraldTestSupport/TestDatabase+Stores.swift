@@ -44,3 +44,22 @@ extension TestDatabase {
         return missing.isEmpty ? nil : "not prepared: \(missing); prepared: \(names)"
     }
 }
+
+extension TestDatabase {
+    /// How often PostgreSQL planned the statements prepared on `client` (a one-connection pool)
+    /// whose names end in one of `suffixes`, summed: plans for the given values ("custom") and
+    /// reuses of the plan for any values ("generic"), from `pg_prepared_statements`.
+    public static func planCounts(
+        _ suffixes: [String], on client: PostgresClient, logger: Logger
+    ) async throws -> (custom: Int, generic: Int) {
+        var counts = (custom: 0, generic: 0)
+        let rows = try await client.query(
+            "SELECT name, custom_plans, generic_plans FROM pg_prepared_statements", logger: logger)
+        for try await (name, custom, generic) in rows.decode((String, Int64, Int64).self)
+        where suffixes.contains(where: { name.hasSuffix(".\($0)") }) {
+            counts.custom += Int(custom)
+            counts.generic += Int(generic)
+        }
+        return counts
+    }
+}

@@ -25,15 +25,18 @@ struct PreparedStatementTests {
                 // Twice each, so a prepared statement is also run once already prepared.
                 var ids: [JobID] = []
                 for round in 0..<2 {
+                    // One job (EnqueueOne), a keyed batch (EnqueueUnique), an unkeyed one (Enqueue).
                     ids.append(try await queue.enqueue(NewJob(queue: q, kind: "k", argsJSON: #"{"round":\#(round)}"#)).id)
                     let keyed = try await queue.enqueue([
                         NewJob(queue: q, kind: "k", uniqueKey: "key-\(round)"),
                         NewJob(queue: q, kind: "k", uniqueKey: "key-\(round)"),
+                        NewJob(queue: q, kind: "k", uniqueKey: "other-\(round)"),
                     ])
                     #expect(keyed[0].id == keyed[1].id && !keyed[0].deduplicated && keyed[1].deduplicated)
-                    ids.append(keyed[0].id)
+                    ids += [keyed[0].id, keyed[2].id]
+                    ids += try await queue.enqueue([NewJob(queue: q, kind: "k"), NewJob(queue: q, kind: "k")]).map(\.id)
                 }
-                #expect(Set(ids).count == 4)
+                #expect(Set(ids).count == 10)
                 let finished = Mutex<[JobID]>([])
                 var handlers = JobHandlers()
                 handlers.register("k") { job in
@@ -49,13 +52,45 @@ struct PreparedStatementTests {
                 try await running([executor]) {
                     try await Poll.until(timeout: .seconds(30), "the jobs did not all reach history") {
                         try await db.count(
-                            "SELECT count(*) FROM pgqueue.job_history WHERE queue = \(q) AND state = 'completed'") == 4
+                            "SELECT count(*) FROM pgqueue.job_history WHERE queue = \(q) AND state = 'completed'") == 10
                     }
                 }
                 #expect(Set(finished.withLock { $0 }) == Set(ids))
                 let problem = try await TestDatabase.preparedStatementProblem(
-                    ["Enqueue", "EnqueueUnique", "Finish"], prepared: prepared, on: client, logger: db.logger)
+                    ["EnqueueOne", "Enqueue", "EnqueueUnique", "Finish"], prepared: prepared, on: client, logger: db.logger)
                 #expect(problem == nil, "\(problem ?? "")")
+            }
+        }
+    }
+
+    /// A device change enqueues one job with a unique key. PostgreSQL plans a prepared statement
+    /// again at every call while a plan for the given values looks cheaper than the plan for
+    /// any: with array parameters it did, at every call (the batch statement's plan for any
+    /// arrays assumes ten jobs, each looked up by its key).
+    @Test("one-job enqueues keep PostgreSQL's generic plan after the first five calls")
+    func oneJobEnqueuesKeepOnePlan() async throws {
+        try await TestDatabase.with { db async throws in
+            let client = db.makeClient(poolSize: 1)
+            try await TestDatabase.withRunning(client) {
+                let queue = JobQueue(client: client, logger: db.logger)
+                let q = uniqueQueue("plans")
+                // A queue with a backlog, and statistics that show it: each job's key lookup then
+                // costs what it does under load.
+                try await client.query(
+                    """
+                    INSERT INTO pgqueue.jobs (id, queue, kind, args, unique_key)
+                    SELECT nextval('pgqueue.job_ids'), \(q + "-backlog"), 'k', '{}', 'backlog-' || g
+                    FROM generate_series(1, 5000) g
+                    """, logger: db.logger)
+                try await client.query("ANALYZE pgqueue.jobs", logger: db.logger)
+                for n in 0..<12 {
+                    try await client.withTransaction(logger: db.logger) { connection in
+                        _ = try await queue.enqueue(NewJob(queue: q, kind: "k", uniqueKey: "device-\(n)"), on: connection)
+                    }
+                }
+                let plans = try await TestDatabase.planCounts(
+                    ["EnqueueOne", "Enqueue", "EnqueueUnique"], on: client, logger: db.logger)
+                #expect(plans.custom <= 5 && plans.custom + plans.generic == 12, "\(plans)")
             }
         }
     }
