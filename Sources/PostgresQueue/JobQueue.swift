@@ -206,10 +206,9 @@ public struct JobQueue: Sendable {
         let input = QueueStatements.EnqueueInput(jobs)
         do {
             if jobs.count == 1 {
-                // No id: a waiting job holds the key; insertDistinct looks it up.
-                let id = try await statements.rows(
+                let row = try await statements.rows(
                     QueueStatements.EnqueueOne(input: input, notify: notify), on: connection, logger: logger)[0]
-                return [(id: id, inserted: id != nil)]
+                return [(id: row.0, inserted: row.1)]
             }
             if uniqueKeys {
                 let rows = try await statements.rows(

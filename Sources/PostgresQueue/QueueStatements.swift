@@ -142,8 +142,9 @@ enum QueueStatements {
         var notify: [String]
     }
 
-    /// Inserts one job, with or without a unique key, from scalar parameters; answers its id, or
-    /// none when a waiting job holds its key (the caller then looks that job up).
+    /// Inserts one job, with or without a unique key, from scalar parameters. Answers as the
+    /// batch statements do: its id and `true`, or the id of the waiting job that holds its key and
+    /// `false`, or no id when that job is not visible to this statement.
     ///
     /// The batch statements above take arrays, and a plan for the given arrays (a "custom" plan)
     /// knows their length while the plan for any arrays assumes ten elements and so looks
@@ -152,7 +153,7 @@ enum QueueStatements {
     /// (`pg_stat_statements` over `scripts/bench-api.sh`). Here both plans cost the same, and
     /// the generic one is kept after the first five calls.
     struct EnqueueOne: PostgresPreparedStatement {
-        typealias Row = JobID?
+        typealias Row = (JobID?, Bool)
 
         static let sql = """
             WITH inserted AS (
@@ -165,7 +166,12 @@ enum QueueStatements {
                 RETURNING id
             ),
             notified AS (\(notified(parameter: 10)))
-            SELECT (SELECT id FROM inserted) FROM notified
+            SELECT coalesce(
+                       (SELECT id FROM inserted),
+                       (SELECT e.id FROM pgqueue.jobs e
+                        WHERE e.unique_key = $9::text AND e.state IN ('available', 'retryable'))),
+                   EXISTS (SELECT FROM inserted)
+            FROM notified
             """
 
         /// One element in each column.
@@ -187,7 +193,7 @@ enum QueueStatements {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(JobID?.self) }
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
     /// Moves finished jobs (completed or discarded) to history, fenced on (`id`, `attempt`,

@@ -83,9 +83,18 @@ struct PreparedStatementTests {
                     FROM generate_series(1, 5000) g
                     """, logger: db.logger)
                 try await client.query("ANALYZE pgqueue.jobs", logger: db.logger)
+                // Six keys twice each: the second enqueue of a key answers the waiting job.
+                var first: [String: JobID] = [:]
                 for n in 0..<12 {
-                    try await client.withTransaction(logger: db.logger) { connection in
-                        _ = try await queue.enqueue(NewJob(queue: q, kind: "k", uniqueKey: "device-\(n)"), on: connection)
+                    let key = "device-\(n % 6)"
+                    let job = try await client.withTransaction(logger: db.logger) { connection in
+                        try await queue.enqueue(NewJob(queue: q, kind: "k", uniqueKey: key), on: connection)
+                    }
+                    if let holder = first[key] {
+                        #expect(job.deduplicated && job.id == holder)
+                    } else {
+                        #expect(!job.deduplicated)
+                        first[key] = job.id
                     }
                 }
                 let plans = try await TestDatabase.planCounts(
