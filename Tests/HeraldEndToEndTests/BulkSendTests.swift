@@ -11,12 +11,8 @@ import Testing
     "End to end: heraldctl send",
     .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct BulkSendTests {
-    /// A fresh folder for a test's files.
-    static func folder() throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("heraldctl-send-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        return url
-    }
+    /// A fresh folder for a test's files; the test removes it.
+    static func folder() throws -> ScratchFolder { try ScratchFolder("heraldctl-send") }
 
     /// A sender key with `rate` requests per second, made in the database.
     /// Registers an APNs device each for alice and bob and waits until the hub has both.
@@ -71,6 +67,7 @@ struct BulkSendTests {
                 lines.append(String(repeating: "x", count: 70))  // line 10,000: too long
                 #expect(lines.count == 10_000)
                 let folder = try Self.folder()
+                defer { folder.remove() }
                 let file = folder.appendingPathComponent("users.txt")
                 try (lines.joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
                 let valid = 9_997
@@ -137,6 +134,7 @@ struct BulkSendTests {
         try await TestDatabase.with { db async throws in
             try await HeraldSystem.with(db) { system in
                 let folder = try Self.folder()
+                defer { folder.remove() }
                 let file = folder.appendingPathComponent("users.txt")
                 try ((1...3_000).map { "t\($0)" }.joined(separator: "\n")).write(to: file, atomically: true, encoding: .utf8)
                 let key = try await Self.key(system, rate: 600)
@@ -221,6 +219,7 @@ struct BulkSendTests {
                 let key = try await Self.key(system, rate: 100_000)
 
                 let folder = try Self.folder()
+                defer { folder.remove() }
                 let file = folder.appendingPathComponent("audience.csv")
                 var rows = ["user,first_name", "alice,Alice", "\"bob\",\"Bob \"\"B\"\"\""]
                 rows += (1...300).map { "c\($0),Name\($0)" }
@@ -267,6 +266,7 @@ struct BulkSendTests {
                 let (alice, bob) = try await Self.registerAliceAndBob(system)
                 let key = try await Self.key(system, rate: 1000)
                 let folder = try Self.folder()
+                defer { folder.remove() }
                 let file = folder.appendingPathComponent("users.txt")
                 try "alice\nbob\n".write(to: file, atomically: true, encoding: .utf8)
                 let common = ["--users-file", file.path, "--apple", #"{"aps":{"alert":"Quiet"}}"#, "--progress-interval", "0.5"]
@@ -326,6 +326,7 @@ struct BulkSendTests {
         try await TestDatabase.with { db async throws in
             try await HeraldSystem.with(db) { system in
                 let folder = try Self.folder()
+                defer { folder.remove() }
                 let file = folder.appendingPathComponent("users.txt")
                 try "alice\nbob\n".write(to: file, atomically: true, encoding: .utf8)
                 let key = try await Self.key(system)

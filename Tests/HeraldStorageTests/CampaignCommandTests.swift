@@ -23,14 +23,8 @@ struct CampaignCommandTests {
         ["HERALD_DATABASE_URL": db.url, "HERALD_LOG_LEVEL": "warning"]
     }
 
-    /// Writes `text` to a new file named `name` in a fresh temporary folder.
-    static func file(_ name: String, _ text: String) throws -> String {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("heraldctl-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let url = folder.appendingPathComponent(name)
-        try Data(text.utf8).write(to: url)
-        return url.path
-    }
+    /// A fresh folder for a test's files; the test removes it.
+    static func folder() throws -> ScratchFolder { try ScratchFolder("heraldctl") }
 
     /// One JSON object from the last line of standard output.
     static func json(_ outcome: Outcome) throws -> [String: Any] {
@@ -60,14 +54,16 @@ struct CampaignCommandTests {
     @Test("create from YAML, show, list, pause and resume, with text and --json")
     func createFromYAML() async throws {
         try await TestDatabase.with { db async throws in
+            let folder = try Self.folder()
+            defer { folder.remove() }
             // An unknown field is refused before anything is written.
-            let typo = try await Self.ctl(db, ["campaign", "create", "--file", try Self.file("typo.yaml", Self.yaml)])
+            let typo = try await Self.ctl(db, ["campaign", "create", "--file", try folder.file("typo.yaml", Self.yaml)])
             #expect(typo.status == 1)
             #expect(typo.stderr == ["heraldctl: error: typo.yaml: at_least is not a field of a campaign \(Self.fieldList)"])
             #expect(try await db.count("SELECT count(*) FROM campaigns") == 0)
 
             let yaml = Self.yaml.replacingOccurrences(of: "at_least: null", with: "priority: high\nttl: 600")
-            let created = try await Self.ctl(db, ["campaign", "create", "--file", try Self.file("news.yaml", yaml)])
+            let created = try await Self.ctl(db, ["campaign", "create", "--file", try folder.file("news.yaml", yaml)])
             #expect(created.status == 0, "\(created.stderr)")
             #expect(created.stdout.first?.hasPrefix("created campaign morning-news (id ") == true, "\(created.stdout)")
             #expect(created.stdout.filter { $0.contains("+01:00") || $0.contains("+02:00") }.count == 5, "\(created.stdout)")
@@ -97,8 +93,8 @@ struct CampaignCommandTests {
                 {"name": "evening", "audience": {"tags": "sports && !muted"}, "content": {"fcmv1": {"message": {"data": {"k": "v"}}}},
                  "schedule": {"at": "\(Self.inAnHour())"}, "throttlePerSecond": 5}
                 """
-            #expect(try await Self.ctl(db, ["campaign", "create", "--file", try Self.file("evening.json", json)]).status == 0)
-            let again = try await Self.ctl(db, ["campaign", "create", "--file", try Self.file("again.yaml", yaml)])
+            #expect(try await Self.ctl(db, ["campaign", "create", "--file", try folder.file("evening.json", json)]).status == 0)
+            let again = try await Self.ctl(db, ["campaign", "create", "--file", try folder.file("again.yaml", yaml)])
             #expect(again.status == 1)
             #expect(again.stderr == [#"heraldctl: error: name_taken: a campaign named "morning-news" exists"#])
 
@@ -121,7 +117,9 @@ struct CampaignCommandTests {
     @Test("fire twice for the same --slot: the second prints the existing run and exits 0; one run, one notification")
     func fireOncePerSlot() async throws {
         try await TestDatabase.with { db async throws in
-            let file = try Self.file("news.yaml", Self.yaml.replacingOccurrences(of: "at_least: null", with: ""))
+            let folder = try Self.folder()
+            defer { folder.remove() }
+            let file = try folder.file("news.yaml", Self.yaml.replacingOccurrences(of: "at_least: null", with: ""))
             #expect(try await Self.ctl(db, ["campaign", "create", "--file", file]).status == 0)
 
             let slot = "2030-01-01T09:00:00Z"
@@ -181,6 +179,8 @@ struct CampaignCommandTests {
     @Test("bad input ends with one line on standard error and exit 1, and writes nothing")
     func badInput() async throws {
         try await TestDatabase.with { db async throws in
+            let folder = try Self.folder()
+            defer { folder.remove() }
             let sixFields = Self.yaml.replacingOccurrences(of: "*/5 * * * *", with: "0 */5 * * * *")
                 .replacingOccurrences(of: "at_least: null", with: "")
             let badZone = Self.yaml.replacingOccurrences(of: "Europe/Berlin", with: "Mars/Olympus")
@@ -188,20 +188,23 @@ struct CampaignCommandTests {
             let noAudience = Self.yaml.replacingOccurrences(of: "  users: [alice, bob]\n", with: "  {}\n")
                 .replacingOccurrences(of: "at_least: null", with: "")
             let cases: [([String], String)] = [
-                (["campaign", "create", "--file", try Self.file("six.yaml", sixFields)], "schedule"),
-                (["campaign", "create", "--file", try Self.file("zone.yaml", badZone)], "Mars/Olympus"),
-                (["campaign", "create", "--file", try Self.file("audience.yaml", noAudience)], "audience"),
-                (["campaign", "create", "--file", try Self.file("broken.json", "{\"name\": ")], "broken.json is not valid JSON"),
-                (["campaign", "create", "--file", try Self.file("broken.yaml", "name: [")], "broken.yaml is not valid YAML"),
+                (["campaign", "create", "--file", try folder.file("six.yaml", sixFields)], "schedule"),
+                (["campaign", "create", "--file", try folder.file("zone.yaml", badZone)], "Mars/Olympus"),
+                (["campaign", "create", "--file", try folder.file("audience.yaml", noAudience)], "audience"),
+                (
+                    ["campaign", "create", "--file", try folder.file("broken.json", "{\"name\": ")],
+                    "broken.json is not valid JSON"
+                ),
+                (["campaign", "create", "--file", try folder.file("broken.yaml", "name: [")], "broken.yaml is not valid YAML"),
                 (["campaign", "create", "--file", "/nonexistent/campaign.yaml"], "cannot read /nonexistent/campaign.yaml"),
                 (
-                    ["campaign", "create", "--file", try Self.file("alias.yaml", "schedule: {cron: */5 * * * *}")],
+                    ["campaign", "create", "--file", try folder.file("alias.yaml", "schedule: {cron: */5 * * * *}")],
                     #"quote a cron expression: cron: "*/5 * * * *""#
                 ),
                 (
                     [
                         "campaign", "create", "--file",
-                        try Self.file(
+                        try folder.file(
                             "ttl.json",
                             #"{"name":"n","audience":{"all":true},"content":{"windows":"<t/>"},"schedule":{"cron":"* * * * *"},"ttl":"x"}"#
                         ),
@@ -228,6 +231,8 @@ struct CampaignCommandTests {
     @Test("a local-time campaign from YAML: show names the local time; fire and `campaign run` list the waves")
     func localTime() async throws {
         try await TestDatabase.with { db in
+            let folder = try Self.folder()
+            defer { folder.remove() }
             let yaml = """
                 name: local-news
                 audience:
@@ -240,7 +245,7 @@ struct CampaignCommandTests {
                   cron: "0 0 * * *"
                 localTime: "09:00"
                 """
-            let created = try await Self.ctl(db, ["campaign", "create", "--file", try Self.file("local.yaml", yaml)])
+            let created = try await Self.ctl(db, ["campaign", "create", "--file", try folder.file("local.yaml", yaml)])
             #expect(created.status == 0, "\(created.stderr)")
             let shown = try await Self.ctl(db, ["campaign", "show", "local-news"])
             #expect(shown.stdout.joined(separator: "\n").contains("local time 09:00"), "\(shown.stdout)")
@@ -263,7 +268,7 @@ struct CampaignCommandTests {
             // YAML reads an unquoted 10:30 as a base-60 number: the refusal says to quote it.
             let unquoted = yaml.replacingOccurrences(of: "name: local-news", with: "name: other")
                 .replacingOccurrences(of: "localTime: \"09:00\"", with: "localTime: 10:30")
-            let refused = try await Self.ctl(db, ["campaign", "create", "--file", try Self.file("bad.yaml", unquoted)])
+            let refused = try await Self.ctl(db, ["campaign", "create", "--file", try folder.file("bad.yaml", unquoted)])
             #expect(refused.status == 1)
             #expect(refused.stderr.joined().contains("quote it"), "\(refused.stderr)")
         }
