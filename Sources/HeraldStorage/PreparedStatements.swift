@@ -269,11 +269,19 @@ enum DeviceStatements {
     /// hold two syncs of one device at different versions, of which only the current one
     /// synced. The expiries are bound with a flag each (PostgresNIO binds no `NULL` array
     /// elements).
+    ///
+    /// The devices are locked in id order first (`locked`; the update touches only rows it
+    /// has locked): up to four batches are written at once and two syncs of one device can be
+    /// in flight together, and batches that locked the same devices in the orders their
+    /// results arrived in deadlocked.
     struct MarkSynced: PostgresPreparedStatement {
         typealias Row = DeviceStore.SyncedVersion
 
         static let sql = """
-            WITH calls AS (
+            WITH locked AS (
+                SELECT id FROM devices WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
+            ),
+            calls AS (
             \(HubCallColumns.insertSQL(from: 6))
             )
             UPDATE devices d SET sync_state = 'synced', synced_version = d.version, synced_at = now(), last_error = NULL,
@@ -281,7 +289,8 @@ enum DeviceStatements {
                 hub_expires_at = CASE WHEN r.expires THEN r.expires_at END
             FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::bool[], $5::timestamptz[])
                  AS r(id, version, hub_id, expires, expires_at)
-            WHERE d.id = r.id AND d.version = r.version RETURNING d.id, d.version
+            WHERE d.id = r.id AND d.version = r.version AND d.id IN (SELECT id FROM locked)
+            RETURNING d.id, d.version
             """
 
         var ids: [UUID] = []

@@ -163,6 +163,56 @@ struct DeviceWritePathTests {
         }
     }
 
+    /// Sync results are written in batches, up to four at once, and two syncs of one device
+    /// can be in flight together (a change arriving while the device's job runs gets a job of
+    /// its own). Two batches that held the same devices in opposite orders deadlocked:
+    /// PostgreSQL broke the cycle after `deadlock_timeout`, failing one batch (3–5 times in
+    /// each `bench-api` run, each a second's stall for two writers).
+    @Test("two sync batches holding the same devices in opposite orders both commit")
+    func syncBatchesLockInOneOrder() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await DeviceStoreTests.fixture(db)
+            var devices: [DeviceRecord] = []
+            for token in [DeviceStoreTests.tokenA, DeviceStoreTests.tokenB] {
+                devices.append(
+                    try await store.register(
+                        try DeviceStoreTests.registration(alice, .apns, token), id: .random(), owner: alice))
+            }
+            devices.sort { $0.id.uuid < $1.id.uuid }
+            // A table the size of a real one, so the update finds each device by its id (on two
+            // rows PostgreSQL scans them in the table's order, the same for every batch).
+            try await db.client.query(
+                """
+                INSERT INTO devices (id, user_id, kind, platform, handle, tags)
+                SELECT gen_random_uuid(), \(alice.id), 'registration', 'apns', 'FILLER' || g, '{}'
+                FROM generate_series(1, 2000) g
+                """, logger: db.logger)
+            try await db.client.query("ANALYZE devices", logger: db.logger)
+            let results = devices.map { DeviceStore.SyncResult(id: $0.id, version: $0.version, hubID: "h", expiresAt: nil) }
+            let first = devices[0].id.uuid
+            func waiting() async throws -> Int {
+                try await db.count(
+                    """
+                    SELECT count(*) FROM pg_stat_activity
+                    WHERE datname = current_database() AND wait_event_type = 'Lock'
+                    """)
+            }
+            // Another transaction holds the first device. The batch in id order waits for it
+            // holding nothing; the one in reverse order may lock the second device first.
+            try await db.client.withConnection { holder in
+                _ = try await holder.query("BEGIN", logger: db.logger)
+                _ = try await holder.query("SELECT 1 FROM devices WHERE id = \(first) FOR UPDATE", logger: db.logger)
+                async let inOrder = store.markSynced(results)
+                try await Poll.until(timeout: .seconds(30), "the first batch never waited") { try await waiting() == 1 }
+                async let reversed = store.markSynced(results.reversed())
+                try await Poll.until(timeout: .seconds(30), "the second batch never waited") { try await waiting() == 2 }
+                _ = try await holder.query("COMMIT", logger: db.logger)
+                #expect(try await inOrder == [true, true])
+                #expect(try await reversed == [true, true])
+            }
+        }
+    }
+
     @Test("the hot statements are named prepared statements, or unnamed ones when turned off", arguments: [true, false])
     func preparedOrNot(prepared: Bool) async throws {
         try await TestDatabase.with { db async throws in
