@@ -30,7 +30,8 @@
 #   bench cli.send_rate <v> ratio          cli.send / send.batch_accept (same run; target >= 0.8)
 #
 # Usage: scripts/bench-send.sh BIN_DIR   (BIN_DIR holds release builds of the executables and herald-bench)
-# Knobs: BENCH_ACCEPT_COUNT (50000), BENCH_E2E_COUNT (20000), BENCH_LATENCY_SECONDS (10),
+# Knobs: BENCH_ACCEPT_COUNT (50000), BENCH_E2E_COUNT (20000), BENCH_HISTORY (50000: finished sends
+# in the tables at the start of each phase), BENCH_LATENCY_SECONDS (10),
 # BENCH_LATENCY_PER_TICK (10: notifications per 10 ms tick, so 1,000/s; a lower rate shows the
 # pipeline's own latency on a machine whose send.e2e is below 1,000/s).
 # A build older than the per-notification `telemetry` option (it refuses the field) polls
@@ -141,9 +142,12 @@ then
   telemetry_option=0; without=omit; with=omit
   echo "bench-send: this build has no telemetry option; every send is polled" >&2
 fi
+# The polls below run every 0.1 s inside measured phases, so they are cheap: a notification
+# (one hub send each here) leaves Queued in the transaction that records its send, and the
+# waiting ones are in a small partial index; counting hub_sends instead scanned the table.
 wait_sent() {
   for _ in $(seq 1 3000); do
-    [ "$(q "SELECT count(*) FROM hub_sends WHERE state IN ('Queued', 'Scheduled')")" -eq 0 ] && return 0
+    [ "$(q "SELECT EXISTS (SELECT 1 FROM notifications WHERE state IN ('Queued', 'Scheduled'))")" = f ] && return 0
     sleep 0.1
   done
   echo "bench-send: sends did not drain" >&2; tail -20 "$work/worker.err" >&2; exit 1
@@ -151,7 +155,7 @@ wait_sent() {
 # Waits until no job is left on the notifications queue: every send and telemetry poll done.
 wait_jobs() {
   for _ in $(seq 1 3000); do
-    [ "$(q "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'")" -eq 0 ] && return 0
+    [ "$(q "SELECT EXISTS (SELECT 1 FROM pgqueue.jobs WHERE queue = 'notifications')")" = f ] && return 0
     sleep 0.1
   done
   echo "bench-send: notification jobs did not drain" >&2; tail -20 "$work/worker.err" >&2; exit 1
@@ -164,7 +168,33 @@ check_outcomes() {
   missing="$(q "SELECT count(*) FROM hub_sends h WHERE NOT EXISTS (SELECT 1 FROM notification_outcomes o WHERE o.hub_send_id = h.id AND o.kind = 'send')")"
   [ "$missing" -eq 0 ] || { echo "bench-send: $missing hub sends have no outcome row" >&2; exit 1; }
 }
-reset() { q "TRUNCATE notifications CASCADE" >/dev/null; q "DELETE FROM pgqueue.jobs WHERE queue = 'notifications'" >/dev/null; }
+# Finished sends the tables hold at the start of each phase, as a database in use does.
+# Without them each phase began on the empty tables TRUNCATE leaves, and the worker's
+# connections kept the plans PostgreSQL made for them at the phase's first batches:
+# sequential scans of hub_sends and notifications, run for every batch as the tables grew
+# (auto_explain: 716 such lookups of a batch's hub sends in one run, 2 ms each by the end).
+history="${BENCH_HISTORY:-50000}"
+seed_history() {
+  q "WITH n AS (
+       INSERT INTO notifications (id, api_key_id, target, content, state, deadline, created_at, updated_at,
+                                  finished_at)
+       SELECT gen_random_uuid(), (SELECT id FROM api_keys ORDER BY id LIMIT 1), '{\"tags\": \"bench:history\"}',
+              '{\"apple\": {\"aps\": {\"alert\": \"history\"}}}', 'Completed', now() - interval '1 day',
+              now() - interval '2 days', now() - interval '2 days', now() - interval '2 days'
+       FROM generate_series(1, $history) RETURNING id),
+     h AS (
+       INSERT INTO hub_sends (notification_id, format, tag_expression, state, attempts, hub_notification_id,
+                              last_status)
+       SELECT id, 'apple', 'bench:history', 'Completed', 1, 'history', 201 FROM n RETURNING id, notification_id)
+     INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, http_status, duration_ms,
+                                        decision, state, at)
+     SELECT id, notification_id, 'send', 1, 201, 1, 'enqueued', 'Enqueued', now() - interval '2 days' FROM h" >/dev/null
+  q "ANALYZE notifications, hub_sends, notification_outcomes" >/dev/null
+}
+reset() {
+  q "TRUNCATE notifications CASCADE" >/dev/null; q "DELETE FROM pgqueue.jobs WHERE queue = 'notifications'" >/dev/null
+  seed_history
+}
 
 # 1. Accept: the API alone (no worker), 4 senders posting batches of 1,000.
 post "$without" bulk 4000 4 >/dev/null  # warm-up
