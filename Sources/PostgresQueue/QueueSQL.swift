@@ -106,6 +106,11 @@ enum QueueSQL {
     // MARK: Statements
 
     /// Claims up to `limit` runnable jobs of `queue` in one statement.
+    ///
+    /// Its commit does not wait for the WAL flush (`synchronous_commit` off for its own
+    /// transaction only): a claim a database crash loses only puts its jobs back in line, as
+    /// an expired lease would, and the next flushed commit (the handler's first write, the
+    /// job's end) makes it durable anyway, since the WAL is flushed in order.
     static func claim(queue: String, limit: Int, workerID: String, leaseMs: Int64) -> PostgresQuery {
         // The CTE is an optimisation fence: without it the planner may run the LIMIT subquery
         // as the inner side of a nested loop and lock more rows than LIMIT (Oban's note).
@@ -116,11 +121,12 @@ enum QueueSQL {
             ORDER BY priority, run_at, id
             LIMIT \(limit)
             FOR UPDATE SKIP LOCKED
-        )
+        ),
+        unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
         UPDATE pgqueue.jobs j
         SET state = 'running', attempt = j.attempt + 1, attempted_at = now(), locked_by = \(workerID),
             lease_expires_at = now() + \(leaseMs) * interval '1 millisecond'
-        FROM candidates c
+        FROM candidates c, unflushed
         WHERE j.id = c.id
         RETURNING j.id, j.kind, j.args::text, j.attempt, j.max_attempts, j.priority, j.run_at, j.attempted_at, j.created_at
         """
