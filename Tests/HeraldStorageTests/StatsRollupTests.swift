@@ -90,23 +90,29 @@ struct StatsRollupTests {
 
     /// Inserts `count` notifications created `ageSeconds` ago in `state`, each with one hub send
     /// and the given outcome rows (decision, status, error), all through plain SQL.
+    ///
+    /// The outcome rows go to the notifications this call inserted, named by id: picking them by
+    /// their age instead compared `created_at` with a later statement's `now()`, which missed the
+    /// oldest one whenever the statements ran a second apart (a loaded machine).
     static func seed(
         _ db: TestDatabase, count: Int, ageSeconds: Int, state: String,
         outcomes: [(String, Int?, String?)]
     ) async throws {
-        try await db.execute(
+        var ids: [UUID] = []
+        let inserted = try await db.client.query(
             """
             INSERT INTO notifications (id, api_key_id, target, content, state, deadline, created_at, updated_at)
             SELECT gen_random_uuid(), (SELECT min(id) FROM api_keys), '{"user":"bob"}', '{}', \(state),
                    now() + interval '1 day', now() - make_interval(secs => \(ageSeconds)) - make_interval(secs => i),
                    now()
             FROM generate_series(1, \(count)) i
-            """)
+            RETURNING id
+            """, logger: db.logger)
+        for try await id in inserted.decode(UUID.self) { ids.append(id) }
         try await db.execute(
             """
             INSERT INTO hub_sends (notification_id, format, tag_expression, state)
-            SELECT n.id, 'apple', 'username:bob', n.state FROM notifications n
-            WHERE NOT EXISTS (SELECT 1 FROM hub_sends h WHERE h.notification_id = n.id)
+            SELECT n.id, 'apple', 'username:bob', n.state FROM notifications n WHERE n.id = ANY(\(ids))
             """)
         for (index, outcome) in outcomes.enumerated() {
             try await db.execute(
@@ -116,8 +122,7 @@ struct StatsRollupTests {
                 SELECT h.id, h.notification_id, 'send', \(index + 1), \(outcome.1), 5, \(outcome.2), \(outcome.0), h.state,
                        n.created_at + make_interval(secs => \(index * 30))
                 FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
-                WHERE n.created_at <= now() - make_interval(secs => \(ageSeconds))
-                  AND n.created_at > now() - make_interval(secs => \(ageSeconds + count + 1))
+                WHERE n.id = ANY(\(ids))
                 """)
         }
     }
