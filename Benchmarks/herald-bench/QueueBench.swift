@@ -39,14 +39,37 @@ struct QueueBench: AsyncParsableCommand {
         }
         info("queue benchmark: \(jobs) jobs, \(executors) executors x concurrency \(concurrency)")
 
-        // Bulk enqueue and drain on an empty history.
-        let (enqueueRate, drainEmpty) = try await bench.withDatabase("herald_bench_q1") { client in
-            let enqueue = try await bench.bulkEnqueue(client: client, count: jobs)
-            let drain = try await bench.drain(url: client.url, count: jobs, executors: executors, concurrency: concurrency)
-            return (enqueue, drain)
+        // Bulk enqueue and drain on an empty history, twice: before and after the pgbench
+        // reference run, so the ratio between them compares the two over the same stretch of
+        // time. A drain takes about two seconds; this machine's speed drifts by half within a
+        // minute, and a single drain measured a minute before pgbench made the ratio swing
+        // from 0.62 to 0.86 between runs of one build.
+        func enqueueAndDrain(_ database: String) async throws -> (enqueue: Double, drain: Double) {
+            try await bench.withDatabase(database) { client in
+                let enqueue = try await bench.bulkEnqueue(client: client, count: jobs)
+                let drain = try await bench.drain(
+                    url: client.url, count: jobs, executors: executors, concurrency: concurrency)
+                return (enqueue, drain)
+            }
         }
-        report("queue.enqueue.bulk", enqueueRate, "jobs/s")
+        let before = try await enqueueAndDrain("herald_bench_q1")
+        // pgbench: the machine's limit for batched claim(100)+complete, on the reference schema
+        // and on this queue's own schema and statements.
+        let reference = try await bench.withDatabase("herald_bench_pgb1", migrate: false) { client in
+            try await bench.pgbenchReference(client: client, seconds: pgbenchSeconds)
+        }
+        let after = try await enqueueAndDrain("herald_bench_q1")
+        let own = try await bench.withDatabase("herald_bench_pgb2") { client in
+            try await bench.pgbenchOwnSchema(client: client, seconds: pgbenchSeconds)
+        }
+        let drainEmpty = (before.drain + after.drain) / 2
+        report("queue.enqueue.bulk", (before.enqueue + after.enqueue) / 2, "jobs/s")
         report("queue.drain", drainEmpty, "jobs/s")
+        info("drain before and after the pgbench reference: \(Int(before.drain)), \(Int(after.drain)) jobs/s")
+        report("queue.pgbench.claim_complete", reference, "rows/s")
+        report("queue.pgbench.claim_complete_pgqueue", own, "rows/s")
+        report("queue.drain.pgbench_ratio", drainEmpty / reference, "ratio")
+        report("queue.drain.pgbench_pgqueue_ratio", drainEmpty / own, "ratio")
 
         // Pickup latency at a steady ~1k jobs/s with wake-ups on.
         let pickup = try await bench.withDatabase("herald_bench_q2") { client in
@@ -57,19 +80,6 @@ struct QueueBench: AsyncParsableCommand {
         report("queue.pickup.p99_ms", pickup.p99, "ms")
         // Of which the enqueue's own round trip (its commit included), before any wake-up.
         report("queue.pickup.enqueue_p50_ms", pickup.enqueueP50, "ms")
-
-        // pgbench: the machine's limit for batched claim(100)+complete, on the reference schema
-        // and on this queue's own schema and statements.
-        let reference = try await bench.withDatabase("herald_bench_pgb1", migrate: false) { client in
-            try await bench.pgbenchReference(client: client, seconds: pgbenchSeconds)
-        }
-        let own = try await bench.withDatabase("herald_bench_pgb2") { client in
-            try await bench.pgbenchOwnSchema(client: client, seconds: pgbenchSeconds)
-        }
-        report("queue.pgbench.claim_complete", reference, "rows/s")
-        report("queue.pgbench.claim_complete_pgqueue", own, "rows/s")
-        report("queue.drain.pgbench_ratio", drainEmpty / reference, "ratio")
-        report("queue.drain.pgbench_pgqueue_ratio", drainEmpty / own, "ratio")
 
         // Drain with a large history.
         let drainFull = try await bench.withDatabase("herald_bench_q3") { client in
