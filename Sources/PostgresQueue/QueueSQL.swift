@@ -112,22 +112,26 @@ enum QueueSQL {
     /// an expired lease would, and the next flushed commit (the handler's first write, the
     /// job's end) makes it durable anyway, since the WAL is flushed in order.
     static func claim(queue: String, limit: Int, workerID: String, leaseMs: Int64) -> PostgresQuery {
-        // The CTE is an optimisation fence: without it the planner may run the LIMIT subquery
-        // as the inner side of a nested loop and lock more rows than LIMIT (Oban's note).
+        // The candidates are an InitPlan (`ARRAY(SELECT …)`), run once: the LIMIT and the row
+        // locks apply to exactly the rows it returns (without a fence the planner may run the
+        // LIMIT subquery as the inner side of a nested loop and lock more rows than LIMIT,
+        // Oban's note). The update then finds them through the primary key, whatever the
+        // table's size: PostgreSQL estimates `id = ANY(…)` of an InitPlan at ten rows. Joined
+        // to the same candidates as a CTE instead, it estimated the join from LIMIT and the
+        // table, and chose a sequential scan of every job and a hash join once LIMIT was a few
+        // percent of the table (claims of 500 on 20,000 jobs: 7.5 ms against 2.5 ms).
         """
-        WITH candidates AS (
+        WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
+        UPDATE pgqueue.jobs j
+        SET state = 'running', attempt = j.attempt + 1, attempted_at = now(), locked_by = \(workerID),
+            lease_expires_at = now() + \(leaseMs) * interval '1 millisecond'
+        FROM unflushed
+        WHERE j.id = ANY(ARRAY(
             SELECT id FROM pgqueue.jobs
             WHERE queue = \(queue) AND state IN ('available', 'retryable') AND run_at <= now()
             ORDER BY priority, run_at, id
             LIMIT \(limit)
-            FOR UPDATE SKIP LOCKED
-        ),
-        unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
-        UPDATE pgqueue.jobs j
-        SET state = 'running', attempt = j.attempt + 1, attempted_at = now(), locked_by = \(workerID),
-            lease_expires_at = now() + \(leaseMs) * interval '1 millisecond'
-        FROM candidates c, unflushed
-        WHERE j.id = c.id
+            FOR UPDATE SKIP LOCKED))
         RETURNING j.id, j.kind, j.args::text, j.attempt, j.max_attempts, j.priority, j.run_at, j.attempted_at, j.created_at
         """
     }
