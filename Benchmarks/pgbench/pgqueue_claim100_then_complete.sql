@@ -2,16 +2,17 @@
 -- PostgresQueue's own schema and with its real statements: claim into `running` with a lease,
 -- then move the batch to history (DELETE ... RETURNING feeding INSERT), fenced on
 -- (id, locked_by, attempt). rows/s = tps * 100 while the queue is non-empty.
-WITH candidates AS (
-  SELECT id FROM pgqueue.jobs
-  WHERE queue = 'pgbench' AND state IN ('available', 'retryable') AND run_at <= now()
-  ORDER BY priority, run_at, id
-  LIMIT 100
-  FOR UPDATE SKIP LOCKED),
-u AS (
+WITH u AS (
+  WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
   UPDATE pgqueue.jobs j SET state = 'running', attempt = j.attempt + 1, attempted_at = now(),
          locked_by = 'pgbench', lease_expires_at = now() + interval '30 seconds'
-  FROM candidates c WHERE j.id = c.id
+  FROM unflushed
+  WHERE j.id = ANY(ARRAY(
+    SELECT id FROM pgqueue.jobs
+    WHERE queue = 'pgbench' AND state IN ('available', 'retryable') AND run_at <= now()
+    ORDER BY priority, run_at, id
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED))
   RETURNING j.id, j.attempt)
 SELECT coalesce(array_agg(id), '{}')::text AS ids, coalesce(array_agg(attempt), '{}')::text AS attempts FROM u \gset
 WITH done AS (
