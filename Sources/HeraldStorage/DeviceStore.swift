@@ -174,6 +174,11 @@ public struct DeviceStore: Sendable {
         let handle = registration.handle
         let template = registration.template
         let headersJSON = try template.map { try Self.json($0.headers) }
+        if timeZone == nil,
+            let saved = try await registerHeld(registration, id: id, owner: owner, templateHeadersJSON: headersJSON)
+        {
+            return saved
+        }
         let upsert = DeviceStatements.UpsertRegistration(
             id: id.uuid, owner: owner.id, platform: registration.platform.rawValue, handle: handle,
             tags: [], templateBody: template?.body, templateHeadersJSON: headersJSON)
@@ -225,6 +230,37 @@ public struct DeviceStore: Sendable {
                 lastError: nil, version: row.version, syncedVersion: row.syncedVersion, deletedAt: nil,
                 createdAt: row.createdAt, updatedAt: row.updatedAt, syncedAt: row.syncedAt)
         }
+    }
+
+    /// ``register(_:id:owner:timeZone:)`` for the usual re-registration, the caller's live
+    /// registration that already holds the handle, in one statement with its sync job
+    /// (``DeviceStatements/UpdateHeldRegistration``): a quarter of the transaction's round trips.
+    /// Nil when the device is anything else, or when the statement lost a deadlock: the
+    /// transaction then decides.
+    private func registerHeld(
+        _ registration: DeviceRegistration, id: DeviceID, owner: DeviceOwner, templateHeadersJSON: String?
+    ) async throws -> DeviceRecord? {
+        let job = try queue.embeddedEnqueue(.deviceSync(DeviceSyncArgs(deviceID: id), kind: .registration))
+        let statement = DeviceStatements.UpdateHeldRegistration(
+            id: id.uuid, owner: owner.id, platform: registration.platform.rawValue, handle: registration.handle,
+            tags: registration.tags, templateBody: registration.template?.body,
+            templateHeadersJSON: templateHeadersJSON, job: job)
+        let row = try await StorageSQL.run("register a device", within: wait) { [statements, client, logger] in
+            do {
+                return try await statements.rows(statement, client: client, logger: logger).first
+            } catch let error as PSQLError where StorageSQL.isRetryable(error) {
+                return nil
+            }
+        }
+        guard let row else { return nil }
+        queue.didEnqueue(job)
+        return DeviceRecord(
+            id: id, userID: owner.id, kind: .registration, platform: registration.platform,
+            handle: registration.handle, tags: row.tags, template: registration.template, installationID: nil,
+            templates: [:], hubRegistrationID: row.saved.hubRegistrationID, hubExpiresAt: row.saved.hubExpiresAt,
+            syncState: .pending, lastError: nil, version: row.saved.version, syncedVersion: row.saved.syncedVersion,
+            deletedAt: nil, createdAt: row.saved.createdAt, updatedAt: row.saved.updatedAt,
+            syncedAt: row.saved.syncedAt)
     }
 
     /// `POST /api/register` with an installation: saves `installation` as the caller's

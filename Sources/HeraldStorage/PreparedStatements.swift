@@ -14,7 +14,80 @@ typealias StatementRunner = PreparedStatementRunner
 /// The device `PUT`'s and the device sync's statements. Every parameter carries a cast, so a
 /// `NULL` bound first (its type unknown to PostgresNIO) still prepares with the right type.
 enum DeviceStatements {
-    /// The first statement of a registration `PUT`, after `BEGIN`: locks the device row (if
+    /// The usual registration `PUT` in one statement, so one implicit transaction: the caller's
+    /// live registration that already holds the handle gets the request's platform, tags and
+    /// template, and its sync job is enqueued (``PostgresQueue/EmbeddedEnqueue``). No row when
+    /// the device is not that (new, deleted, another user's, an installation, another handle) or
+    /// does not carry exactly one zone tag: the `PUT`'s transaction (``LockForRegistration``
+    /// first) decides those.
+    ///
+    /// What the transaction's locks are for holds without them here:
+    /// - the owner's row: the device keeps the zone tag it carries, which a zone change rewrites
+    ///   on every live device of the owner. A change that wrote this row first is what this
+    ///   update reads (it waits for the row, then re-reads it); one that comes later waits for
+    ///   this update and rewrites its tags;
+    /// - the handle's lock: the device holds the handle live, so no other live device can (the
+    ///   unique index), and a request that would take it must first update this row;
+    /// - the device count: the update adds no live device.
+    struct UpdateHeldRegistration: PostgresPreparedStatement {
+        /// The columns the database decides.
+        struct Row: Sendable {
+            var tags: [String]
+            var saved: UpsertRegistration.Row
+        }
+
+        static let sql = """
+            WITH changed AS (
+                UPDATE devices d SET
+                    platform = $3::text,
+                    tags = $5::text[] || (SELECT t FROM unnest(d.tags) AS t WHERE t LIKE 'tz:%'),
+                    template_body = $6::text, template_headers = $7::text::jsonb,
+                    sync_state = 'pending', last_error = NULL, version = d.version + 1, updated_at = now()
+                WHERE d.id = $1::uuid AND d.user_id = $2::int8 AND d.kind = 'registration'
+                  AND d.deleted_at IS NULL AND d.platform IS NOT NULL AND d.handle = $4::text
+                  AND (SELECT count(*) FROM unnest(d.tags) AS t WHERE t LIKE 'tz:%') = 1
+                RETURNING d.tags, d.version, d.hub_registration_id, d.hub_expires_at, d.synced_version,
+                          d.created_at, d.updated_at, d.synced_at
+            ),
+            \(EmbeddedEnqueue.cte(named: "queued", from: "changed", firstParameter: 8))
+            SELECT tags, version, hub_registration_id, hub_expires_at, synced_version, created_at, updated_at, synced_at
+            FROM changed
+            """
+
+        var id: UUID
+        var owner: Int64
+        var platform: String
+        var handle: String
+        /// The registration's tags, without the zone tag.
+        var tags: [String]
+        var templateBody: String?
+        var templateHeadersJSON: String?
+        var job: EmbeddedEnqueue
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 7 + EmbeddedEnqueue.parameterCount)
+            bindings.append(id)
+            bindings.append(owner)
+            bindings.append(platform)
+            bindings.append(handle)
+            bindings.append(tags)
+            bindings.append(templateBody)
+            bindings.append(templateHeadersJSON)
+            job.appendBindings(to: &bindings)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let values = try row.decode(([String], Int64, String?, Date?, Int64?, Date, Date, Date?).self)
+            return Row(
+                tags: values.0,
+                saved: UpsertRegistration.Row(
+                    version: values.1, hubRegistrationID: values.2, hubExpiresAt: values.3, syncedVersion: values.4,
+                    createdAt: values.5, updatedAt: values.6, syncedAt: values.7))
+        }
+    }
+
+    /// The first statement of a registration `PUT`'s transaction, after `BEGIN`: locks the device row (if
     /// any) and the owner's row (`FOR SHARE`, or `FOR UPDATE` when the request sets the owner's
     /// zone), and reads what the `PUT` decides on: the owner's zone, the device's owner, kind
     /// and deletion, whether it already holds the handle live, and (only when the `PUT` would

@@ -235,7 +235,7 @@ public struct JobQueue: Sendable {
         return found
     }
 
-    private func scheduleTrailingNotify(queue: String) {
+    func scheduleTrailingNotify(queue: String) {
         // A fire-and-forget task on purpose: the trailing notification of a debounce window
         // must outlive the enqueue call that scheduled it, and losing it only costs a poll.
         let window = configuration.notifyDebounce

@@ -61,6 +61,20 @@ enum QueueStatements {
             bindings.append(hasAt)
             if withKeys { bindings.append(keys) }
         }
+
+        /// The first job's columns as scalars, `$1`…`$9` in ``append(to:withKeys:)``'s order
+        /// (keys included).
+        func appendScalars(to bindings: inout PostgresBindings) {
+            bindings.append(queues[0])
+            bindings.append(kinds[0])
+            bindings.append(args[0])
+            bindings.append(priorities[0])
+            bindings.append(maxAttempts[0])
+            bindings.append(delays[0])
+            bindings.append(ats[0])
+            bindings.append(hasAt[0])
+            bindings.append(keys[0])
+        }
     }
 
     /// An enqueue statement: the jobs' columns (`$1`…`$8`, the unique keys `$9` when
@@ -180,15 +194,7 @@ enum QueueStatements {
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 10)
-            bindings.append(input.queues[0])
-            bindings.append(input.kinds[0])
-            bindings.append(input.args[0])
-            bindings.append(input.priorities[0])
-            bindings.append(input.maxAttempts[0])
-            bindings.append(input.delays[0])
-            bindings.append(input.ats[0])
-            bindings.append(input.hasAt[0])
-            bindings.append(input.keys[0])
+            input.appendScalars(to: &bindings)
             bindings.append(notify)
             return bindings
         }

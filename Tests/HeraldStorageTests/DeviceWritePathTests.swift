@@ -12,6 +12,7 @@ import Testing
 @Suite("Device write path", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct DeviceWritePathTests {
     static let tokenA = DeviceStoreTests.tokenA
+    static let tokenB = DeviceStoreTests.tokenB
     static let handleLockClass = DeviceHygieneTests.handleLockClass
 
     /// Backends of this database waiting for a handle's advisory lock.
@@ -255,8 +256,8 @@ struct DeviceWritePathTests {
 
                 let problem = try await TestDatabase.preparedStatementProblem(
                     [
-                        "LockForRegistration", "LockHandle", "MoveHandle", "UpsertRegistration", "DeviceByID", "MarkSynced",
-                        "RecordHubCalls", "CredentialByName", "EnqueueOne",
+                        "UpdateHeldRegistration", "LockForRegistration", "LockHandle", "MoveHandle", "UpsertRegistration",
+                        "DeviceByID", "MarkSynced", "RecordHubCalls", "CredentialByName", "EnqueueOne",
                     ], prepared: prepared, on: client, logger: db.logger)
                 #expect(problem == nil, "\(problem ?? "")")
             }
@@ -296,13 +297,95 @@ extension DeviceWritePathTests {
                 let oneOwner = DeviceOwner(id: one.id, name: one.name)
                 try await client.query("ANALYZE devices", logger: db.logger)
                 let id = DeviceID.random()
+                // A new handle each time, so every write takes the transaction (a device that
+                // holds its handle is written by one statement without the locking read).
                 for n in 0..<12 {
                     try await store.register(
-                        try DeviceStoreTests.registration(oneOwner, .apns, Self.tokenA, tags: ["t\(n)"]), id: id,
-                        owner: oneOwner)
+                        try DeviceStoreTests.registration(oneOwner, .apns, n % 2 == 0 ? Self.tokenA : Self.tokenB),
+                        id: id, owner: oneOwner)
                 }
                 let plans = try await TestDatabase.planCounts(["LockForRegistration"], on: client, logger: db.logger)
                 #expect(plans.custom <= 5 && plans.custom + plans.generic == 12, "\(plans)")
+            }
+        }
+    }
+}
+
+extension DeviceWritePathTests {
+    /// Backends of this database waiting for a lock.
+    static func waitingForLocks(_ db: TestDatabase) async throws -> Int {
+        try await db.count(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+    }
+
+    @Test("a device that holds its handle re-registers in one statement: without the owner's row, with its sync job")
+    func heldDeviceInOneStatement() async throws {
+        // A short bound: the transaction's locking read would wait for the owner's row held below.
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await DeviceStoreTests.fixture(db, storage: .init(databaseWait: .seconds(5)))
+            let id = DeviceID.random()
+            let first = try await store.register(
+                try DeviceStoreTests.registration(alice, .apns, Self.tokenA), id: id, owner: alice)
+            try await db.execute("DELETE FROM pgqueue.jobs")
+            try await db.client.withConnection { holder in
+                _ = try await holder.query("BEGIN", logger: db.logger)
+                _ = try await holder.query("SELECT 1 FROM users WHERE id = \(alice.id) FOR UPDATE", logger: db.logger)
+                let again = try await store.register(
+                    try DeviceStoreTests.registration(alice, .apns, Self.tokenA, tags: ["again"]), id: id, owner: alice)
+                _ = try await holder.query("ROLLBACK", logger: db.logger)
+                #expect(again.version == first.version + 1)
+                #expect(again.tags == ["again", "username:alice", "tz:UTC"])
+                #expect(try await store.device(id: id) == again)
+            }
+            // Its sync job, once.
+            #expect(
+                try await db.count(
+                    "SELECT count(*) FROM pgqueue.jobs WHERE unique_key = \("device-sync:\(id)") AND state = 'available'")
+                    == 1)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs") == 1)
+        }
+    }
+
+    @Test("a re-registration racing a zone change that rewrote the device first ends with the new zone's tag")
+    func heldDeviceAfterZoneChange() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await DeviceStoreTests.fixture(db, storage: .init(databaseWait: .seconds(60)))
+            let phone = DeviceID.random()
+            let tablet = DeviceID.random()
+            try await store.register(try DeviceStoreTests.registration(alice, .apns, Self.tokenA), id: phone, owner: alice)
+            try await store.register(try DeviceStoreTests.registration(alice, .apns, Self.tokenB), id: tablet, owner: alice)
+            try await db.client.withConnection { holder in
+                // The tablet's sync job, replaced in an open transaction: the zone change below
+                // waits for it at its enqueue, after it has retagged (and locked) the phone.
+                _ = try await holder.query("BEGIN", logger: db.logger)
+                _ = try await holder.query(
+                    """
+                    WITH gone AS (DELETE FROM pgqueue.jobs WHERE unique_key = \("device-sync:\(tablet)") RETURNING *)
+                    INSERT INTO pgqueue.jobs (id, queue, kind, args, unique_key)
+                    SELECT nextval('pgqueue.job_ids'), queue, kind, args, unique_key FROM gone
+                    """, logger: db.logger)
+                async let zoneChange = DeviceHygieneTests.attempt {
+                    try await store.register(
+                        try DeviceStoreTests.registration(alice, .apns, Self.tokenB), id: tablet, owner: alice,
+                        timeZone: "Europe/Paris")
+                }
+                try await Poll.until(timeout: .seconds(30), "the zone change never waited") {
+                    try await Self.waitingForLocks(db) == 1
+                }
+                async let phoneWrite = DeviceHygieneTests.attempt {
+                    try await store.register(
+                        try DeviceStoreTests.registration(alice, .apns, Self.tokenA, tags: ["again"]), id: phone,
+                        owner: alice)
+                }
+                try await Poll.until(timeout: .seconds(30), "the re-registration never waited") {
+                    try await Self.waitingForLocks(db) == 2
+                }
+                _ = try await holder.query("ROLLBACK", logger: db.logger)
+                let tabletRecord = try await zoneChange.get()
+                let phoneRecord = try await phoneWrite.get()
+                #expect(tabletRecord.tags.last == "tz:Europe:Paris")
+                #expect(phoneRecord.tags == ["again", "username:alice", "tz:Europe:Paris"])
+                #expect(try await store.device(id: phone) == phoneRecord)
             }
         }
     }
