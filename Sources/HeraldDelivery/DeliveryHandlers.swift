@@ -58,7 +58,8 @@ public struct DeliveryHandlers: Sendable {
             connectionString: configuration.hubConnectionString, hubName: configuration.hubName,
             httpClient: httpClient, configuration: hubConfiguration, logger: logger)
         self.devices = DeviceJobRunner(
-            store: stores.devices, writer: DeviceSyncWriter(store: stores.devices), queue: stores.queue, hub: hub,
+            store: stores.devices, reader: DeviceSyncReader(store: stores.devices),
+            writer: DeviceSyncWriter(store: stores.devices), queue: stores.queue, hub: hub,
             logger: logger,
             authenticationAttempts: configuration.authenticationAttempts, maxSyncRounds: configuration.maxSyncRounds)
         let store = stores.notifications

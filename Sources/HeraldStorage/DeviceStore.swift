@@ -497,6 +497,16 @@ public struct DeviceStore: Sendable {
         }
     }
 
+    /// The devices with `ids`, deleted or not, in the order of `ids` (nil where there is none).
+    public func devices(ids: [DeviceID]) async throws -> [DeviceRecord?] {
+        let rows = try await StorageSQL.run("read devices", within: wait) {
+            try await statements.rows(DeviceStatements.DevicesByID(ids: ids.map(\.uuid)), client: client, logger: logger)
+        }
+        var byID: [DeviceID: DeviceRecord] = [:]
+        for row in rows { byID[row.id] = row }
+        return ids.map { byID[$0] }
+    }
+
     /// A user's devices, oldest first; deleted ones only when asked.
     public func devices(userID: Int64, includeDeleted: Bool = false) async throws -> [DeviceRecord] {
         try await StorageSQL.run("read devices", within: wait) {

@@ -288,6 +288,23 @@ enum DeviceStatements {
         func decodeRow(_ row: PostgresRow) throws -> DeviceRecord { try DeviceStore.record(row) }
     }
 
+    /// The devices with any of the ids, deleted or not (``DeviceSyncReader``'s batches).
+    struct DevicesByID: PostgresPreparedStatement {
+        typealias Row = DeviceRecord
+
+        static let sql = "SELECT \(DeviceStore.columns) FROM devices WHERE id = ANY($1::uuid[])"
+
+        var ids: [UUID]
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(ids)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> DeviceRecord { try DeviceStore.record(row) }
+    }
+
     /// The hub calls of a sync attempt as the columns of an `unnest` (PostgresNIO binds no
     /// `NULL` array elements: `''` and `-1` stand for `NULL`, read back with `NULLIF`).
     struct HubCallColumns: Sendable {

@@ -236,6 +236,7 @@ struct DeviceWritePathTests {
                 #expect(again.version == record.version + 1)
                 let read = try #require(try await store.device(id: id))
                 #expect(read == again)
+                #expect(try await store.devices(ids: [.random(), id]) == [nil, read])
                 #expect(
                     try await store.markSynced(
                         id: id, version: read.version, hubID: "r1", expiresAt: nil,
@@ -257,7 +258,7 @@ struct DeviceWritePathTests {
                 let problem = try await TestDatabase.preparedStatementProblem(
                     [
                         "UpdateHeldRegistration", "LockForRegistration", "LockHandle", "MoveHandle", "UpsertRegistration",
-                        "DeviceByID", "MarkSynced", "RecordHubCalls", "CredentialByName", "EnqueueOne",
+                        "DeviceByID", "DevicesByID", "MarkSynced", "RecordHubCalls", "CredentialByName", "EnqueueOne",
                     ], prepared: prepared, on: client, logger: db.logger)
                 #expect(problem == nil, "\(problem ?? "")")
             }
@@ -387,6 +388,35 @@ extension DeviceWritePathTests {
                 #expect(phoneRecord.tags == ["again", "username:alice", "tz:Europe:Paris"])
                 #expect(try await store.device(id: phone) == phoneRecord)
             }
+        }
+    }
+}
+
+extension DeviceWritePathTests {
+    @Test("sync jobs starting together read their devices in shared batches, each getting its own row or none")
+    func syncReadsInBatches() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await DeviceStoreTests.fixture(db)
+            var devices: [DeviceID: DeviceRecord] = [:]
+            for n in 0..<10 {
+                let id = DeviceID.random()
+                devices[id] = try await store.register(
+                    try DeviceStoreTests.registration(alice, .apns, String(format: "%064X", n + 1)), id: id, owner: alice)
+            }
+            let deleted = try #require(devices.keys.first)
+            try await store.delete(owner: alice, id: deleted)
+            devices[deleted] = try await store.device(id: deleted)
+            let absent = (0..<5).map { _ in DeviceID.random() }
+            let reader = DeviceSyncReader(store: store, maxBatch: 4)
+            // Each id asked for five times at once, so batches hold repeats and mix ids.
+            let asked = Array(repeating: Array(devices.keys) + absent, count: 5).flatMap { $0 }.shuffled()
+            let answers = try await withThrowingTaskGroup(of: (DeviceID, DeviceRecord?).self) { group in
+                for id in asked { group.addTask { (id, try await reader.device(id: id)) } }
+                return try await group.reduce(into: [(DeviceID, DeviceRecord?)]()) { $0.append($1) }
+            }
+            #expect(answers.count == asked.count)
+            for (id, record) in answers { #expect(record == devices[id], "\(id)") }
+            #expect(devices[deleted]?.isDeleted == true)
         }
     }
 }

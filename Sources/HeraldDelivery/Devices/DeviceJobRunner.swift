@@ -18,6 +18,8 @@ import PostgresQueue
 /// Every hub call is recorded in `device_hub_calls`, failed ones included.
 struct DeviceJobRunner: Sendable {
     let store: DeviceStore
+    /// Reads the devices syncs start on in batches (one statement for many syncs).
+    let reader: DeviceSyncReader
     /// Records the syncs' results in batches (one commit for many syncs).
     let writer: DeviceSyncWriter
     let queue: JobQueue
@@ -70,7 +72,7 @@ struct DeviceJobRunner: Sendable {
         var device: DeviceRecord?
         do {
             for round in 1...maxSyncRounds {
-                guard let current = try await store.device(id: args.deviceID) else {
+                guard let current = try await reader.device(id: args.deviceID) else {
                     try await store.recordHubCalls(log.drain())
                     logger.info("herald.device.sync_skipped", metadata: ["reason": "no such device"])
                     DeliveryMetrics.syncFinished(kind: "unknown", outcome: "skipped")
