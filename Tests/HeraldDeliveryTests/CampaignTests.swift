@@ -269,12 +269,21 @@ struct CampaignTests {
             _ = try await Self.finished(world, run, timeout: .seconds(60))
             let times = try await world.sendRequests().map(\.at).sorted()
             #expect(times.count == 30)
+            let log = times.map { (($0.timeIntervalSince(times[0])) * 1000).rounded() }
+            // What the README promises: instants 1.2/rate s apart, so the sends span at least
+            // 29 of those gaps less the 0.2 s margin (a throttle without the margin, 1/rate
+            // apart, spans 5.8 s), and no window over the rate unless a send stalled past the
+            // margin after its lateness check, which adds at most one send to a window.
+            let spacing = 1.2 / Double(rate)
+            #expect(times[29].timeIntervalSince(times[0]) >= 29 * spacing - 0.2, "\(log)")
+            var overRate = 0
             for (index, start) in times.enumerated() {
                 let inWindow = times[index...].prefix { $0.timeIntervalSince(start) < 1 }.count
-                #expect(
-                    inWindow <= rate,
-                    "\(inWindow) hub sends within one second: \(times.map { (($0.timeIntervalSince(times[0])) * 1000).rounded() })")
+                #expect(inWindow <= rate + 1, "\(inWindow) hub sends within one second: \(log)")
+                if inWindow > rate { overRate += 1 }
             }
+            // A stall is rare: a run that puts one send too many into most windows is not it.
+            #expect(overRate <= 3, "\(overRate) windows over the rate: \(log)")
         }
     }
 
