@@ -51,6 +51,8 @@ final class SenderAPIClient: Sendable {
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
         // AsyncHTTPClient keeps retrying a refused connection until the connect timeout.
         configuration.timeout = .init(connect: .seconds(3), read: .seconds(120))
+        // No tracer is bootstrapped: no per-request span and its URL parsing.
+        configuration.tracing.tracer = nil
         http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
