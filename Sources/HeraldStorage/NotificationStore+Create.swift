@@ -264,6 +264,8 @@ enum CreateStatements {
     /// The hub sends' foreign key is checked at the end of the statement, when the
     /// notifications' rows are there.
     struct Insert: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = (Int64, UUID)
 
         static let sql = """

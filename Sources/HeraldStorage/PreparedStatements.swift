@@ -30,6 +30,8 @@ enum DeviceStatements {
     ///   unique index), and a request that would take it must first update this row;
     /// - the device count: the update adds no live device.
     struct UpdateHeldRegistration: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         /// The columns the database decides.
         struct Row: Sendable {
             var tags: [String]
@@ -102,6 +104,8 @@ enum DeviceStatements {
     /// (`pg_stat_statements` over `scripts/bench-api.sh`). Correlated, both plans cost the same
     /// and the generic one is kept after the first five calls.
     struct LockForRegistration: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         /// What the statement read.
         struct Row: Sendable {
             var timeZone: String?
@@ -152,6 +156,8 @@ enum DeviceStatements {
     /// ``LockForRegistration`` with the owner's row locked `FOR UPDATE`: the request sets the
     /// owner's zone.
     struct LockForRegistrationSettingZone: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         static let sql = LockForRegistration.lockSQL(userLock: "UPDATE")
 
         var base: LockForRegistration
@@ -162,6 +168,8 @@ enum DeviceStatements {
 
     /// Serialises registrations of one handle until the transaction ends.
     struct LockHandle: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = Void
 
         static let sql = "SELECT pg_advisory_xact_lock($1::int4, hashtext($2::text))"
@@ -181,6 +189,8 @@ enum DeviceStatements {
     /// Deletes every other live device holding the handle and records each move in
     /// `device_handle_moves`; returns the moved devices (id, kind, user).
     struct MoveHandle: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = (UUID, String, Int64)
 
         static let sql = """
@@ -216,6 +226,8 @@ enum DeviceStatements {
     /// another user's or an installation. Returns only what the database decides (the
     /// caller knows the rest).
     struct UpsertRegistration: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         /// The columns the database decides.
         struct Row: Sendable {
             var version: Int64
@@ -273,6 +285,8 @@ enum DeviceStatements {
 
     /// The device with an id, deleted or not (every column, as ``DeviceStore/records(_:)``).
     struct DeviceByID: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = DeviceRecord
 
         static let sql = "SELECT \(DeviceStore.columns) FROM devices WHERE id = $1::uuid"
@@ -290,6 +304,8 @@ enum DeviceStatements {
 
     /// The devices with any of the ids, deleted or not (``DeviceSyncReader``'s batches).
     struct DevicesByID: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = DeviceRecord
 
         static let sql = "SELECT \(DeviceStore.columns) FROM devices WHERE id = ANY($1::uuid[])"
@@ -365,6 +381,8 @@ enum DeviceStatements {
     /// in flight together, and batches that locked the same devices in the orders their
     /// results arrived in deadlocked.
     struct MarkSynced: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = DeviceStore.SyncedVersion
 
         static let sql = """
@@ -421,6 +439,8 @@ enum DeviceStatements {
     /// Marks a deleted device removed from the hub at a version (the fence) and appends the
     /// attempt's hub calls, in one statement. One row when the fence held.
     struct MarkRemovedFromHub: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = UUID
 
         static let sql = """
@@ -449,6 +469,8 @@ enum DeviceStatements {
 
     /// Appends hub calls to the audit (one statement, whatever their number).
     struct RecordHubCalls: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = Void
 
         static let sql = HubCallColumns.insertSQL(from: 1)
@@ -469,6 +491,8 @@ enum DeviceStatements {
 enum UserStatements {
     /// The credential of the user with a name.
     struct CredentialByName: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = (Int64, String, String?, Bool, Int64)
 
         static let sql =

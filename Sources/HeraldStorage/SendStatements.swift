@@ -23,6 +23,8 @@ enum SendStatements {
     /// A start resumes the attempt in flight when its own job and run began it (see
     /// ``AttemptRequest/jobAttempt``; -1 stands for none and never matches).
     struct StartAttempts: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = NotificationStore.StartRow
 
         static let sql = """
@@ -116,6 +118,8 @@ enum SendStatements {
 
     /// Locks notifications' rows, in id order, for the rest of the transaction.
     struct LockNotifications: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = Void
 
         static let sql = "SELECT 1 FROM notifications WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE"
@@ -136,6 +140,8 @@ enum SendStatements {
     /// a result cannot land in one table and not the other. Returns the applied results'
     /// ordinals (1-based, in the arrays' order).
     struct RecordResults: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = Int64
 
         static let sql = """
@@ -204,6 +210,8 @@ enum SendStatements {
 
     /// The states of the hub sends of notifications.
     struct HubSendStates: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = (UUID, String)
 
         static let sql = "SELECT notification_id, state FROM hub_sends WHERE notification_id = ANY($1::uuid[])"
@@ -222,6 +230,8 @@ enum SendStatements {
     /// Sets notifications' states (and `finished_at` once final), skipping the ones already in
     /// that state.
     struct SetNotificationStates: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = Void
 
         static let sql = """
@@ -249,6 +259,8 @@ enum SendStatements {
     /// The hub send a telemetry poll reads: its notification, the hub's notification id (`''`
     /// for none), state, attempts and format.
     struct ReadTelemetryTarget: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
         typealias Row = (UUID, String, String, Int32, String)
 
         static let sql = """
