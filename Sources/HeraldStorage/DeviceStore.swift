@@ -174,14 +174,12 @@ public struct DeviceStore: Sendable {
         let handle = registration.handle
         let template = registration.template
         let headersJSON = try template.map { try Self.json($0.headers) }
-        if timeZone == nil,
-            let saved = try await registerHeld(registration, id: id, owner: owner, templateHeadersJSON: headersJSON)
-        {
-            return saved
-        }
         let upsert = DeviceStatements.UpsertRegistration(
             id: id.uuid, owner: owner.id, platform: registration.platform.rawValue, handle: handle,
             tags: [], templateBody: template?.body, templateHeadersJSON: headersJSON)
+        if timeZone == nil, let saved = try await registerHeld(registration, id: id, owner: owner, write: upsert) {
+            return saved
+        }
         let lock = DeviceStatements.LockForRegistration(id: id.uuid, owner: owner.id, handle: handle)
         return try await StorageSQL.transaction(client, logger: logger, "register a device", within: wait) { connection in
             // One statement locks the device row and the owner's row and reads all the PUT
@@ -238,13 +236,12 @@ public struct DeviceStore: Sendable {
     /// Nil when the device is anything else, or when the statement lost a deadlock: the
     /// transaction then decides.
     private func registerHeld(
-        _ registration: DeviceRegistration, id: DeviceID, owner: DeviceOwner, templateHeadersJSON: String?
+        _ registration: DeviceRegistration, id: DeviceID, owner: DeviceOwner, write: DeviceStatements.UpsertRegistration
     ) async throws -> DeviceRecord? {
+        var write = write
+        write.tags = registration.tags
         let job = try queue.embeddedEnqueue(.deviceSync(DeviceSyncArgs(deviceID: id), kind: .registration))
-        let statement = DeviceStatements.UpdateHeldRegistration(
-            id: id.uuid, owner: owner.id, platform: registration.platform.rawValue, handle: registration.handle,
-            tags: registration.tags, templateBody: registration.template?.body,
-            templateHeadersJSON: templateHeadersJSON, job: job)
+        let statement = DeviceStatements.UpdateHeldRegistration(write: write, job: job)
         let row = try await StorageSQL.run("register a device", within: wait) { [statements, client, logger] in
             do {
                 return try await statements.rows(statement, client: client, logger: logger).first

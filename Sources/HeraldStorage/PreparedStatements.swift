@@ -56,25 +56,13 @@ enum DeviceStatements {
             FROM changed
             """
 
-        var id: UUID
-        var owner: Int64
-        var platform: String
-        var handle: String
-        /// The registration's tags, without the zone tag.
-        var tags: [String]
-        var templateBody: String?
-        var templateHeadersJSON: String?
+        /// The write, as the transaction's upsert would make it (`$1`…`$7`), its tags without
+        /// the zone tag.
+        var write: UpsertRegistration
         var job: EmbeddedEnqueue
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 7 + EmbeddedEnqueue.parameterCount)
-            bindings.append(id)
-            bindings.append(owner)
-            bindings.append(platform)
-            bindings.append(handle)
-            bindings.append(tags)
-            bindings.append(templateBody)
-            bindings.append(templateHeadersJSON)
+            var bindings = try write.makeBindings()
             job.appendBindings(to: &bindings)
             return bindings
         }

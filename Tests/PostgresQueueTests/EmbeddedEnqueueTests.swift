@@ -74,21 +74,8 @@ struct EmbeddedEnqueueTests {
             let queue = JobQueue(client: db.client, logger: db.logger, configuration: .init(notifyDebounce: .zero))
             let q = uniqueQueue("embedded-hint")
             let marker = q + "-marker"
-            let received = Shared<[String]>([])
             try await withThrowingTaskGroup(of: Void.self) { group in
-                let listening = Shared(false)
-                group.addTask {
-                    try await db.client.withConnection { connection in
-                        try await connection.listen(on: JobQueue.notificationChannel) { notifications in
-                            listening.withLock { $0 = true }
-                            for try await notification in notifications
-                            where notification.payload == q || notification.payload == marker {
-                                received.withLock { $0.append(notification.payload) }
-                            }
-                        }
-                    }
-                }
-                try await Poll.until { listening.withLock { $0 } }
+                let received = try await db.recordNotifications(in: &group, payloads: [q, marker])
                 try await db.client.withConnection { connection in
                     // Notifications arrive in commit order: the marker separates the two statements.
                     _ = try await Self.run(

@@ -70,3 +70,26 @@ func running<T: Sendable>(
 }
 
 func uniqueQueue(_ prefix: String) -> String { "\(prefix)_\(UInt32.random(in: 0...UInt32.max))" }
+
+extension TestDatabase {
+    /// Listens on the queue's channel in a task of `group`, recording the payloads in `wanted`
+    /// in the order they arrive; returns once the listener is in place.
+    func recordNotifications(
+        in group: inout ThrowingTaskGroup<Void, any Error>, payloads wanted: Set<String>
+    ) async throws -> Shared<[String]> {
+        let received = Shared<[String]>([])
+        let listening = Shared(false)
+        group.addTask { [client] in
+            try await client.withConnection { connection in
+                try await connection.listen(on: JobQueue.notificationChannel) { notifications in
+                    listening.withLock { $0 = true }
+                    for try await notification in notifications where wanted.contains(notification.payload) {
+                        received.withLock { $0.append(notification.payload) }
+                    }
+                }
+            }
+        }
+        try await Poll.until { listening.withLock { $0 } }
+        return received
+    }
+}

@@ -31,22 +31,10 @@ struct WakeupTests {
     func debouncedNotifications() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("debounce")
-            let received = Shared<[String]>([])
             let window = Duration.milliseconds(500)
             let queue = JobQueue(client: db.client, logger: db.logger, configuration: .init(notifyDebounce: window))
             try await withThrowingTaskGroup(of: Void.self) { group in
-                let listening = Shared(false)
-                group.addTask {
-                    try await db.client.withConnection { connection in
-                        try await connection.listen(on: JobQueue.notificationChannel) { notifications in
-                            listening.withLock { $0 = true }
-                            for try await notification in notifications where notification.payload == q {
-                                received.withLock { $0.append(notification.payload) }
-                            }
-                        }
-                    }
-                }
-                try await Poll.until { listening.withLock { $0 } }
+                let received = try await db.recordNotifications(in: &group, payloads: [q])
                 let begin = ContinuousClock.now
                 for _ in 0..<20 { try await queue.enqueue(NewJob(queue: q, kind: "k")) }
                 let burst = ContinuousClock.now - begin
