@@ -136,7 +136,8 @@ jobs_waiting() {
 # Waits until the worker has finished every sync job, then checks every device ended synced.
 drain_and_check() {
   for _ in $(seq 1 600); do
-    [ "$(jobs_waiting)" -eq 0 ] && break
+    bench_poll "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'devices'"
+    [ "$POLL" -eq 0 ] && break
     sleep 0.2
   done
   local failed unsynced
@@ -179,7 +180,11 @@ solo_requests="$(awk '/requests in/ {print $1}' "$work/device_put_solo.txt")"
 emulator_pid="${pids[0]}"
 before_start="$(jobs_finished)"
 start_worker
-for _ in $(seq 1 300); do [ "$(jobs_finished)" -gt "$before_start" ] && break; sleep 0.05; done
+for _ in $(seq 1 300); do
+  bench_poll "SELECT count(*) FROM pgqueue.job_history WHERE queue = 'devices' AND state = 'completed'"
+  [ "$POLL" -gt "$before_start" ] && break
+  sleep 0.05
+done
 sync_jobs0="$(jobs_finished)"; worker_ticks0="$(cpu_ticks "$worker_pid")"
 pg_ticks2="$(cpu_ticks $(postgres_pids))"; emu_ticks0="$(cpu_ticks "$emulator_pid")"
 drain_and_check

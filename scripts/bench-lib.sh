@@ -11,6 +11,14 @@
 #   postgres_pids          the postmaster and its children (backends, background processes)
 #   cpu_ms TICKS COUNT     milliseconds of CPU per item: TICKS clock ticks over COUNT items
 #   rss_mb PID             the resident set of a process, in MB
+#   bench_poll SQL         runs SQL on one psql session kept open for the whole run and sets
+#                          POLL to the first column of its first row: for the polls inside measured
+#                          phases. A psql process per poll costs about 27 ms of CPU (and a backend's
+#                          start): at ten polls a second, an eighth of a 2-core machine that the
+#                          phases then did not have, while the figures they are divided by (the
+#                          hub client alone, the queue's own enqueue) paid for no polling. Call it
+#                          from the script's own shell, not in `$(…)`: bash gives a subshell no
+#                          access to the session.
 
 bench_setup() {
   local name="$1"
@@ -28,6 +36,7 @@ bench_setup() {
 }
 
 bench_cleanup() {
+  [ -n "${BENCH_PSQL_PID:-}" ] && kill -TERM "$BENCH_PSQL_PID" 2>/dev/null
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
@@ -78,4 +87,20 @@ cpu_ms() {
 
 rss_mb() {
   awk '/^VmRSS:/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"
+}
+
+bench_poll() {
+  if [ -z "${BENCH_PSQL_PID:-}" ]; then
+    coproc BENCH_PSQL { exec psql -X -qtA "$bench_url"; }
+  fi
+  # The marker line ends the answer (psql prints nothing for an empty result).
+  printf '%s;\n\\echo __bench_poll_end__\n' "$1" >&"${BENCH_PSQL[1]}"
+  POLL=""
+  local line
+  while IFS= read -r line <&"${BENCH_PSQL[0]}"; do
+    [ "$line" = __bench_poll_end__ ] && return 0
+    [ -n "$POLL" ] || POLL="$line"
+  done
+  echo "bench: the polling session ended" >&2
+  exit 1
 }

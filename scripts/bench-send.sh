@@ -142,12 +142,14 @@ then
   telemetry_option=0; without=omit; with=omit
   echo "bench-send: this build has no telemetry option; every send is polled" >&2
 fi
-# The polls below run every 0.1 s inside measured phases, so they are cheap: a notification
+# The polls below run every 0.1 s inside measured phases, so they are cheap (one session,
+# bench_poll, and small reads): a notification
 # (one hub send each here) leaves Queued in the transaction that records its send, and the
 # waiting ones are in a small partial index; counting hub_sends instead scanned the table.
 wait_sent() {
   for _ in $(seq 1 3000); do
-    [ "$(q "SELECT EXISTS (SELECT 1 FROM notifications WHERE state IN ('Queued', 'Scheduled'))")" = f ] && return 0
+    bench_poll "SELECT EXISTS (SELECT 1 FROM notifications WHERE state IN ('Queued', 'Scheduled'))"
+    [ "$POLL" = f ] && return 0
     sleep 0.1
   done
   echo "bench-send: sends did not drain" >&2; tail -20 "$work/worker.err" >&2; exit 1
@@ -155,7 +157,8 @@ wait_sent() {
 # Waits until no job is left on the notifications queue: every send and telemetry poll done.
 wait_jobs() {
   for _ in $(seq 1 3000); do
-    [ "$(q "SELECT EXISTS (SELECT 1 FROM pgqueue.jobs WHERE queue = 'notifications')")" = f ] && return 0
+    bench_poll "SELECT EXISTS (SELECT 1 FROM pgqueue.jobs WHERE queue = 'notifications')"
+    [ "$POLL" = f ] && return 0
     sleep 0.1
   done
   echo "bench-send: notification jobs did not drain" >&2; tail -20 "$work/worker.err" >&2; exit 1
