@@ -1,6 +1,6 @@
 import Foundation
 import HeraldDomain
-import HeraldStorage
+@testable import HeraldStorage
 import HeraldTestSupport
 import PostgresNIO
 import PostgresQueue
@@ -200,6 +200,63 @@ struct NotificationDeliveryStoreTests {
                 #expect(started.hubSendID == id && started.attempt == 1)
             }
             #expect(try await starter.begin(hubSendID: 424_242, jobID: 424_242) == .gone)
+        }
+    }
+
+    @Test("a start looks its sends up by key: statistics from a small table of finished sends do not rescan the batch")
+    func startLooksUpByKey() async throws {
+        try await TestDatabase.with { db async throws in
+            let user = try await UserStore(client: db.client, logger: db.logger).add(name: "plan", passwordHash: "x")
+            func insert(_ count: Int, state: String) async throws {
+                try await db.execute(
+                    """
+                    WITH n AS (
+                        INSERT INTO notifications (id, sender_user_id, target, content, state, deadline)
+                        SELECT gen_random_uuid(), \(user.id), '{"tags": "t"}', '{"apple": "{}"}', \(state),
+                               now() + interval '1 hour'
+                        FROM generate_series(1, \(count)) RETURNING id)
+                    INSERT INTO hub_sends (notification_id, format, tag_expression, state)
+                    SELECT id, 'apple', 't', \(state) FROM n
+                    """)
+            }
+            // Statistics taken while the table held a few finished sends (a new installation, a
+            // table just emptied), then a burst of waiting ones that no ANALYZE has seen yet.
+            try await db.execute("ALTER TABLE hub_sends SET (autovacuum_enabled = false)")
+            try await insert(20, state: "Enqueued")
+            try await db.execute("ANALYZE hub_sends")
+            try await insert(2000, state: "Queued")
+            var ids: [Int64] = []
+            let rows = try await db.client.query(
+                "SELECT id FROM hub_sends WHERE state = 'Queued' ORDER BY id DESC LIMIT 200", logger: db.logger)
+            for try await id in rows.decode(Int64.self) { ids.append(id) }
+            let list = { (values: [String]) in "'{" + values.joined(separator: ",") + "}'" }
+            // The worker runs the statement prepared, so PostgreSQL may keep a generic plan, which
+            // estimates the batch's list at ten rows: the plan the old statement got here joined
+            // the list to a scan of the table and ran the list once per hub send (loops=2000).
+            let plan = try await db.client.withConnection { connection in
+                try await connection.query("SET plan_cache_mode = force_generic_plan", logger: db.logger)
+                try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: "PREPARE start_attempts(bigint[], bigint[], int2[], text, text, text) AS "
+                            + SendStatements.StartAttempts.sql), logger: db.logger)
+                try await connection.query("BEGIN", logger: db.logger)
+                var plan: [String] = []
+                let explain = try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE start_attempts(\(list(ids.map(String.init))),
+                                \(list(ids.map(String.init))), \(list(ids.map { _ in "-1" })), 'send', 'lost', 'unknown')
+                            """), logger: db.logger)
+                for try await line in explain.decode(String.self) { plan.append(line) }
+                try await connection.query("ROLLBACK", logger: db.logger)
+                return plan
+            }
+            let loops = plan.compactMap { line in
+                line.firstRange(of: "loops=").map { Int(line[$0.upperBound...].prefix { $0.isNumber }) ?? 0 }
+            }
+            #expect(!loops.isEmpty, "\(plan.joined(separator: "\n"))")
+            #expect(loops.allSatisfy { $0 <= ids.count }, "\(plan.joined(separator: "\n"))")
+            #expect(plan.contains { $0.contains("hub_sends_pkey") }, "\(plan.joined(separator: "\n"))")
         }
     }
 
