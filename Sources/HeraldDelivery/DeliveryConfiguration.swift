@@ -59,7 +59,7 @@ public struct DeliveryConfiguration: Sendable {
         "hub.name", defaultText: "— (required with the above)", "the hub's name")
     /// `HERALD_WORKER_CONCURRENCY`.
     public static let concurrency = Setting.int(
-        "worker.concurrency", default: 200, range: 1...10_000, "jobs run at once per queue; also the largest claim")
+        "worker.concurrency", default: 400, range: 1...10_000, "jobs run at once per queue; also the largest claim")
     /// `HERALD_LEASE_SECONDS`.
     public static let leaseSeconds = Setting.int(
         "lease_seconds", default: 30, range: 1...86_400, "how long a claimed job is held without a heartbeat")
