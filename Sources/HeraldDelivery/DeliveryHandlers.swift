@@ -65,7 +65,7 @@ public struct DeliveryHandlers: Sendable {
         let store = stores.notifications
         self.notifications = NotificationJobRunner(
             store: store, campaigns: stores.campaigns, starter: NotificationAttemptStarter(store: store),
-            writer: NotificationOutcomeWriter(store: store),
+            writer: NotificationOutcomeWriter(store: store), telemetryReader: TelemetryTargetReader(store: store),
             hub: hub, throttle: HubThrottle(),
             limits: .init(
                 retryAfterCap: configuration.retryAfterCap, authenticationAttempts: configuration.authenticationAttempts,

@@ -465,17 +465,28 @@ extension NotificationStore {
         }
     }
 
-    /// The hub send a telemetry job polls; nil when it is gone.
+    /// The hub send a telemetry job polls; nil when it is gone. Prefer
+    /// ``TelemetryTargetReader``, which reads the targets of concurrently starting polls in one
+    /// statement.
     public func telemetryTarget(hubSendID: Int64) async throws -> TelemetryTarget? {
-        try await StorageSQL.run("read a hub send", within: wait) {
-            let rows = try await statements.rows(
-                SendStatements.ReadTelemetryTarget(hubSendID: hubSendID), client: client, logger: logger)
-            guard let (notificationID, hubID, state, attempt, format) = rows.first else { return nil }
-            return TelemetryTarget(
-                hubSendID: hubSendID, notificationID: notificationID, hubNotificationID: hubID.isEmpty ? nil : hubID,
+        try await telemetryTargets(hubSendIDs: [hubSendID])[0]
+    }
+
+    /// The hub sends telemetry jobs poll, in the order of `hubSendIDs` (nil where one is gone),
+    /// in one statement.
+    public func telemetryTargets(hubSendIDs: [Int64]) async throws -> [TelemetryTarget?] {
+        let rows = try await StorageSQL.run("read hub sends", within: wait) {
+            try await statements.rows(
+                SendStatements.ReadTelemetryTargets(hubSendIDs: hubSendIDs), client: client, logger: logger)
+        }
+        var byID: [Int64: TelemetryTarget] = [:]
+        for (id, notificationID, hubID, state, attempt, format) in rows {
+            byID[id] = TelemetryTarget(
+                hubSendID: id, notificationID: notificationID, hubNotificationID: hubID.isEmpty ? nil : hubID,
                 state: NotificationState(rawValue: state) ?? .unknown, attempt: Int(attempt),
                 format: NotificationFormat(rawValue: format) ?? .template)
         }
+        return hubSendIDs.map { byID[$0] }
     }
 
     // MARK: Expiry and retention

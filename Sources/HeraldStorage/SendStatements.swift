@@ -271,23 +271,24 @@ enum SendStatements {
         func decodeRow(_ row: PostgresRow) throws {}
     }
 
-    /// The hub send a telemetry poll reads: its notification, the hub's notification id (`''`
-    /// for none), state, attempts and format.
-    struct ReadTelemetryTarget: PostgresPreparedStatement {
+    /// The hub sends telemetry polls read (``NotificationStore/telemetryTargets(hubSendIDs:)``):
+    /// each one's id, notification, the hub's notification id (`''` for none), state, attempts
+    /// and format.
+    struct ReadTelemetryTargets: PostgresPreparedStatement {
         static let name = String(reflecting: Self.self)
 
-        typealias Row = (UUID, String, String, Int32, String)
+        typealias Row = (Int64, UUID, String, String, Int32, String)
 
         static let sql = """
-            SELECT notification_id, coalesce(hub_notification_id, ''), state, attempts, format
-            FROM hub_sends WHERE id = $1::int8
+            SELECT id, notification_id, coalesce(hub_notification_id, ''), state, attempts, format
+            FROM hub_sends WHERE id = ANY($1::int8[])
             """
 
-        var hubSendID: Int64
+        var hubSendIDs: [Int64]
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 1)
-            bindings.append(hubSendID)
+            bindings.append(hubSendIDs)
             return bindings
         }
 

@@ -522,4 +522,45 @@ struct NotificationDeliveryStoreTests {
             #expect(try await db.count("SELECT count(*) FROM notifications WHERE state = 'Enqueued'") == 40)
         }
     }
+
+    @Test("telemetry polls read their hub sends in batches: each caller gets its own, in order, nil for one that is gone")
+    func telemetryReadsBatch() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, _, _) = try await Self.fixture(db)
+            let user = try await UserStore(client: db.client, logger: db.logger).add(name: "tess", passwordHash: "x")
+            let requests = try (0..<30).map { i in
+                NewNotification(
+                    request: try NotificationRequest(target: .user("t\(i)"), content: .init(apple: #"{"aps":{}}"#))
+                        .validated(now: Date()))
+            }
+            var sends: [Int64] = []
+            for accepted in try await store.create(requests, sender: .user(user.id)) {
+                let sendID = Int64(try await db.count("SELECT id FROM hub_sends WHERE notification_id = \(accepted.id)"))
+                _ = try await Self.begin(db, store, sendID)
+                try await store.record([
+                    HubSendResult(
+                        hubSendID: sendID, notificationID: accepted.id, attempt: 1, state: .enqueued, httpStatus: 201,
+                        hubNotificationID: "h\(sendID)", decision: .enqueued)
+                ])
+                sends.append(sendID)
+            }
+            // In the order asked, a repeated id answered twice, a missing one nil.
+            let direct = try await store.telemetryTargets(hubSendIDs: [sends[2], 424_242, sends[0], sends[2]])
+            #expect(direct.map { $0?.hubSendID } == [sends[2], nil, sends[0], sends[2]])
+            let reader = TelemetryTargetReader(store: store, maxBatch: 8)
+            let answers = try await withThrowingTaskGroup(of: (Int64, TelemetryTarget?).self) { group in
+                for id in sends + [424_242] { group.addTask { (id, try await reader.target(hubSendID: id)) } }
+                var answers: [Int64: TelemetryTarget?] = [:]
+                for try await (id, target) in group { answers[id] = target }
+                return answers
+            }
+            #expect(answers.count == sends.count + 1)
+            for id in sends {
+                let target = answers[id] ?? nil
+                #expect(target?.hubSendID == id && target?.hubNotificationID == "h\(id)")
+                #expect(target?.state == .enqueued && target?.attempt == 1 && target?.format == .apple)
+            }
+            #expect(answers[424_242] == .some(nil))
+        }
+    }
 }
