@@ -2,7 +2,10 @@
 # `make bench-send`: the send pipeline of release builds, on loopback, in one run:
 #
 #   bench hub.client.sends <v> sends/s     the NotificationHubs client alone against this run's
-#                                          nh-emulator (herald-bench hub, 32 connections): the ceiling
+#                                          nh-emulator (herald-bench hub, 32 connections): the ceiling,
+#                                          the mean of a run before the phases and one after them
+#                                          (hub.client.sends_first / _last): measured once, in a few
+#                                          seconds, it moved by a quarter between runs on a shared machine
 #   bench send.enqueue_bulk <v> jobs/s     the queue's own bulk enqueue of as many jobs (herald-bench
 #                                          queue --enqueue-only, same cluster): the accept baseline
 #   bench send.batch_accept <v> jobs/s     notifications accepted by POST /v1/notifications:batch
@@ -56,11 +59,17 @@ key="$("$bin/heraldctl" keys create --name bench --scopes send,read --rate-limit
 bench_start_emulator
 
 # The ceiling: the hub client alone, apple sends to the tag `bench:hub` with one registration
-# (which it creates; Herald's sends below go to the same tag, so each send does the same work).
-"$bin/herald-bench" hub --connection-string "$HERALD_HUB_CONNECTION_STRING" --hub "$HERALD_HUB_NAME" \
-  --kind apple --registrations 1 --rounds 3 --count 5000 --warmup 1000 --concurrency 32 >"$work/hub.txt" 2>"$work/hub.err" \
-  || { cat "$work/hub.err" >&2; exit 1; }
-client_sends="$(awk '/^bench hub.client.sends/ {print $3}' "$work/hub.txt")"
+# (the first run creates it; Herald's sends below go to the same tag, so each send does the
+# same work). Run again after the phases (adding no registration), and the two averaged.
+# `hub_ceiling REGISTRATIONS` sets `ceiling`.
+hub_ceiling() {
+  "$bin/herald-bench" hub --connection-string "$HERALD_HUB_CONNECTION_STRING" --hub "$HERALD_HUB_NAME" \
+    --kind apple --registrations "$1" --rounds 3 --count 5000 --warmup 1000 --concurrency 32 >"$work/hub.txt" 2>"$work/hub.err" \
+    || { cat "$work/hub.err" >&2; exit 1; }
+  ceiling="$(awk '/^bench hub.client.sends/ {print $3}' "$work/hub.txt")"
+}
+hub_ceiling 1
+client_sends_first="$ceiling"
 
 # The accept ratio's baseline: the queue library's bulk enqueue of as many jobs, on this cluster.
 "$bin/herald-bench" queue --enqueue-only --jobs "$accept_count" >"$work/enqueue.txt" 2>"$work/enqueue.err" \
@@ -277,7 +286,14 @@ api_rss="$(rss_mb "$api_pid")"; worker_rss="$(rss_mb "${worker_pids[0]}")"
 wait_jobs
 reset
 
+for pid in "${worker_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+hub_ceiling 0
+client_sends_last="$ceiling"
+client_sends="$(python3 -c "print(f'{($client_sends_first + $client_sends_last) / 2:.0f}')")"
+
 echo "bench-send: accepted $accept_posted in ${accept_seconds}s; e2e $e2e_posted; telemetry $telemetry_posted; latency $latency_posted; two workers $two_posted" >&2
+echo "bench hub.client.sends_first $client_sends_first sends/s"
+echo "bench hub.client.sends_last $client_sends_last sends/s"
 echo "bench hub.client.sends $client_sends sends/s"
 echo "bench send.enqueue_bulk $enqueue_rate jobs/s"
 accept="$(python3 -c "print(f'{$accept_posted / $accept_seconds:.0f}')")"
