@@ -411,7 +411,7 @@ extension DeviceWritePathTests {
             // Each id asked for five times at once, so batches hold repeats and mix ids.
             let asked = Array(repeating: Array(devices.keys) + absent, count: 5).flatMap { $0 }.shuffled()
             let answers = try await withThrowingTaskGroup(of: (DeviceID, DeviceRecord?).self) { group in
-                for id in asked { group.addTask { (id, try await reader.device(id: id)) } }
+                for id in asked { group.addTask { (id, try await reader.read(id)) } }
                 return try await group.reduce(into: [(DeviceID, DeviceRecord?)]()) { $0.append($1) }
             }
             #expect(answers.count == asked.count)

@@ -1,10 +1,11 @@
 import Foundation
 import HeraldDomain
-@testable import HeraldStorage
 import HeraldTestSupport
 import PostgresNIO
 import PostgresQueue
 import Testing
+
+@testable import HeraldStorage
 
 @Suite("Notification delivery store", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct NotificationDeliveryStoreTests {
@@ -549,7 +550,7 @@ struct NotificationDeliveryStoreTests {
             #expect(direct.map { $0?.hubSendID } == [sends[2], nil, sends[0], sends[2]])
             let reader = TelemetryTargetReader(store: store, maxBatch: 8)
             let answers = try await withThrowingTaskGroup(of: (Int64, TelemetryTarget?).self) { group in
-                for id in sends + [424_242] { group.addTask { (id, try await reader.target(hubSendID: id)) } }
+                for id in sends + [424_242] { group.addTask { (id, try await reader.read(id)) } }
                 var answers: [Int64: TelemetryTarget?] = [:]
                 for try await (id, target) in group { answers[id] = target }
                 return answers

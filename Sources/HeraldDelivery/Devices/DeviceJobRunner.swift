@@ -72,7 +72,7 @@ struct DeviceJobRunner: Sendable {
         var device: DeviceRecord?
         do {
             for round in 1...maxSyncRounds {
-                guard let current = try await reader.device(id: args.deviceID) else {
+                guard let current = try await reader.read(args.deviceID) else {
                     try await store.recordHubCalls(log.drain())
                     logger.info("herald.device.sync_skipped", metadata: ["reason": "no such device"])
                     DeliveryMetrics.syncFinished(kind: "unknown", outcome: "skipped")

@@ -320,7 +320,7 @@ struct NotificationJobRunner: Sendable {
         if let remaining = throttle.remainingPause() {
             return .snooze(remaining + .milliseconds(Int64.random(in: 0...200)))
         }
-        guard let target = try await telemetryReader.target(hubSendID: args.hubSendID),
+        guard let target = try await telemetryReader.read(args.hubSendID),
             target.state == .enqueued || target.state == .processing, let hubID = target.hubNotificationID
         else { return .completed }
         let age = Date().timeIntervalSince(job.createdAt)
