@@ -37,7 +37,8 @@ bench_setup() {
 
 bench_cleanup() {
   [ -n "${BENCH_PSQL_PID:-}" ] && kill -TERM "$BENCH_PSQL_PID" 2>/dev/null
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  # A paused process (bench-api pauses the worker) acts on TERM only once continued.
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; kill -CONT "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
 }
