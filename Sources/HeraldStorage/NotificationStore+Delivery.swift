@@ -465,15 +465,8 @@ extension NotificationStore {
         }
     }
 
-    /// The hub send a telemetry job polls; nil when it is gone. Prefer
-    /// ``TelemetryTargetReader``, which reads the targets of concurrently starting polls in one
-    /// statement.
-    public func telemetryTarget(hubSendID: Int64) async throws -> TelemetryTarget? {
-        try await telemetryTargets(hubSendIDs: [hubSendID])[0]
-    }
-
     /// The hub sends telemetry jobs poll, in the order of `hubSendIDs` (nil where one is gone),
-    /// in one statement.
+    /// in one statement; ``TelemetryTargetReader`` gathers the polls that start together.
     public func telemetryTargets(hubSendIDs: [Int64]) async throws -> [TelemetryTarget?] {
         let rows = try await StorageSQL.run("read hub sends", within: wait) {
             try await statements.rows(
