@@ -54,7 +54,8 @@ public func buildApplication(
         ops: OpsRoutes(migrations: stores.migrations, registry: registry, availability: stores.availability),
         openAPI: try OpenAPIDocument.load(),
         devices: DeviceController(
-            devices: stores.devices, tagPolicy: TagPolicy(maxClientTags: configuration.maxClientTags),
+            devices: stores.devices, signIn: authenticator,
+            tagPolicy: TagPolicy(maxClientTags: configuration.maxClientTags),
             limiter: limiter, writesPerUserPerMinute: sends.deviceWritesPerUserPerMinute,
             maxBodyBytes: configuration.maxBodyBytes),
         tutorial: TutorialSendController(
@@ -90,6 +91,8 @@ public func buildApplication(
     // (and requests waiting on it end with 503) instead of waiting for the pool to reconnect.
     let gate = DatabaseGateMiddleware<HeraldRequestContext>(availability: stores.availability)
     let devices = router.group().add(middleware: gate).add(middleware: authenticator)
+    let deviceWrites = router.group().add(middleware: gate).add(
+        middleware: RememberingDeviceSignIn(authenticator: authenticator))
     let senders = router.group().add(middleware: gate).add(
         middleware: APIKeyAuthenticator(
             keys: keys, limits: clientLimits, rates: rates, requiredScope: APIKeyAuthenticator.byMethod))
@@ -100,6 +103,7 @@ public func buildApplication(
         switch route.access {
         case .open: router.on(RouterPath(route.path), method: route.method, use: handler)
         case .device: devices.on(RouterPath(route.path), method: route.method, use: handler)
+        case .deviceConfirmedByWrite: deviceWrites.on(RouterPath(route.path), method: route.method, use: handler)
         case .apiKey: senders.on(RouterPath(route.path), method: route.method, use: handler)
         case .anyKey: anyKey.on(RouterPath(route.path), method: route.method, use: handler)
         }

@@ -13,6 +13,9 @@ public struct HeraldRequestContext: AuthRequestContext, RequestContext, RemoteAd
     private let channel: any Channel
     /// The signed-in user; nil on routes that need none (`/health/*`) or take an API key.
     public var identity: DeviceOwner?
+    /// A signed-in user not yet checked against their row for this request, set instead of
+    /// ``identity`` only on the device `PUT` (``RememberingDeviceSignIn``), whose write confirms it.
+    public var rememberedIdentity: RememberedOwner?
     /// The sender API key; nil on routes that take none.
     public var apiKey: APIKeyRecord?
 
@@ -21,6 +24,7 @@ public struct HeraldRequestContext: AuthRequestContext, RequestContext, RemoteAd
         self.coreContext = .init(source: source)
         self.channel = source.channel
         self.identity = nil
+        self.rememberedIdentity = nil
         self.apiKey = nil
     }
 

@@ -23,6 +23,9 @@ struct RouteSpec: Sendable {
         case open
         /// A signed-in device user (Basic or JWT).
         case device
+        /// A signed-in device user, whose sign-in, when the caches remember it, the route's
+        /// write confirms (``RememberingDeviceSignIn``): the device `PUT`.
+        case deviceConfirmedByWrite
         /// A sender API key (scope by method; `/metrics` needs `read`).
         case apiKey
         /// A sender API key of any scope (`/v1/whoami`).
@@ -75,7 +78,8 @@ enum APIRoutes {
             statuses: device.union([200, 400, 409, 410, 413, 429]),
             body: .init(schema: "Installation", required: DeviceController.installationRequiredFields)),
         RouteSpec(
-            method: .put, path: "/api/register/{id}", operation: .deviceUpdate, access: .device,
+            method: .put, path: "/api/register/{id}", operation: .deviceUpdate,
+            access: .deviceConfirmedByWrite,
             statuses: device.union([200, 400, 409, 410, 413, 429]),
             body: .init(schema: "DeviceRegistration", required: DeviceController.registrationRequiredFields)),
         RouteSpec(

@@ -18,6 +18,24 @@ public struct DeviceOwner: Sendable, Hashable {
     }
 }
 
+/// A signed-in user as an API process remembers them from an earlier request's sign-in: the
+/// owner and the `credential_version` their row had then. Not yet confirmed for this request:
+/// ``DeviceStore/registerHeld(_:id:as:)`` confirms it in the write's own statement (the user
+/// still enabled, the version unchanged), so disabling a user or changing their password
+/// takes effect at once without a read of the user's row per request.
+public struct RememberedOwner: Sendable, Hashable {
+    /// Who the sign-in named.
+    public var owner: DeviceOwner
+    /// The user's `credential_version` when the sign-in was last checked against their row.
+    public var credentialVersion: Int64
+
+    /// Creates a remembered sign-in.
+    public init(owner: DeviceOwner, credentialVersion: Int64) {
+        self.owner = owner
+        self.credentialVersion = credentialVersion
+    }
+}
+
 /// A device row: what the app asked for and what the hub holds.
 public struct DeviceRecord: Sendable, Hashable {
     /// Herald's id, handed to the app.
@@ -177,7 +195,9 @@ public struct DeviceStore: Sendable {
         let upsert = DeviceStatements.UpsertRegistration(
             id: id.uuid, owner: owner.id, platform: registration.platform.rawValue, handle: handle,
             tags: [], templateBody: template?.body, templateHeadersJSON: headersJSON)
-        if timeZone == nil, let saved = try await registerHeld(registration, id: id, owner: owner, write: upsert) {
+        if timeZone == nil,
+            let saved = try await updateHeld(registration, id: id, owner: owner, credentialVersion: nil, write: upsert)
+        {
             return saved
         }
         let lock = DeviceStatements.LockForRegistration(id: id.uuid, owner: owner.id, handle: handle)
@@ -230,18 +250,45 @@ public struct DeviceStore: Sendable {
         }
     }
 
+    /// `PUT /api/register/{id}` for a caller the API remembers (``RememberedOwner``), when it
+    /// is the usual re-registration: the caller's live registration that already holds the
+    /// handle gets `registration`, and its sync job is enqueued, in one statement that also
+    /// confirms the sign-in (the user enabled, the credential version unchanged).
+    ///
+    /// Nil when it did not write: the device is anything else, the sign-in no longer holds,
+    /// or the statement lost a deadlock. The caller then confirms the sign-in against the
+    /// user's row and calls ``register(_:id:owner:timeZone:)``. Time zone changes take that
+    /// path too.
+    ///
+    /// `registration` must have been built for the remembered owner.
+    public func registerHeld(
+        _ registration: DeviceRegistration, id: DeviceID, as remembered: RememberedOwner
+    ) async throws -> DeviceRecord? {
+        let owner = remembered.owner
+        precondition(registration.user == owner.name, "a device registration saved for another user")
+        let template = registration.template
+        let upsert = DeviceStatements.UpsertRegistration(
+            id: id.uuid, owner: owner.id, platform: registration.platform.rawValue, handle: registration.handle,
+            tags: [], templateBody: template?.body, templateHeadersJSON: try template.map { try Self.json($0.headers) })
+        return try await updateHeld(
+            registration, id: id, owner: owner, credentialVersion: remembered.credentialVersion, write: upsert)
+    }
+
     /// ``register(_:id:owner:timeZone:)`` for the usual re-registration, the caller's live
     /// registration that already holds the handle, in one statement with its sync job
     /// (``DeviceStatements/UpdateHeldRegistration``): a quarter of the transaction's round trips.
-    /// Nil when the device is anything else, or when the statement lost a deadlock: the
-    /// transaction then decides.
-    private func registerHeld(
-        _ registration: DeviceRegistration, id: DeviceID, owner: DeviceOwner, write: DeviceStatements.UpsertRegistration
+    /// Nil when the device is anything else, when the owner is disabled or not at
+    /// `credentialVersion` (when given), or when the statement lost a deadlock: the transaction
+    /// then decides.
+    private func updateHeld(
+        _ registration: DeviceRegistration, id: DeviceID, owner: DeviceOwner, credentialVersion: Int64?,
+        write: DeviceStatements.UpsertRegistration
     ) async throws -> DeviceRecord? {
         var write = write
         write.tags = registration.tags
         let job = try queue.embeddedEnqueue(.deviceSync(DeviceSyncArgs(deviceID: id), kind: .registration))
-        let statement = DeviceStatements.UpdateHeldRegistration(write: write, job: job)
+        let statement = DeviceStatements.UpdateHeldRegistration(
+            write: write, credentialVersion: credentialVersion, job: job)
         let row = try await StorageSQL.run("register a device", within: wait) { [statements, client, logger] in
             do {
                 return try await statements.rows(statement, client: client, logger: logger).first

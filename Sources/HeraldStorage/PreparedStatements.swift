@@ -19,7 +19,9 @@ enum DeviceStatements {
     /// template, and its sync job is enqueued (``PostgresQueue/EmbeddedEnqueue``). No row when
     /// the device is not that (new, deleted, another user's, an installation, another handle) or
     /// does not carry exactly one zone tag: the `PUT`'s transaction (``LockForRegistration``
-    /// first) decides those.
+    /// first) decides those. No row either when the owner is disabled, or their credential
+    /// version is not `$8`: the statement is the sign-in's check for a remembered sign-in
+    /// (``RememberedOwner``), so the request needs no read of the user's row of its own.
     ///
     /// What the transaction's locks are for holds without them here:
     /// - the owner's row: the device keeps the zone tag it carries, which a zone change rewrites
@@ -48,10 +50,14 @@ enum DeviceStatements {
                 WHERE d.id = $1::uuid AND d.user_id = $2::int8 AND d.kind = 'registration'
                   AND d.deleted_at IS NULL AND d.platform IS NOT NULL AND d.handle = $4::text
                   AND (SELECT count(*) FROM unnest(d.tags) AS t WHERE t LIKE 'tz:%') = 1
+                  -- The owner's sign-in, confirmed by the write: enabled and, for a remembered
+                  -- sign-in, still at the credential version it was remembered at.
+                  AND EXISTS (SELECT 1 FROM users u WHERE u.id = $2::int8 AND NOT u.disabled
+                              AND u.credential_version = coalesce($8::int8, u.credential_version))
                 RETURNING d.tags, d.version, d.hub_registration_id, d.hub_expires_at, d.synced_version,
                           d.created_at, d.updated_at, d.synced_at
             ),
-            \(EmbeddedEnqueue.cte(named: "queued", from: "changed", firstParameter: 8))
+            \(EmbeddedEnqueue.cte(named: "queued", from: "changed", firstParameter: 9))
             SELECT tags, version, hub_registration_id, hub_expires_at, synced_version, created_at, updated_at, synced_at
             FROM changed
             """
@@ -59,10 +65,14 @@ enum DeviceStatements {
         /// The write, as the transaction's upsert would make it (`$1`…`$7`), its tags without
         /// the zone tag.
         var write: UpsertRegistration
+        /// `$8`: the owner's `credential_version` as a remembered sign-in holds it; nil for an
+        /// owner whose row was read for this request (then only being enabled is checked).
+        var credentialVersion: Int64?
         var job: EmbeddedEnqueue
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = try write.makeBindings()
+            bindings.append(credentialVersion)
             job.appendBindings(to: &bindings)
             return bindings
         }

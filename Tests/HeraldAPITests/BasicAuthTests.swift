@@ -68,6 +68,44 @@ struct BasicAuthTests {
         }
     }
 
+    @Test("a device PUT by a cached credential writes only while the user is enabled and the password unchanged")
+    func cachedPutConfirmedByTheWrite() async throws {
+        try await APIHarness.with { api async throws in
+            try await api.addUser("alice", password: "old-password")
+            let uri = "/api/register/\(UUID())"
+            let handle = apnsToken()
+            let auth = basic("alice", "old-password")
+            func put(_ tag: String, auth: String = auth, json: String? = nil) async throws -> TestResponse {
+                try await api.send(.put, uri, auth: auth, json: json ?? registration(handle: handle, tags: [tag]))
+            }
+            func version() async throws -> Int {
+                try await api.count("SELECT version::int FROM devices WHERE handle = \(handle)")
+            }
+            #expect(try await put("one").status == .ok)  // signs in (bcrypt), creates the device
+            #expect(try await put("two").status == .ok)  // the cached credential, the one-statement write
+            let written = try await version()
+
+            try await api.users.setDisabled(name: "alice", true)
+            let refused = try await put("three")
+            #expect(refused.status == .unauthorized)
+            #expect(refused.headers[values: .wwwAuthenticate] == [#"Basic realm="herald""#])
+            // A body the route would refuse is not judged for a user who may not sign in.
+            #expect(try await put("x", json: #"{"Platform": "nope"}"#).status == .unauthorized)
+            #expect(try await version() == written, "a disabled user's PUT writes nothing")
+
+            try await api.users.setDisabled(name: "alice", false)
+            #expect(try await put("four").status == .ok)
+            #expect(try await put("five").status == .ok)
+            #expect(try await version() == written + 2)
+
+            try await api.users.setPassword(name: "alice", passwordHash: Bcrypt.hash("new-password", cost: 4))
+            #expect(try await put("six").status == .unauthorized)
+            #expect(try await version() == written + 2, "the old password's PUT writes nothing")
+            #expect(try await put("seven", auth: basic("alice", "new-password")).status == .ok)
+            #expect(try await version() == written + 3)
+        }
+    }
+
     @Test("a cached credential skips bcrypt (while the credential version holds); with the cache off it does not")
     func cacheIsUsed() async throws {
         for cacheSeconds in [60, 0] {
@@ -186,10 +224,10 @@ struct CredentialCacheTests {
     func capacity() {
         let cache = BasicCredentialCache(seconds: 60, capacity: 2)
         let keys = (0..<3).map { BasicCredentialCache.key(forHeader: "Basic \($0)") }
-        cache.insert(keys[0], .init(userID: 1, credentialVersion: 1))
-        cache.insert(keys[1], .init(userID: 2, credentialVersion: 1))
-        cache.insert(keys[0], .init(userID: 1, credentialVersion: 2))  // refresh: now the newest
-        cache.insert(keys[2], .init(userID: 3, credentialVersion: 1))
+        cache.insert(keys[0], .init(userID: 1, name: "u1", credentialVersion: 1))
+        cache.insert(keys[1], .init(userID: 2, name: "u2", credentialVersion: 1))
+        cache.insert(keys[0], .init(userID: 1, name: "u1", credentialVersion: 2))  // refresh: now the newest
+        cache.insert(keys[2], .init(userID: 3, name: "u3", credentialVersion: 1))
         #expect(cache.count == 2)
         #expect(cache.lookup(keys[1]) == nil, "the oldest entry goes first")
         #expect(cache.lookup(keys[0])?.credentialVersion == 2)
@@ -202,7 +240,7 @@ struct CredentialCacheTests {
     func disabled() {
         for cache in [BasicCredentialCache(seconds: 0, capacity: 10), BasicCredentialCache(seconds: 30, capacity: 0)] {
             let key = BasicCredentialCache.key(forHeader: "Basic x")
-            cache.insert(key, .init(userID: 1, credentialVersion: 1))
+            cache.insert(key, .init(userID: 1, name: "u1", credentialVersion: 1))
             #expect(cache.lookup(key) == nil)
         }
     }

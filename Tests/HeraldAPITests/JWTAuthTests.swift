@@ -120,6 +120,37 @@ struct JWTAuthTests {
         }
     }
 
+    @Test("a device PUT by a subject seen before writes only while the user is enabled")
+    func rememberedSubjectPut() async throws {
+        try await APIHarness.with(jwtConfiguration()) { api async throws in
+            let token = bearer(try await hs256(.valid("erin")))
+            let uri = "/api/register/\(UUID())"
+            let handle = apnsToken()
+            func put(_ tag: String, json: String? = nil) async throws -> TestResponse {
+                try await api.send(.put, uri, auth: token, json: json ?? registration(handle: handle, tags: [tag]))
+            }
+            func version() async throws -> Int {
+                try await api.count("SELECT version::int FROM devices WHERE handle = \(handle)")
+            }
+            #expect(try await put("one").status == .ok)  // erin added on first sight, the device created
+            #expect(try await put("two").status == .ok)  // the subject remembered, the one-statement write
+            let written = try await version()
+
+            try await api.users.setDisabled(name: "erin", true)
+            #expect(try await put("three").status == .unauthorized)
+            #expect(try await put("x", json: #"{"Platform": "nope"}"#).status == .unauthorized, "401 before 400")
+            #expect(try await version() == written, "a disabled user's PUT writes nothing")
+
+            try await api.users.setDisabled(name: "erin", false)
+            #expect(try await put("four").status == .ok)
+            #expect(try await put("five").status == .ok)
+            #expect(try await version() == written + 2)
+            let tags = try await api.count(
+                "SELECT count(*) FROM devices WHERE handle = \(handle) AND tags @> ARRAY['five', 'username:erin']")
+            #expect(tags == 1)
+        }
+    }
+
     @Test("a subject differing only in case from a user is refused, not signed in as that user (issue 12, defect 9)")
     func subjectCase() async throws {
         try await APIHarness.with(jwtConfiguration()) { api async throws in

@@ -420,3 +420,48 @@ extension DeviceWritePathTests {
         }
     }
 }
+
+extension DeviceWritePathTests {
+    @Test("a remembered sign-in's re-registration is confirmed by its write: nothing written for another version or disabled")
+    func rememberedOwnerConfirmedByTheWrite() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await DeviceStoreTests.fixture(db)
+            let users = UserStore(client: db.client, logger: db.logger)
+            let id = DeviceID.random()
+            let first = try await store.register(
+                try DeviceStoreTests.registration(alice, .apns, Self.tokenA), id: id, owner: alice)
+            try await db.execute("DELETE FROM pgqueue.jobs")
+            let version = try #require(try await users.credential(name: "alice")).credentialVersion
+            let remembered = RememberedOwner(owner: alice, credentialVersion: version)
+            func again(_ tag: String, as remembered: RememberedOwner) async throws -> DeviceRecord? {
+                try await store.registerHeld(
+                    try DeviceStoreTests.registration(alice, .apns, Self.tokenA, tags: [tag]), id: id, as: remembered)
+            }
+
+            let written = try #require(try await again("one", as: remembered))
+            #expect(written.version == first.version + 1)
+            #expect(try await store.device(id: id) == written)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs") == 1, "its sync job")
+
+            // Another credential version (a password changed since): no write, no job.
+            try await db.execute("DELETE FROM pgqueue.jobs")
+            #expect(try await again("two", as: RememberedOwner(owner: alice, credentialVersion: version + 1)) == nil)
+            // Disabled (which also moves the version on): not even at the current version.
+            try await users.setDisabled(name: "alice", true)
+            let disabledVersion = try #require(try await users.credential(name: "alice")).credentialVersion
+            #expect(try await again("three", as: remembered) == nil)
+            #expect(try await again("three", as: RememberedOwner(owner: alice, credentialVersion: disabledVersion)) == nil)
+            #expect(try await store.device(id: id) == written, "nothing written")
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs") == 0, "no job")
+
+            // Another device of the user's (not the one the write names): nothing either.
+            try await users.setDisabled(name: "alice", false)
+            let enabled = RememberedOwner(
+                owner: alice, credentialVersion: try #require(try await users.credential(name: "alice")).credentialVersion)
+            #expect(
+                try await store.registerHeld(
+                    try DeviceStoreTests.registration(alice, .apns, Self.tokenB), id: .random(), as: enabled) == nil)
+            #expect(try await again("four", as: enabled)?.version == written.version + 1)
+        }
+    }
+}

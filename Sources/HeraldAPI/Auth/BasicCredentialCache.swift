@@ -1,14 +1,34 @@
 import Crypto
+import HeraldStorage
 import Synchronization
 
-/// What a hit of the Basic credential cache returns.
-struct BasicCredential: Sendable {
+/// What a hit of a sign-in cache returns: the user as their row was when the sign-in was
+/// last checked against it.
+struct CachedSignIn: Sendable, Hashable {
     var userID: Int64
+    /// The user's name as stored (the `username:` tag of their devices).
+    var name: String
     var credentialVersion: Int64
+
+    /// The entry for a user's row just checked.
+    init(_ user: UserCredential) {
+        self.init(userID: user.id, name: user.name, credentialVersion: user.credentialVersion)
+    }
+
+    init(userID: Int64, name: String, credentialVersion: Int64) {
+        self.userID = userID
+        self.name = name
+        self.credentialVersion = credentialVersion
+    }
+
+    /// The sign-in, for a statement that confirms it (``RememberedOwner``).
+    var remembered: RememberedOwner {
+        RememberedOwner(owner: DeviceOwner(id: userID, name: name), credentialVersion: credentialVersion)
+    }
 }
 
-/// The cache of verified Basic credentials (see ``CredentialCache``).
-typealias BasicCredentialCache = CredentialCache<BasicCredential>
+/// The caches of verified Basic credentials and of bearer tokens' users (see ``CredentialCache``).
+typealias BasicCredentialCache = CredentialCache<CachedSignIn>
 
 /// A bounded, short-lived cache of verified credentials, so a signed-in app does not cost a
 /// bcrypt check (Basic) or a token's verification (Bearer) on every request.
@@ -17,9 +37,11 @@ typealias BasicCredentialCache = CredentialCache<BasicCredential>
 ///   token): the password or token itself is never stored.
 /// - Only successes are cached, each for `ttl` (at most 60 s).
 /// - At most `capacity` entries: expired entries go first, then the oldest.
-/// - For Basic, an entry remembers the user's id and `credential_version`; the authenticator
-///   re-reads the user's row on every hit and accepts only while both match and the user is
-///   enabled, so disabling a user or changing a password (in any process) takes effect at once.
+/// - An entry remembers the user's id, name and `credential_version`. On every hit the
+///   user's row is checked again, by a read or by the write that acts for the user
+///   (``RememberedOwner``), and the sign-in holds only while the id and version match and the
+///   user is enabled, so disabling a user or changing a password (in any process) takes effect
+///   at once.
 final class CredentialCache<Entry: Sendable>: Sendable {
     private struct Stored {
         var entry: Entry
@@ -45,6 +67,16 @@ final class CredentialCache<Entry: Sendable>: Sendable {
     init(seconds: Int, capacity: Int) {
         self.ttl = .seconds(min(60, max(0, seconds)))
         self.capacity = max(0, capacity)
+    }
+
+    /// A new, empty cache with this one's lifetime and capacity.
+    func emptyCopy() -> CredentialCache {
+        CredentialCache(ttl: ttl, capacity: capacity)
+    }
+
+    private init(ttl: Duration, capacity: Int) {
+        self.ttl = ttl
+        self.capacity = capacity
     }
 
     /// Whether the cache keeps anything.

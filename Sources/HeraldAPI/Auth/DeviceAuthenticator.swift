@@ -16,6 +16,10 @@ import Logging
 /// both answered with 429 and `Retry-After`; a credential that just failed is refused from
 /// memory (``RecentFailures``).
 ///
+/// The device `PUT` signs in through ``RememberingDeviceSignIn`` instead, which hands a sign-in
+/// the caches hold to the route unconfirmed, for the write's own statement to confirm; the
+/// route falls back on ``authenticate(request:context:)`` whenever that write does not happen.
+///
 /// Never logs the header, the password or the token.
 struct DeviceAuthenticator: AuthenticatorMiddleware {
     typealias Context = HeraldRequestContext
@@ -33,6 +37,9 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
     let users: UserStore
     let passwords: PasswordChecker
     let cache: BasicCredentialCache
+    /// Bearer tokens' users as last read, by the token's subject (not the token): what
+    /// ``signIn(request:context:)`` hands on unconfirmed. The Basic cache's size and lifetime.
+    let subjects: BasicCredentialCache
     let failures: RecentFailures
     let limits: ClientLimits
     let tokens: TokenVerifier
@@ -46,6 +53,7 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
         self.users = users
         self.passwords = passwords
         self.cache = cache
+        self.subjects = cache.emptyCopy()
         self.failures = failures
         self.limits = limits
         self.tokens = tokens
@@ -66,11 +74,42 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
         case .basic(let user, let password):
             return try await basic(user: user, password: password, header: values[0], context: context)
         case .bearer(let token):
-            return try await bearer(token, context: context)
+            return try await bearerUser(try await subject(of: token, context: context), context: context)
         case .invalid:
             context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "missing or malformed header"])
             throw unauthorized
         }
+    }
+
+    /// What a sign-in decided without reading the user's row.
+    enum SignIn: Sendable {
+        /// Checked against the user's row for this request (a cache miss).
+        case confirmed(DeviceOwner)
+        /// A Basic credential or a verified token's subject the caches remember: the user as
+        /// last read, still to be confirmed (enabled, same credential version) by the statement
+        /// that acts for them, or by ``authenticate(request:context:)``.
+        case remembered(RememberedOwner)
+    }
+
+    /// ``authenticate(request:context:)``, except that a cache hit is not checked against the
+    /// user's row here but handed on as ``SignIn/remembered(_:)``. A token is verified (its
+    /// signature, expiry and claims) on every request all the same.
+    func signIn(request: Request, context: Context) async throws -> SignIn {
+        let values = request.headers[values: .authorization]
+        switch AuthorizationHeader(values: values) {
+        case .basic:
+            if let hit = cache.lookup(BasicCredentialCache.key(forHeader: values[0])) {
+                return .remembered(hit.remembered)
+            }
+        case .bearer(let token):
+            let name = try await subject(of: token, context: context)
+            if let hit = subjects.lookup(BasicCredentialCache.key(forHeader: name)) { return .remembered(hit.remembered) }
+            return .confirmed(try await bearerUser(name, context: context))
+        case .invalid:
+            break
+        }
+        guard let owner = try await authenticate(request: request, context: context) else { throw unauthorized }
+        return .confirmed(owner)
     }
 
     /// Basic: a cache hit still re-reads the user's row (one indexed query) and holds only
@@ -108,7 +147,7 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
                 let matches = try await slot.verify(password, hash: credential?.passwordHash)
                 guard matches, let credential else { return .wrongCredential }
                 guard !credential.disabled else { return .disabled }
-                cache.insert(key, .init(userID: credential.id, credentialVersion: credential.credentialVersion))
+                cache.insert(key, CachedSignIn(credential))
                 return .accepted(DeviceOwner(id: credential.id, name: credential.name))
             }
         }
@@ -125,10 +164,8 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
         throw unauthorized
     }
 
-    /// Bearer: a verified JWT names the user in `sub`; a user seen for the first time is added
-    /// without a password; a disabled one is refused, and so is a subject whose name differs
-    /// only in case from an existing user's.
-    private func bearer(_ token: String, context: Context) async throws -> DeviceOwner {
+    /// Bearer: a verified JWT names the user in `sub` (a valid user name).
+    private func subject(of token: String, context: Context) async throws -> String {
         guard tokens.isEnabled else {
             context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "bearer tokens not configured"])
             throw unauthorized
@@ -146,6 +183,14 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
                 "herald.auth.refused", metadata: ["auth.reason": "token subject is no valid user name"])
             throw unauthorized
         }
+        return name
+    }
+
+    /// Bearer: the user a token's subject names; one seen for the first time is added without
+    /// a password; a disabled one is refused, and so is a subject whose name differs only in
+    /// case from an existing user's.
+    private func bearerUser(_ name: String, context: Context) async throws -> DeviceOwner {
+        let key = BasicCredentialCache.key(forHeader: name)
         let user: UserCredential
         do {
             user = try await users.externalUser(name: name)
@@ -153,12 +198,15 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
             // Another user's name differs only in case: never sign in as them, never a second user.
             context.logger.notice(
                 "herald.auth.refused", metadata: ["auth.reason": "token subject differs only in case from a user"])
+            subjects.remove(key)
             throw unauthorized
         }
         guard !user.disabled else {
+            subjects.remove(key)
             context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "user disabled"])
             throw unauthorized
         }
+        subjects.insert(key, CachedSignIn(user))
         return DeviceOwner(id: user.id, name: user.name)
     }
 }

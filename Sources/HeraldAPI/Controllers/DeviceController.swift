@@ -19,6 +19,9 @@ import Logging
 /// device writes per minute.
 struct DeviceController: Sendable {
     let devices: DeviceStore
+    /// Confirms a remembered sign-in (``HeraldRequestContext/rememberedIdentity``) against the
+    /// user's row when the `PUT`'s write did not.
+    let signIn: DeviceAuthenticator
     /// Which tags clients may set.
     let tagPolicy: TagPolicy
     /// The API's one limiter; device writes use the key `device-writes:<user id>`.
@@ -64,14 +67,49 @@ struct DeviceController: Sendable {
     }
 
     /// `PUT /api/register/{id}`: creates or updates the caller's device at `id`.
+    ///
+    /// A sign-in the caches remember (``RememberingDeviceSignIn``) is confirmed by the write
+    /// for the usual re-registration (``DeviceStore/registerHeld(_:id:as:)``, one statement);
+    /// when that does not write, and before any error is answered, it is confirmed against
+    /// the user's row as on every other route, so a disabled user only ever gets 401.
     func update(_ request: Request, context: HeraldRequestContext) async throws -> Response {
-        let owner = try context.requireIdentity()
-        try takeWrite(owner)
-        let id = try Self.deviceID(context)
-        let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .deviceAPI)
-        let registration = try Self.registration(from: body, user: owner.name, policy: tagPolicy)
-        let record = try await devices.register(
-            registration, id: id, owner: owner, timeZone: try Self.timeZone(body, field: "TimeZone"))
+        let remembered = context.rememberedIdentity
+        var owner: DeviceOwner
+        let id: DeviceID
+        let body: JSONObjectCursor
+        var registration: DeviceRegistration
+        let timeZone: String?
+        var saved: DeviceRecord?
+        do {
+            owner = try remembered?.owner ?? context.requireIdentity()
+            try takeWrite(owner)
+            id = try Self.deviceID(context)
+            body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .deviceAPI)
+            registration = try Self.registration(from: body, user: owner.name, policy: tagPolicy)
+            timeZone = try Self.timeZone(body, field: "TimeZone")
+            if let remembered, timeZone == nil {
+                saved = try await devices.registerHeld(registration, id: id, as: remembered)
+            }
+        } catch {
+            // Errors are answered to a confirmed sign-in only: a user disabled since gets 401.
+            if remembered != nil { _ = try await signIn.authenticate(request: request, context: context) }
+            throw error
+        }
+        if remembered != nil, saved == nil {
+            guard let confirmed = try await signIn.authenticate(request: request, context: context) else {
+                throw signIn.unauthorized
+            }
+            if confirmed != owner {
+                owner = confirmed
+                registration = try Self.registration(from: body, user: owner.name, policy: tagPolicy)
+            }
+        }
+        let record: DeviceRecord
+        if let saved {
+            record = saved
+        } else {
+            record = try await devices.register(registration, id: id, owner: owner, timeZone: timeZone)
+        }
         context.logger.debug(
             "herald.device.registered",
             metadata: [
