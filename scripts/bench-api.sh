@@ -7,12 +7,14 @@
 #   bench api.device_put <v> req/s        PUT /api/register/{id}, JWT bearer auth (HS256)
 #   bench api.device_put_basic <v> req/s  the same with Basic auth and the credential cache
 #   bench api.device_put_ratio <v> ratio  device_put / health
-#   bench api.device_put_sql <v> tx/s     baseline: pgbench running a PUT's statements (the same
-#                                         SQL, round trips and commit) on the same connections
+#   bench api.device_put_sql <v> tx/s     baseline: pgbench running the naive PUT (the sign-in read,
+#                                         then the write's transaction, unnamed) on as many connections
 #   bench api.device_put_sql_ratio <v> ratio  device_put / device_put_sql
 #   bench api.sync_drain <v> jobs/s       sync jobs the worker finished per second, load included
 #   bench api.sync_keepup_ratio <v> ratio sync jobs finished per second during the JWT run / its PUT/s
 #   bench api.sync_backlog <v> jobs       sync jobs waiting when the JWT run ends (0: no backlog)
+#   bench api.sync_jobs_per_put <v> ratio  sync jobs the JWT run's PUTs made / its PUTs: below 1
+#                                         when PUTs of a device whose sync was still waiting joined it
 #   bench api.rss_mb / worker.rss_mb <v> MB  resident memory at the end of the load phases
 #   bench api.device_put_solo <v> req/s   the JWT PUT with the worker paused, and its CPU per PUT:
 #   bench api.put_cpu_ms.api / .postgres <v> ms   herald-api's and PostgreSQL's (every backend)
@@ -103,7 +105,7 @@ run_wrk() {
 wrk -t1 -c20 -d3s -s "$work/basic.lua" "$url" >/dev/null
 wrk -t1 -c20 -d3s -s "$work/jwt.lua" "$url" >/dev/null
 
-# Baseline: what PostgreSQL alone does with one PUT's statements (the sign-in read, then in one
+# Baseline: what PostgreSQL alone does with the naive PUT's statements (the sign-in read, then in one
 # transaction the row lock, handle lock, handle move, upsert and job insert), extended protocol
 # with unnamed statements as PostgresNIO sends them, from pgbench on as many connections.
 users_count="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM users")"
@@ -164,6 +166,11 @@ psql -q "$bench_url" -c "DELETE FROM pgqueue.jobs WHERE queue = 'bench-sql'" -c 
 # Let the worker finish what the load enqueued, then rate it over the whole window.
 drain_and_check
 end_time="$(date +%s.%N)"; end_jobs="$(jobs_finished)"
+# Sync jobs the JWT run made (all finished by now), against its PUTs: a PUT of a device whose
+# sync job is still waiting makes none (the job reads the device's latest row).
+jwt_made="$(psql -qtA "$bench_url" -c "SELECT count(*) FROM pgqueue.job_history WHERE queue = 'devices'
+  AND created_at BETWEEN to_timestamp($jwt_time0) AND to_timestamp($jwt_time1)")"
+jwt_puts="$(awk '/requests in/ {print $1}' "$work/device_put.txt")"
 worker_rss="$(rss_mb "$worker_pid")"
 echo "bench-api: sync jobs finished $((end_jobs - start_jobs))" >&2
 
@@ -197,6 +204,7 @@ python3 -c "print(f'bench api.device_put_sql_ratio {$put_jwt / $sql_tps:.3f} rat
 python3 -c "print(f'bench api.sync_drain {($end_jobs - $start_jobs) / ($end_time - $start_time):.0f} jobs/s')"
 python3 -c "print(f'bench api.sync_keepup_ratio {(($jwt_jobs1 - $jwt_jobs0) / ($jwt_time1 - $jwt_time0)) / $put_jwt:.3f} ratio')"
 echo "bench api.sync_backlog $backlog jobs"
+python3 -c "print(f'bench api.sync_jobs_per_put {$jwt_made / $jwt_puts:.3f} ratio')"
 echo "bench api.rss_mb $api_rss MB"
 echo "bench worker.rss_mb $worker_rss MB"
 echo "bench api.device_put_solo $put_solo req/s"
