@@ -160,8 +160,9 @@ public struct AuthConfiguration: Sendable {
     public var jwtIssuer: String?
     /// The required `aud` claim (one of the token's audiences), if set.
     public var jwtAudience: String?
-    /// How long a verified Basic credential is reused without another bcrypt check (0 turns
-    /// the cache off; at most 60).
+    /// How long a verified Basic credential is reused without another bcrypt check, and a
+    /// bearer token subject's user without another read for device writes (0 turns both caches
+    /// off; at most 60).
     public var basicCacheSeconds: Int
     /// The most cached Basic credentials (0 turns the cache off).
     public var basicCacheEntries: Int
@@ -194,7 +195,8 @@ public struct AuthConfiguration: Sendable {
         "auth.jwt_audience", defaultText: "— (not checked)", "the required `aud`")
     /// `HERALD_AUTH_BASIC_CACHE_SECONDS`.
     public static let basicCacheSeconds = Setting.int(
-        "auth.basic_cache_seconds", default: 30, range: 0...60, "how long a verified Basic credential is reused")
+        "auth.basic_cache_seconds", default: 30, range: 0...60,
+        "how long a verified Basic credential, or a token subject's user, is reused")
     /// `HERALD_AUTH_BASIC_CACHE_ENTRIES`.
     public static let basicCacheEntries = Setting.int(
         "auth.basic_cache_entries", default: 10_000, range: 0...1_000_000, "most cached credentials")
