@@ -191,10 +191,7 @@ public struct DeviceStore: Sendable {
         precondition(registration.user == owner.name, "a device registration saved for another user")
         let handle = registration.handle
         let template = registration.template
-        let headersJSON = try template.map { try Self.json($0.headers) }
-        let upsert = DeviceStatements.UpsertRegistration(
-            id: id.uuid, owner: owner.id, platform: registration.platform.rawValue, handle: handle,
-            tags: [], templateBody: template?.body, templateHeadersJSON: headersJSON)
+        let upsert = try Self.upsert(registration, id: id, owner: owner)
         if timeZone == nil,
             let saved = try await updateHeld(registration, id: id, owner: owner, credentialVersion: nil, write: upsert)
         {
@@ -266,12 +263,19 @@ public struct DeviceStore: Sendable {
     ) async throws -> DeviceRecord? {
         let owner = remembered.owner
         precondition(registration.user == owner.name, "a device registration saved for another user")
-        let template = registration.template
-        let upsert = DeviceStatements.UpsertRegistration(
-            id: id.uuid, owner: owner.id, platform: registration.platform.rawValue, handle: registration.handle,
-            tags: [], templateBody: template?.body, templateHeadersJSON: try template.map { try Self.json($0.headers) })
         return try await updateHeld(
-            registration, id: id, owner: owner, credentialVersion: remembered.credentialVersion, write: upsert)
+            registration, id: id, owner: owner, credentialVersion: remembered.credentialVersion,
+            write: try Self.upsert(registration, id: id, owner: owner))
+    }
+
+    /// The write of `registration` at `id` for `owner`, its tags left for the caller to set.
+    private static func upsert(
+        _ registration: DeviceRegistration, id: DeviceID, owner: DeviceOwner
+    ) throws -> DeviceStatements.UpsertRegistration {
+        DeviceStatements.UpsertRegistration(
+            id: id.uuid, owner: owner.id, platform: registration.platform.rawValue, handle: registration.handle,
+            tags: [], templateBody: registration.template?.body,
+            templateHeadersJSON: try registration.template.map { try json($0.headers) })
     }
 
     /// ``register(_:id:owner:timeZone:)`` for the usual re-registration, the caller's live

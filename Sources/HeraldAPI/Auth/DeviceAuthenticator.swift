@@ -18,7 +18,7 @@ import Logging
 ///
 /// The device `PUT` signs in through ``RememberingDeviceSignIn`` instead, which hands a sign-in
 /// the caches hold to the route unconfirmed, for the write's own statement to confirm; the
-/// route falls back on ``authenticate(request:context:)`` whenever that write does not happen.
+/// route falls back on ``confirm(request:context:)`` whenever that write does not happen.
 ///
 /// Never logs the header, the password or the token.
 struct DeviceAuthenticator: AuthenticatorMiddleware {
@@ -87,7 +87,7 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
         case confirmed(DeviceOwner)
         /// A Basic credential or a verified token's subject the caches remember: the user as
         /// last read, still to be confirmed (enabled, same credential version) by the statement
-        /// that acts for them, or by ``authenticate(request:context:)``.
+        /// that acts for them, or by ``confirm(request:context:)``.
         case remembered(RememberedOwner)
     }
 
@@ -108,8 +108,14 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
         case .invalid:
             break
         }
+        return .confirmed(try await confirm(request: request, context: context))
+    }
+
+    /// ``authenticate(request:context:)``, which reads the user's row, for a route holding a
+    /// remembered sign-in its write did not confirm.
+    func confirm(request: Request, context: Context) async throws -> DeviceOwner {
         guard let owner = try await authenticate(request: request, context: context) else { throw unauthorized }
-        return .confirmed(owner)
+        return owner
     }
 
     /// Basic: a cache hit still re-reads the user's row (one indexed query) and holds only

@@ -9,7 +9,7 @@ import Hummingbird
 ///
 /// The route must confirm a remembered sign-in before it answers anything but success: by a
 /// statement that checks the user's row as it writes (``DeviceStore/registerHeld(_:id:as:)``),
-/// or with ``DeviceAuthenticator/authenticate(request:context:)``. Every other device route
+/// or with ``DeviceAuthenticator/confirm(request:context:)``. Every other device route
 /// signs in through ``DeviceAuthenticator`` and never sees a remembered sign-in.
 struct RememberingDeviceSignIn: RouterMiddleware {
     typealias Context = HeraldRequestContext

@@ -92,13 +92,11 @@ struct DeviceController: Sendable {
             }
         } catch {
             // Errors are answered to a confirmed sign-in only: a user disabled since gets 401.
-            if remembered != nil { _ = try await signIn.authenticate(request: request, context: context) }
+            if remembered != nil { _ = try await signIn.confirm(request: request, context: context) }
             throw error
         }
         if remembered != nil, saved == nil {
-            guard let confirmed = try await signIn.authenticate(request: request, context: context) else {
-                throw signIn.unauthorized
-            }
+            let confirmed = try await signIn.confirm(request: request, context: context)
             if confirmed != owner {
                 owner = confirmed
                 registration = try Self.registration(from: body, user: owner.name, policy: tagPolicy)
