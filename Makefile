@@ -5,13 +5,13 @@ SWIFT ?= swift
 RELEASE_PATH ?= .build-release
 DB_ENV := .data/postgres.env
 
-.PHONY: help build test chaos run bench bench-queue bench-hub bench-api bench-send bench-stats release-products lint format migrate db-up db-down clean
+.PHONY: help build test chaos run bench bench-queue bench-pickup bench-hub bench-api bench-send bench-stats release-products lint format migrate db-up db-down clean
 
 help:
 	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
 	@echo "make test        start PostgreSQL, build every product, run every test (also through PgBouncer), the deploy checks and the reduced fault harness"
 	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, ...)"
-	@echo "make bench       every benchmark (release build); bench-queue, bench-hub, bench-api, bench-send, bench-stats for subsets"
+	@echo "make bench       every benchmark (release build); bench-queue, bench-pickup, bench-hub, bench-api, bench-send, bench-stats for subsets"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
 	@echo "make migrate     apply migrations to the local database"
 	@echo "make db-up/db-down  start/stop the local PostgreSQL cluster in .data/"
@@ -59,6 +59,11 @@ bench: db-up release-products
 bench-queue: db-up
 	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-bench
 	@set -a; . ./$(DB_ENV); set +a; "$(RELEASE_PATH)/release/herald-bench" queue
+
+# The queue's pickup latency alone (enqueue start -> handler start at 1,000 jobs/s).
+bench-pickup: db-up
+	$(SWIFT) build -c release --scratch-path $(RELEASE_PATH) --product herald-bench
+	@set -a; . ./$(DB_ENV); set +a; "$(RELEASE_PATH)/release/herald-bench" queue --pickup-only
 
 # GET /v1/stats latency (p95 per window and the worst) on a database seeded with 1 M notifications
 # and 3 M outcome rows (herald_bench_stats on the local cluster, reused while its row counts match).

@@ -22,6 +22,7 @@ struct QueueBench: AsyncParsableCommand {
     @Option(help: "Seconds of ~1k jobs/s for the pickup latency.") var pickupSeconds = 10
     @Option(help: "Seconds per pgbench run.") var pgbenchSeconds = 10
     @ArgumentParser.Flag(help: "Only the bulk enqueue figure: the baseline another script's ratio needs.") var enqueueOnly = false
+    @ArgumentParser.Flag(help: "Only the pickup latency figures.") var pickupOnly = false
 
     func run() async throws {
         guard let url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"] else {
@@ -30,6 +31,10 @@ struct QueueBench: AsyncParsableCommand {
         var logger = Logger(label: "bench")
         logger.logLevel = .warning
         let bench = Bench(baseURL: url, logger: logger)
+        if pickupOnly {
+            try await reportPickup(bench)
+            return
+        }
         if enqueueOnly {
             let rate = try await bench.withDatabase("herald_bench_q1") { client in
                 try await bench.bulkEnqueue(client: client, count: jobs)
@@ -71,15 +76,7 @@ struct QueueBench: AsyncParsableCommand {
         report("queue.drain.pgbench_ratio", drainEmpty / reference, "ratio")
         report("queue.drain.pgbench_pgqueue_ratio", drainEmpty / own, "ratio")
 
-        // Pickup latency at a steady ~1k jobs/s with wake-ups on.
-        let pickup = try await bench.withDatabase("herald_bench_q2") { client in
-            // Measured from the start of each enqueue (one autocommitted statement) to the start of its handler.
-            try await bench.pickup(client: client, seconds: pickupSeconds)
-        }
-        report("queue.pickup.p50_ms", pickup.p50, "ms")
-        report("queue.pickup.p99_ms", pickup.p99, "ms")
-        // Of which the enqueue's own round trip (its commit included), before any wake-up.
-        report("queue.pickup.enqueue_p50_ms", pickup.enqueueP50, "ms")
+        try await reportPickup(bench)
 
         // Drain with a large history.
         let drainFull = try await bench.withDatabase("herald_bench_q3") { client in
@@ -97,6 +94,18 @@ struct QueueBench: AsyncParsableCommand {
         report("queue.sustained.first20s", first, "jobs/s")
         report("queue.sustained.last20s", last, "jobs/s")
         report("queue.sustained.decay_ratio", last / first, "ratio")
+    }
+
+    /// Pickup latency at a steady ~1k jobs/s with wake-ups on.
+    private func reportPickup(_ bench: Bench) async throws {
+        let pickup = try await bench.withDatabase("herald_bench_q2") { client in
+            // Measured from the start of each enqueue (one autocommitted statement) to the start of its handler.
+            try await bench.pickup(client: client, seconds: pickupSeconds)
+        }
+        report("queue.pickup.p50_ms", pickup.p50, "ms")
+        report("queue.pickup.p99_ms", pickup.p99, "ms")
+        // Of which the enqueue's own round trip (its commit included), before any wake-up.
+        report("queue.pickup.enqueue_p50_ms", pickup.enqueueP50, "ms")
     }
 }
 
