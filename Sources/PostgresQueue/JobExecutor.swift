@@ -162,7 +162,7 @@ public final class JobExecutor: Service, Sendable {
                     free > 0
                     && (s.backlog
                         ? free >= threshold || s.inFlight == 0 || s.pollDue : s.claimRequested || s.pollDue)
-                if wanted { (s.claimRequested, s.pollDue) = (false, false) }
+                if wanted { (s.claimRequested, s.pollDue, s.fastPollDue) = (false, false, nil) }
                 return (s.stopping, free, wanted, !s.backlog && s.isHot())
             }
             if stopping { return }
@@ -197,8 +197,16 @@ public final class JobExecutor: Service, Sendable {
                 // The next fast poll, unless a wake-up (an enqueue notification, a finished job,
                 // shutdown) comes first: sleeping through the interval instead left a job whose
                 // notification arrived meanwhile waiting for the tick, half an interval on average.
-                let tick = Task { [state, signal, interval = configuration.hotPollInterval] in
-                    guard (try? await Task.sleep(for: interval)) != nil else { return }
+                // The poll is due one interval after the last claim, and a wake-up that does not
+                // claim keeps that time: counting the interval again from each wake-up let jobs
+                // finishing more often than the interval put the poll off until they stopped.
+                let due = state.withLock { s in
+                    let due = s.fastPollDue ?? ContinuousClock.now + self.configuration.hotPollInterval
+                    s.fastPollDue = due
+                    return due
+                }
+                let tick = Task { [state, signal] in
+                    guard (try? await Task.sleep(until: due)) != nil else { return }
                     state.withLock { $0.claimRequested = true }
                     signal.yield()
                 }
@@ -345,6 +353,8 @@ final class ExecutorState: Sendable {
         var pollDue = false
         var backlog = false
         var hotUntil: ContinuousClock.Instant?
+        /// When the next fast poll is due; set by the first wait after a claim, kept by later ones.
+        var fastPollDue: ContinuousClock.Instant?
 
         func isHot() -> Bool { hotUntil.map { ContinuousClock.now < $0 } ?? false }
 

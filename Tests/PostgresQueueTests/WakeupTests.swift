@@ -89,6 +89,48 @@ struct WakeupTests {
         }
     }
 
+    @Test("jobs finishing one after another do not postpone the fast poll")
+    func finishesKeepTheFastPollsPace() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("cadence")
+            let slow = 30
+            // Jobs that finish one every 60 ms for about 1.8 s: each finish wakes the claim loop.
+            let order = Shared(0)
+            let finished = Shared(0)
+            let finishedBeforeLate = Shared<Int?>(nil)
+            var handlers = JobHandlers()
+            handlers.register("slow") { _ in
+                let n = order.withLock { $0 += 1; return $0 }
+                try? await Task.sleep(for: .milliseconds(60 * n))
+                finished.withLock { $0 += 1 }
+                return .completed
+            }
+            handlers.register("late") { _ in
+                finishedBeforeLate.withLock { $0 = finished.withLock { $0 } }
+                return .completed
+            }
+            // No listener and a slow poll a minute away: only the fast poll (every 200 ms while
+            // hot) can find the late job before the slow jobs are all done.
+            let executor = JobExecutor(
+                queue: db.queue, handlers: handlers,
+                configuration: .init(
+                    queue: q, concurrency: 50, pollInterval: .seconds(60), hotPollInterval: .milliseconds(200),
+                    hotWindow: .seconds(60)))
+            let quiet = JobQueue(client: db.client, logger: db.logger, configuration: .init(notifyOnEnqueue: false))
+            try await quiet.enqueue((0..<slow).map { _ in NewJob(queue: q, kind: "slow") })
+            try await running([executor]) {
+                try await Poll.until(timeout: .seconds(10)) { order.withLock { $0 } == slow }
+                try await quiet.enqueue(NewJob(queue: q, kind: "late"))
+                try await Poll.until(timeout: .seconds(30)) { finishedBeforeLate.withLock { $0 } != nil }
+            }
+            // Each finish used to start the 200 ms wait again, so the late job waited for the
+            // last slow job. Now the poll is due 200 ms after the last claim whatever wakes the
+            // loop meanwhile, so the late job starts while most slow jobs are still running.
+            let before = finishedBeforeLate.withLock { $0 } ?? slow
+            #expect(before < slow / 2, "the late job started after \(before) of \(slow) slow jobs had finished")
+        }
+    }
+
     @Test("behind a backlog, fast polls and notifications do not force claims of a slot or two")
     func backlogClaimsInQuarters() async throws {
         try await TestDatabase.with { db async throws in
