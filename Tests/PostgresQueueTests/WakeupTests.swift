@@ -100,7 +100,10 @@ struct WakeupTests {
             let finishedBeforeLate = Shared<Int?>(nil)
             var handlers = JobHandlers()
             handlers.register("slow") { _ in
-                let n = order.withLock { $0 += 1; return $0 }
+                let n = order.withLock {
+                    $0 += 1
+                    return $0
+                }
                 try? await Task.sleep(for: .milliseconds(60 * n))
                 finished.withLock { $0 += 1 }
                 return .completed
