@@ -96,29 +96,20 @@ struct SendRequest: Sendable {
 
     /// Template parameters as a JSON object with sorted keys.
     static func templateJSON(_ parameters: [String: String]) -> String {
-        "{" + parameters.keys.sorted().map { string($0) + ":" + string(parameters[$0]!) }.joined(separator: ",") + "}"
+        encoded(parameters)
     }
 
     /// `text` as a JSON string literal.
     static func string(_ text: String) -> String {
-        var out = "\""
-        out.reserveCapacity(text.utf8.count + 2)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
+        encoded(text)
+    }
+
+    /// A string or a map of strings as JSON text; neither can fail to encode.
+    private static func encoded(_ value: some Encodable) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let data = try? encoder.encode(value) else { preconditionFailure("strings always encode as JSON") }
+        return String(decoding: data, as: UTF8.self)
     }
 }
 
