@@ -53,6 +53,7 @@ run: db-up build
 
 # Every benchmark in one run, then the figures with a target against it (scripts/bench.sh);
 # BENCH_BASELINE_BIN=DIR runs them first on an older build's release executables, for a before/after.
+# The output is kept in .data/bench/latest.txt; BENCH_UPDATE_DOCS=1 writes it into docs/benchmarks.md.
 bench: db-up release-products
 	@scripts/bench.sh "$(RELEASE_PATH)/release"
 

@@ -3,21 +3,31 @@
 # the queue (herald-bench queue), the hub client (herald-bench hub), device registration
 # (scripts/bench-api.sh), the send pipeline (scripts/bench-send.sh) and the stats API
 # (herald-bench stats). Each prints `bench NAME VALUE UNIT` lines and fails if a device or a
-# send did not end in its final state. At the end, the figures that have a target (issue 16,
-# "Performance", and cli.send_rate) are printed against it as `target NAME VALUE met|missed`.
+# send did not end in its final state. At the end, the figures that have a target
+# (docs/benchmarks.md lists them) are printed against it as `target NAME VALUE OP GOAL met|missed`.
+#
+# The whole output (stdout and stderr) is also kept in .data/bench/latest.txt, once the run has
+# succeeded; `scripts/bench-table.py .data/bench/latest.txt` writes its figures into
+# docs/benchmarks.md, and BENCH_UPDATE_DOCS=1 has this script do that at the end.
 #
 # With BENCH_BASELINE_BIN=DIR (release executables of an older commit), the same benchmarks run
 # first on those, and the targets table shows both columns: before and after, same run.
 #
 # Usage: scripts/bench.sh BIN_DIR
 # Knobs: BENCH_BASELINE_BIN, BENCH_SKIP_STATS=1 (leaves out the stats benchmark, whose first run
-# seeds 1 M notifications), and those of the scripts it runs.
+# seeds 1 M notifications), BENCH_UPDATE_DOCS=1, and those of the scripts it runs.
 set -euo pipefail
 bin="${1:?usage: bench.sh BIN_DIR}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+latest=.data/bench/latest.txt
+
+# Every benchmark and the targets; its output is what .data/bench/latest.txt keeps.
+run_all() {
 results="$(mktemp -d)"
 trap 'rm -rf "$results"' EXIT
+echo "# date: $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "# machine: $(nproc) cores, $(awk '/^MemTotal:/ {printf "%.1f GB", $2 / 1048576}' /proc/meminfo) memory"
 
 # `suite DIR OUT STATS_DB`: every benchmark on the executables in DIR, their lines also kept in
 # OUT. The stats benchmark keeps its seeded database between runs; the baseline gets one of its
@@ -37,9 +47,9 @@ suite() {
 }
 
 if [ -n "${BENCH_BASELINE_BIN:-}" ]; then
-  echo "# baseline: $BENCH_BASELINE_BIN" >&2
+  echo "# baseline: $BENCH_BASELINE_BIN"
   suite "$BENCH_BASELINE_BIN" "$results/before.txt" herald_bench_stats_baseline
-  echo "# this build: $bin" >&2
+  echo "# this build: $bin"
 fi
 suite "$bin" "$results/after.txt" herald_bench_stats
 
@@ -67,6 +77,7 @@ targets = [
     ("send.e2e_telemetry_ratio", ">=", 0.35), ("send.latency.p50_ms", "<=", 5), ("send.latency.p99_ms", "<=", 25),
     ("queue.pickup.p50_ms", "<=", 1), ("queue.drain.pgbench_ratio", ">=", 0.9), ("api.rss_mb", "<=", 60),
     ("worker.rss_mb", "<=", 80), ("send.e2e_two_workers_ratio", ">=", 0.95), ("cli.send_rate", ">=", 0.8),
+    ("stats.p95_ms", "<=", 50),
 ]
 print("# figure | target" + (" | before" if before else "") + " | now")
 for name, op, goal in targets:
@@ -76,3 +87,14 @@ for name, op, goal in targets:
     prior = f" before {before[name]:g}" if name in before else (" before -" if before else "")
     print(f"target {name} {shown} {op} {goal:g}{prior} {'met' if met else 'missed'}")
 PY
+}
+
+mkdir -p "$(dirname "$latest")"
+run_all 2>&1 | tee "$latest.partial"
+mv "$latest.partial" "$latest"
+if [ "${BENCH_UPDATE_DOCS:-0}" = 1 ]; then
+  python3 scripts/bench-table.py "$latest"
+else
+  echo "# the whole output is in $latest; to write its figures into docs/benchmarks.md:"
+  echo "#   scripts/bench-table.py $latest"
+fi
