@@ -62,7 +62,7 @@ struct ZoneTagTests {
             do {
                 _ = try policy.tags(for: "alice", clientTags: [tag])
             } catch {
-                #expect(error.code == "reserved_tag")
+                #expect(error.code == .reservedTag)
             }
         }
         // Senders may still target them.
@@ -183,7 +183,7 @@ struct LocalTimeWaveTests {
             _ = try definition("a || b || c || d || e || f").validated(now: now)
             Issue.record("six tags were accepted")
         } catch let error as DomainError {
-            #expect(error.code == "invalid_audience")
+            #expect(error.code == .invalidAudience)
             #expect(error.message.contains("audience.tags"))
         }
         // Without localTime the same expression is fine (20 tags when OR-only).

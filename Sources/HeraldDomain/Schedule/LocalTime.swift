@@ -17,7 +17,7 @@ public struct LocalTime: Sendable, Hashable, Comparable, CustomStringConvertible
             let m1 = digit(bytes[3]), let m2 = digit(bytes[4]), h1 * 10 + h2 < 24, m1 * 10 + m2 < 60
         else {
             throw DomainError(
-                code: "invalid_local_time",
+                code: .invalidLocalTime,
                 message: "localTime is a time of day HH:MM from 00:00 to 23:59; got \"\(text.prefix(20))\"")
         }
         hour = h1 * 10 + h2
