@@ -5,7 +5,7 @@ SWIFT ?= swift
 RELEASE_PATH ?= .build-release
 DB_ENV := .data/postgres.env
 
-.PHONY: help build test chaos run bench bench-queue bench-pickup bench-hub bench-api bench-send bench-stats release-products lint format migrate db-up db-down clean
+.PHONY: help build docs test chaos run bench bench-queue bench-pickup bench-hub bench-api bench-send bench-stats release-products lint format migrate db-up db-down clean
 
 help:
 	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
@@ -13,6 +13,7 @@ help:
 	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, ...)"
 	@echo "make bench       every benchmark (release build); bench-queue, bench-pickup, bench-hub, bench-api, bench-send, bench-stats for subsets"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
+	@echo "make docs        rewrite docs/configuration.md from the Setting declarations (a test checks it)"
 	@echo "make migrate     apply migrations to the local database"
 	@echo "make db-up/db-down  start/stop the local PostgreSQL cluster in .data/"
 
@@ -24,6 +25,13 @@ db-down:
 
 build:
 	$(SWIFT) build
+
+# docs/configuration.md is printed by Tools/herald-docs from the `Setting` declarations;
+# ConfigurationTableTests fails when the committed file differs.
+docs:
+	$(SWIFT) build --product herald-docs
+	"$$($(SWIFT) build --show-bin-path)/herald-docs" > docs/configuration.md.tmp
+	mv docs/configuration.md.tmp docs/configuration.md
 
 # db-up, then build every product (tests start the executables as child processes), then
 # scripts/test.sh: the Swift tests; the end-to-end send and registration suites again through a
@@ -94,10 +102,10 @@ bench-send: db-up release-products
 	@scripts/bench-send.sh "$(RELEASE_PATH)/release"
 
 lint:
-	$(SWIFT) format lint --recursive --parallel Package.swift Sources Tests Benchmarks Plugins
+	$(SWIFT) format lint --recursive --parallel Package.swift Sources Tests Benchmarks Plugins Tools
 
 format:
-	$(SWIFT) format format --in-place --recursive --parallel Package.swift Sources Tests Benchmarks Plugins
+	$(SWIFT) format format --in-place --recursive --parallel Package.swift Sources Tests Benchmarks Plugins Tools
 
 clean:
 	rm -rf .build $(RELEASE_PATH)

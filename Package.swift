@@ -238,6 +238,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Prints docs/configuration.md from the `Setting` declarations (`make docs`).
+        .executableTarget(
+            name: "herald-docs",
+            dependencies: ["HeraldSettings", "HeraldRuntime", "HeraldStorage", "HeraldAPI", "HeraldDelivery"],
+            path: "Tools/herald-docs",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Tests
         .executableTarget(
             name: "pgqueue-probe",
@@ -294,7 +302,7 @@ let package = Package(
         .testTarget(
             name: "HeraldSettingsTests",
             dependencies: [
-                "HeraldSettings", "HeraldRuntime", "HeraldStorage", "HeraldAPI", "HeraldDelivery",
+                "HeraldSettings", "HeraldRuntime", "HeraldStorage", "HeraldAPI", "HeraldDelivery", "herald-docs",
                 .product(name: "Configuration", package: "swift-configuration"),
             ],
             swiftSettings: swiftSettings

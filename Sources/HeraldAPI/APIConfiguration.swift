@@ -25,17 +25,19 @@ public struct APIConfiguration: Sendable {
     /// `HERALD_API_HOST`.
     public static let host = Setting.string("api.host", default: "127.0.0.1", "bind address")
     /// `HERALD_API_PORT`.
-    public static let port = Setting.int("api.port", default: 8080, range: 0...65535, "port (0 picks a free one)")
+    public static let port = Setting.int("api.port", default: 8080, range: 0...65535, "the port; 0 picks a free one")
     /// `HERALD_API_MAX_BODY_BYTES`.
     public static let maxBodyBytes = Setting.int(
-        "api.max_body_bytes", default: 64 * 1024, range: 1024...(16 << 20), "larger request bodies get `413`")
+        "api.max_body_bytes", default: 64 * 1024, range: 1024...(16 << 20),
+        "the largest request body in bytes; larger ones get `413`")
     /// `HERALD_API_MAX_BATCH_BODY_BYTES`.
     public static let maxBatchBodyBytes = Setting.int(
-        "api.max_batch_body_bytes", default: 8 << 20, range: (64 << 10)...(64 << 20),
-        "the body limit of `POST /v1/notifications:batch`")
+        "api.max_batch_body_bytes", default: 8 << 20, range: (64 << 10)...(64 << 20), details: "sender-api.md",
+        "the largest body of `POST /v1/notifications:batch` in bytes (other routes keep `HERALD_API_MAX_BODY_BYTES`)")
     /// `HERALD_MAX_CLIENT_TAGS`.
     public static let maxClientTags = Setting.int(
-        "max_client_tags", default: 20, range: 0...58, "tags a client may set on one device")
+        "max_client_tags", default: 20, range: 0...58, details: "device-api.md",
+        "tags a client may set on one device; the server's `username:` and `tz:` tags come on top")
 
     /// Every key this configuration reads, its parts' included.
     public static let settings: [SettingDescription] =
@@ -91,28 +93,31 @@ public struct SendConfiguration: Sendable {
 
     /// `HERALD_API_KEY_RATE_LIMIT`.
     public static let keyRate = Setting.int(
-        "api.key_rate_limit", default: 100, range: 1...1_000_000,
-        "requests per second of an API key whose row sets no limit")
+        "api.key_rate_limit", default: 100, range: 1...1_000_000, details: "sender-api.md",
+        "requests per second of an API key whose row sets no limit; bursts of twice that; per API process")
     /// `HERALD_TUTORIAL_SEND_RATE_LIMIT`.
     public static let tutorialRate = Setting.int(
-        "tutorial_send_rate_limit", default: 2, range: 1...10_000, "tutorial sends per second per device user")
+        "tutorial_send_rate_limit", default: 2, range: 1...10_000, details: "device-api.md",
+        "tutorial sends (`POST /api/notifications`) per second per device user; bursts of twice that; per API process")
     /// `HERALD_DEVICE_WRITE_RATE_PER_MINUTE`.
     public static let deviceWriteRate = Setting.int(
-        "device_write_rate_per_minute", default: 10, range: 1...10_000_000,
-        "device writes (`POST /api/register`, `PUT`/`DELETE /api/register/{id}`) per minute per device user")
+        "device_write_rate_per_minute", default: 10, range: 1...10_000_000, details: "device-api.md",
+        "device writes (`POST /api/register`, `PUT`/`DELETE /api/register/{id}`) per minute per device user; bursts of twice that; per API process"
+    )
     /// `HERALD_API_KEY_CACHE_SECONDS`.
     public static let keyCacheSeconds = Setting.int(
-        "api.key_cache_seconds", default: 5, range: 0...5, "how long a verified API key is trusted")
+        "api.key_cache_seconds", default: 5, range: 0...5, details: "sender-api.md",
+        "seconds a verified API key is trusted without a database check: a revoked key stops working within this time")
 
     /// `HERALD_SEND_MAX_HUB_SENDS_PER_NOTIFICATION`. The default covers 10,000 users in two
     /// formats (500 chunks of 20 × 2) or 5,000 in all four.
     public static let maxHubSendsPerNotification = Setting.int(
-        "send.max_hub_sends_per_notification", default: 1000, range: 1...100_000,
-        "hub sends one notification may fan out into")
+        "send.max_hub_sends_per_notification", default: 1000, range: 1...100_000, details: "sender-api.md",
+        "hub sends one notification may fan out into (one per format and 20-user chunk); beyond, `400 too_many_hub_sends`")
     /// `HERALD_SEND_MAX_HUB_SENDS_PER_REQUEST`.
     public static let maxHubSendsPerRequest = Setting.int(
-        "send.max_hub_sends_per_request", default: 10_000, range: 1...1_000_000,
-        "hub sends one request may create, a batch's notifications together")
+        "send.max_hub_sends_per_request", default: 10_000, range: 1...1_000_000, details: "sender-api.md",
+        "hub sends one request may create, a batch's notifications together; beyond, `400 too_many_hub_sends`")
 
     /// Every key this configuration reads.
     public static let settings = [
@@ -182,11 +187,12 @@ public struct AuthConfiguration: Sendable {
 
     /// `HERALD_AUTH_JWT_HS256_SECRET` (a secret).
     public static let jwtHS256Secret = Setting<String?>.optionalString(
-        "auth.jwt_hs256_secret", defaultText: "— (JWT off)", secret: true,
-        "accept HS256 JWTs signed with this secret (at least 32 bytes; never logged)")
+        "auth.jwt_hs256_secret", defaultText: "— (JWT off)", secret: true, details: "device-api.md",
+        "accept HS256 JWTs signed with this secret (at least 32 bytes)")
     /// `HERALD_AUTH_JWT_PUBLIC_KEYS_FILE`.
     public static let jwtPublicKeysFile = Setting<String?>.optionalString(
-        "auth.jwt_public_keys_file", "a file of PEM public keys (RSA for RS256, P-256 for ES256) whose JWTs are accepted")
+        "auth.jwt_public_keys_file", details: "device-api.md",
+        "a file of PEM public keys (RSA for RS256, P-256 for ES256) whose JWTs are accepted")
     /// `HERALD_AUTH_JWT_ISSUER`.
     public static let jwtIssuer = Setting<String?>.optionalString(
         "auth.jwt_issuer", defaultText: "— (not checked)", "the required `iss`")
@@ -196,25 +202,28 @@ public struct AuthConfiguration: Sendable {
     /// `HERALD_AUTH_BASIC_CACHE_SECONDS`.
     public static let basicCacheSeconds = Setting.int(
         "auth.basic_cache_seconds", default: 30, range: 0...60,
-        "how long a verified Basic credential, or a token subject's user, is reused")
+        "seconds a verified Basic credential, or a token subject's user, is reused; 0 turns the cache off")
     /// `HERALD_AUTH_BASIC_CACHE_ENTRIES`.
     public static let basicCacheEntries = Setting.int(
-        "auth.basic_cache_entries", default: 10_000, range: 0...1_000_000, "most cached credentials")
+        "auth.basic_cache_entries", default: 10_000, range: 0...1_000_000,
+        "most cached credentials; 0 turns the cache off")
     /// `HERALD_AUTH_BCRYPT_CONCURRENCY` (default: the number of cores).
     public static let bcryptConcurrency = Setting.int(
         "auth.bcrypt_concurrency", default: max(1, ProcessInfo.processInfo.activeProcessorCount), range: 1...256,
         defaultText: "cores", "bcrypt checks at once, on their own threads")
     /// `HERALD_AUTH_BCRYPT_QUEUE`.
     public static let bcryptQueue = Setting.int(
-        "auth.bcrypt_queue", default: 256, range: 0...100_000, "bcrypt checks that may wait")
+        "auth.bcrypt_queue", default: 256, range: 0...100_000,
+        "bcrypt checks that may wait; beyond, `503` with `Retry-After: 1`")
     /// `HERALD_AUTH_BCRYPT_PER_CLIENT`.
     public static let bcryptPerClient = Setting.int(
-        "auth.bcrypt_per_client", default: 0, range: 0...100_000, defaultText: "0 (a quarter of concurrency + queue)",
-        "bcrypt checks one client address may hold")
+        "auth.bcrypt_per_client", default: 0, range: 0...100_000,
+        "bcrypt checks (running or waiting) one client address may hold; beyond, `429`; 0: a quarter of concurrency + queue")
     /// `HERALD_AUTH_FAILED_SIGNINS_PER_MINUTE`.
     public static let failedSignInsPerMinute = Setting.int(
         "auth.failed_signins_per_minute", default: 30, range: 0...1_000_000,
-        "failed sign-ins one client address may have per minute")
+        "failed sign-ins (Basic, or unknown API keys) per client address per minute; beyond, `429`; 0 turns it off; per API process"
+    )
     /// Every key this configuration reads.
     public static let settings = [
         jwtHS256Secret.documentation, jwtPublicKeysFile.documentation, jwtIssuer.documentation,

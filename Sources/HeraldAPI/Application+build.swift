@@ -180,7 +180,7 @@ struct RouteHandlers: Sendable {
 enum OpenAPIDocument {
     static func load() throws -> ByteBuffer {
         guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml") else {
-            throw APIError(.internalServerError, code: "internal_error", message: "openapi.yaml is missing from the bundle")
+            throw APIError(.internalServerError, code: .internalError, message: "openapi.yaml is missing from the bundle")
         }
         return ByteBuffer(bytes: try Data(contentsOf: url))
     }

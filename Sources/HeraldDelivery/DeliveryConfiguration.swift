@@ -52,57 +52,67 @@ public struct DeliveryConfiguration: Sendable {
 
     /// `HERALD_HUB_CONNECTION_STRING` (required by the worker; a secret).
     public static let hubConnectionString = Setting<String?>.optionalString(
-        "hub.connection_string", defaultText: "— (required by the worker)", secret: true,
-        "the hub's connection string (`Endpoint=…;SharedAccessKeyName=…;SharedAccessKey=…`); a secret, never logged")
+        "hub.connection_string", defaultText: "— (required by the worker)", secret: true, details: "deploy.md",
+        "the hub's connection string (`Endpoint=…;SharedAccessKeyName=…;SharedAccessKey=…`)")
     /// `HERALD_HUB_NAME`.
     public static let hubName = Setting<String?>.optionalString(
         "hub.name", defaultText: "— (required with the above)", "the hub's name")
     /// `HERALD_WORKER_CONCURRENCY`.
     public static let concurrency = Setting.int(
-        "worker.concurrency", default: 400, range: 1...10_000, "jobs run at once per queue; also the largest claim")
+        "worker.concurrency", default: 400, range: 1...10_000, details: "operations.md",
+        "jobs run at once per queue; also the largest claim and the most hub calls in flight")
     /// `HERALD_LEASE_SECONDS`.
     public static let leaseSeconds = Setting.int(
-        "lease_seconds", default: 30, range: 1...86_400, "how long a claimed job is held without a heartbeat")
+        "lease_seconds", default: 30, range: 1...86_400, details: "guarantees.md",
+        "seconds a claimed job is held without a heartbeat; a crashed worker's jobs run again after it")
     /// `HERALD_HUB_TIMEOUT_SECONDS`.
     public static let hubTimeoutSeconds = Setting.int(
-        "hub.timeout_seconds", default: 30, range: 1...600,
-        "how long one hub call may take; a call that does not answer in time is a retryable timeout (it may still have gone out)")
+        "hub.timeout_seconds", default: 30, range: 1...600, details: "guarantees.md",
+        "seconds one hub call may take; one that does not answer in time is a retryable timeout (it may still have gone out)")
     /// `HERALD_WORKER_HOT_POLL_MS`.
     public static let hotPollMilliseconds = Setting.int(
-        "worker.hot_poll_ms", default: 10, range: 1...1000,
-        "after finding work an executor polls this often for 100 ms before waiting for a wake-up")
+        "worker.hot_poll_ms", default: 10, range: 1...1000, details: "operations.md",
+        "milliseconds between an executor's polls for 100 ms after it found work (then it waits for a wake-up)")
     /// `HERALD_WORKER_SYNCHRONOUS_COMMIT`.
     public static let synchronousCommit = Setting.toggle(
-        "worker.synchronous_commit", default: true, "whether the worker's commits wait for the WAL flush")
+        "worker.synchronous_commit", default: true, details: "guarantees.md",
+        "whether the worker's commits wait for the WAL flush; `off` is quicker on slow disks, and a database crash can repeat its last writes"
+    )
     /// `HERALD_HISTORY_RETENTION_HOURS`.
     public static let historyRetentionHours = Setting.int(
-        "history_retention_hours", default: 168, range: 1...87_600, "finished jobs are pruned from history after this")
+        "history_retention_hours", default: 168, range: 1...87_600, details: "operations.md",
+        "hours finished jobs stay in the queue's history")
     /// `HERALD_NOTIFICATION_RETENTION_HOURS`.
     public static let notificationRetentionHours = Setting.int(
-        "notification_retention_hours", default: 720, range: 1...87_600,
-        "finished notifications (with their hub sends and outcomes) are pruned after this")
+        "notification_retention_hours", default: 720, range: 1...87_600, details: "operations.md",
+        "hours finished notifications (with their hub sends and outcomes) are kept")
     /// `HERALD_DEVICE_RETENTION_HOURS`.
     public static let deviceRetentionHours = Setting.int(
-        "device_retention_hours", default: 720, range: 1...87_600,
-        "deleted devices are purged this long after their deletion, once their hub registration is removed")
+        "device_retention_hours", default: 720, range: 1...87_600, details: "operations.md",
+        "hours a deleted device is kept before it is purged (once its hub registration is removed)")
     /// `HERALD_DEVICE_HUB_CALL_RETENTION_HOURS`.
     public static let deviceHubCallRetentionHours = Setting.int(
-        "device_hub_call_retention_hours", default: 720, range: 1...87_600,
-        "`device_hub_calls` rows are pruned after this")
+        "device_hub_call_retention_hours", default: 720, range: 1...87_600, details: "operations.md",
+        "hours `device_hub_calls` rows are kept")
     /// `HERALD_SEND_RETRY_AFTER_CAP_SECONDS`.
     public static let retryAfterCapSeconds = Setting.int(
-        "send.retry_after_cap_seconds", default: 300, range: 1...86_400, "the longest hub `Retry-After` a send waits for")
+        "send.retry_after_cap_seconds", default: 300, range: 1...86_400, details: "guarantees.md",
+        "the longest hub `Retry-After` a send waits for, in seconds; a send whose next attempt would pass its deadline ends `Expired`"
+    )
     /// `HERALD_WORKER_METRICS_HOST`.
     public static let metricsHost = Setting.string(
-        "worker.metrics_host", default: "127.0.0.1", "the worker's listener address")
+        "worker.metrics_host", default: "127.0.0.1", details: "operations.md",
+        "the address of the worker's listener: `/health/live`, `/health/ready`, `/metrics`")
     /// `HERALD_WORKER_METRICS_PORT`.
     public static let metricsPort = Setting.int(
-        "worker.metrics_port", default: 9091, range: 0...65535, "the worker's listener port (0 picks a free one)")
+        "worker.metrics_port", default: 9091, range: 0...65535, details: "operations.md",
+        "the listener's port; 0 picks a free one (logged); a port that cannot be bound is logged and the worker keeps delivering"
+    )
 
     /// `HERALD_CAMPAIGN_SCHEDULER`.
     public static let campaignSchedulerToggle = Setting.toggle(
-        "campaign.scheduler", default: true,
-        "whether this worker fires campaigns' due slots (every worker may: one fires each slot); off when only a Kubernetes CronJob running `heraldctl campaign fire` should"
+        "campaign.scheduler", default: true, details: "campaigns.md",
+        "whether this worker fires campaigns' due slots (one worker fires each); `off` when only a CronJob running `heraldctl campaign fire` should"
     )
 
     /// Every key this configuration reads.

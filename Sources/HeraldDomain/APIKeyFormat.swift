@@ -13,11 +13,11 @@ public enum APIKeyScope: String, Sendable, Hashable, Codable, CaseIterable {
         for part in text.split(separator: ",") {
             let name = part.filter { !$0.isWhitespace }.lowercased()
             guard let scope = APIKeyScope(rawValue: name) else {
-                throw DomainError(code: "invalid_scope", message: "unknown scope \"\(name)\"; use send, read, admin")
+                throw DomainError(code: .invalidScope, message: "unknown scope \"\(name)\"; use send, read, admin")
             }
             if !scopes.contains(scope) { scopes.append(scope) }
         }
-        guard !scopes.isEmpty else { throw DomainError(code: "invalid_scope", message: "give at least one scope") }
+        guard !scopes.isEmpty else { throw DomainError(code: .invalidScope, message: "give at least one scope") }
         return scopes
     }
 }

@@ -21,7 +21,7 @@ public enum CampaignName {
             })
         else {
             throw DomainError(
-                code: "invalid_name",
+                code: .invalidName,
                 message:
                     "a campaign name is 1 to \(maxLength) ASCII letters, digits and . _ -, starting with a letter or digit")
         }
@@ -57,7 +57,7 @@ public enum CampaignAudience: Sendable, Hashable {
             }
         } catch {
             throw DomainError(
-                code: "invalid_audience", message: error.message.replacingOccurrences(of: "target.", with: "audience."))
+                code: .invalidAudience, message: error.message.replacingOccurrences(of: "target.", with: "audience."))
         }
     }
 }
@@ -278,11 +278,11 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
         try content.validate()
         try options.validate()
         if let ttl, !(1...NotificationRequest.maxTTL).contains(ttl) {
-            throw DomainError(code: "invalid_ttl", message: "ttl is 1 to \(NotificationRequest.maxTTL) seconds; got \(ttl)")
+            throw DomainError(code: .invalidTTL, message: "ttl is 1 to \(NotificationRequest.maxTTL) seconds; got \(ttl)")
         }
         if let catchUpSeconds, !Self.catchUpRange.contains(catchUpSeconds) {
             throw DomainError(
-                code: "invalid_catch_up",
+                code: .invalidCatchUp,
                 message:
                     "catchUpSeconds is \(Self.catchUpRange.lowerBound) to \(Self.catchUpRange.upperBound); got \(catchUpSeconds)")
         }
@@ -290,7 +290,7 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
             let count = TagExpressionRules.tags(in: expression).count
             guard count <= Self.maxLocalTimeAudienceTags else {
                 throw DomainError(
-                    code: "invalid_audience",
+                    code: .invalidAudience,
                     message:
                         "audience.tags: a local-time campaign's expression may name at most \(Self.maxLocalTimeAudienceTags) tags (each wave adds its zone tag, and the hub allows 6 in an expression with &&); it names \(count)"
                 )
@@ -298,13 +298,13 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
             do {
                 try TagExpressionRules.check("(\(expression)) && \(ZoneTag.tag(forZone: "America/Argentina/Buenos_Aires"))")
             } catch {
-                throw DomainError(code: "invalid_audience", message: "audience.tags with a zone tag: \(error.message)")
+                throw DomainError(code: .invalidAudience, message: "audience.tags with a zone tag: \(error.message)")
             }
         }
         if let throttlePerSecond {
             guard Self.throttleRange.contains(throttlePerSecond) else {
                 throw DomainError(
-                    code: "invalid_throttle",
+                    code: .invalidThrottle,
                     message:
                         "throttlePerSecond is \(Self.throttleRange.lowerBound) to \(Self.throttleRange.upperBound); got \(throttlePerSecond)"
                 )
@@ -317,7 +317,7 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
             let ttl = Double(ttl ?? NotificationRequest.defaultTTL)
             if seconds > ttl {
                 throw DomainError(
-                    code: "invalid_throttle",
+                    code: .invalidThrottle,
                     message:
                         "a run makes \(sends) hub sends: at \(throttlePerSecond)/s they take \(Int(seconds.rounded(.up))) s, longer than the ttl of \(Int(ttl)) s"
                 )
@@ -326,14 +326,14 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
         switch schedule {
         case .once(let at):
             guard at > now else {
-                throw DomainError(code: "invalid_schedule", message: "schedule.at is in the past")
+                throw DomainError(code: .invalidSchedule, message: "schedule.at is in the past")
             }
             guard at <= now.addingTimeInterval(Self.maxScheduleAhead) else {
-                throw DomainError(code: "invalid_schedule", message: "schedule.at is more than a year ahead")
+                throw DomainError(code: .invalidSchedule, message: "schedule.at is more than a year ahead")
             }
         case .recurring(let cron):
             guard cron.nextFire(after: now) != nil else {
-                throw DomainError(code: "invalid_schedule", message: "the cron expression \"\(cron.expression)\" never fires")
+                throw DomainError(code: .invalidSchedule, message: "the cron expression \"\(cron.expression)\" never fires")
             }
         }
         return definition
@@ -345,7 +345,7 @@ public enum CampaignThrottle {
     /// Sends are reserved `spacingFactor / rate` seconds apart: `rate` sends take 1.2 s, and the
     /// 0.2 s margin absorbs the jitter between a reserved instant and the hub receiving the
     /// call (a loaded worker, the HTTP client's queue), so no one-second window of the hub's
-    /// log holds more than the rate. The cost: a throttled run goes at most at 83% of its cap.
+    /// log holds more than the rate. The cost: a throttled run goes at most at 1/1.2 of its cap.
     public static let spacingFactor = 1.2
     /// A send that reaches its reserved instant later than this gives it up and reserves a new
     /// one (a slow wake-up must not land among the next sends).

@@ -15,7 +15,7 @@ public struct DeviceID: Sendable, Hashable, Codable, CustomStringConvertible {
     /// Parses an id from a URL path or job arguments; case-insensitive.
     public init(parsing text: some StringProtocol) throws(DomainError) {
         guard text.count == 36, let uuid = UUID(uuidString: String(text)) else {
-            throw DomainError(code: "invalid_device_id", message: "a device id is a UUID, as returned by POST /api/register")
+            throw DomainError(code: .invalidDeviceID, message: "a device id is a UUID, as returned by POST /api/register")
         }
         self.uuid = uuid
     }
@@ -80,25 +80,25 @@ public struct DeviceTemplate: Sendable, Hashable, Codable {
     public func validated(for platform: Platform) throws(DomainError) -> DeviceTemplate {
         guard !body.isEmpty, body.utf8.count <= Self.maxBodyBytes else {
             throw DomainError(
-                code: "invalid_template", message: "a template body must be 1 to \(Self.maxBodyBytes) bytes")
+                code: .invalidTemplate, message: "a template body must be 1 to \(Self.maxBodyBytes) bytes")
         }
         switch platform {
         case .wns:
             guard headers.keys.contains(where: { $0.lowercased() == "x-wns-type" }) else {
                 throw DomainError(
-                    code: "invalid_template", message: "a WNS template needs the X-WNS-Type header (e.g. wns/toast)")
+                    code: .invalidTemplate, message: "a WNS template needs the X-WNS-Type header (e.g. wns/toast)")
             }
             for (name, value) in headers {
                 guard name.lowercased().hasPrefix("x-wns-"), !value.isEmpty, value.count <= 256,
                     !value.contains(where: { $0.isNewline })
                 else {
                     throw DomainError(
-                        code: "invalid_template", message: "template headers must be X-WNS-* with a one-line value")
+                        code: .invalidTemplate, message: "template headers must be X-WNS-* with a one-line value")
                 }
             }
         case .apns, .fcmv1:
             guard headers.isEmpty else {
-                throw DomainError(code: "invalid_template", message: "template headers apply to WNS only")
+                throw DomainError(code: .invalidTemplate, message: "template headers apply to WNS only")
             }
         }
         return self

@@ -11,18 +11,18 @@ public enum DeviceHandle {
     public static func normalized(_ handle: String, for platform: Platform) throws(DomainError) -> String {
         let trimmed = handle.trimmingCharacters(in: " \t\r\n")
         guard !trimmed.isEmpty, trimmed.count <= maxLength else {
-            throw DomainError(code: "invalid_handle", message: "the device handle must be 1 to \(maxLength) characters")
+            throw DomainError(code: .invalidHandle, message: "the device handle must be 1 to \(maxLength) characters")
         }
         switch platform {
         case .apns:
             let hex = trimmed.filter { $0 != " " && $0 != "<" && $0 != ">" }.uppercased()
             guard hex.count >= 16, hex.count % 2 == 0, hex.allSatisfy(\.isHexDigit) else {
-                throw DomainError(code: "invalid_handle", message: "an APNs device token is an even number of hex digits")
+                throw DomainError(code: .invalidHandle, message: "an APNs device token is an even number of hex digits")
             }
             return hex
         case .fcmv1:
             guard trimmed.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
-                throw DomainError(code: "invalid_handle", message: "an FCM registration token is printable ASCII without spaces")
+                throw DomainError(code: .invalidHandle, message: "an FCM registration token is printable ASCII without spaces")
             }
             return trimmed
         case .wns:
@@ -30,7 +30,7 @@ public enum DeviceHandle {
             guard trimmed.lowercased().hasPrefix("https://"),
                 trimmed.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
             else {
-                throw DomainError(code: "invalid_handle", message: "a WNS channel is an https:// URI of printable ASCII")
+                throw DomainError(code: .invalidHandle, message: "a WNS channel is an https:// URI of printable ASCII")
             }
             return trimmed
         }

@@ -68,13 +68,13 @@ public struct InstallationRegistration: Sendable, Hashable {
         self.tags = try policy.tags(for: user, clientTags: clientTags)
         guard templates.count <= Self.maxTemplates else {
             throw DomainError(
-                code: "too_many_templates", message: "an installation may carry at most \(Self.maxTemplates) templates")
+                code: .tooManyTemplates, message: "an installation may carry at most \(Self.maxTemplates) templates")
         }
         var checked: [String: InstallationTemplateSpec] = [:]
         for (name, spec) in templates.sorted(by: { $0.key < $1.key }) {
             guard name.count <= Self.maxTemplateNameLength, TagPolicy.isWellFormed(name) else {
                 throw DomainError(
-                    code: "invalid_template",
+                    code: .invalidTemplate,
                     message: "a template name is 1 to \(Self.maxTemplateNameLength) ASCII letters, digits and _ @ # . : -")
             }
             _ = try DeviceTemplate(body: spec.body, headers: spec.headers).validated(for: platform)
@@ -99,10 +99,10 @@ public struct UnregisteredHandle: Sendable, Hashable {
         let trimmed = raw.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !trimmed.isEmpty, trimmed.count <= DeviceHandle.maxLength else {
             throw DomainError(
-                code: "invalid_handle", message: "the handle must be 1 to \(DeviceHandle.maxLength) characters")
+                code: .invalidHandle, message: "the handle must be 1 to \(DeviceHandle.maxLength) characters")
         }
         guard trimmed.unicodeScalars.allSatisfy({ (0x20..<0x7F).contains($0.value) }) else {
-            throw DomainError(code: "invalid_handle", message: "the handle must be printable ASCII")
+            throw DomainError(code: .invalidHandle, message: "the handle must be printable ASCII")
         }
         text = trimmed
     }

@@ -12,7 +12,7 @@ public struct IdempotencyKey: Sendable, Hashable, CustomStringConvertible {
     public init(_ text: String) throws(DomainError) {
         guard !text.isEmpty, text.utf8.count <= Self.maxBytes else {
             throw DomainError(
-                code: "invalid_idempotency_key", message: "an idempotency key is 1 to \(Self.maxBytes) bytes")
+                code: .invalidIdempotencyKey, message: "an idempotency key is 1 to \(Self.maxBytes) bytes")
         }
         rawValue = text
     }

@@ -16,7 +16,7 @@ public struct InstallationID: Sendable, Hashable, CustomStringConvertible {
             })
         else {
             throw DomainError(
-                code: "invalid_installation_id",
+                code: .invalidInstallationID,
                 message: "an installation id is 1 to \(Self.maxLength) letters, digits and - _ .")
         }
         rawValue = text

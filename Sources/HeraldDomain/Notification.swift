@@ -46,7 +46,7 @@ public enum NotificationState: String, Sendable, Hashable, Codable, CaseIterable
     public init(query text: String) throws(DomainError) {
         guard let state = Self.allCases.first(where: { $0.rawValue.caseInsensitiveCompare(text) == .orderedSame }) else {
             throw DomainError(
-                code: "invalid_state",
+                code: .invalidState,
                 message:
                     "unknown state \"\(text.prefix(30))\"; use one of \(Self.allCases.map(\.rawValue).joined(separator: ", "))")
         }
@@ -104,11 +104,11 @@ public indirect enum NotificationTarget: Sendable, Hashable {
             return .user(try Self.userName(name))
         case .users(let names):
             guard !names.isEmpty else {
-                throw DomainError(code: "invalid_target", message: "target.users needs at least one user")
+                throw DomainError(code: .invalidTarget, message: "target.users needs at least one user")
             }
             guard names.count <= Self.maxUsers else {
                 throw DomainError(
-                    code: "invalid_target", message: "target.users names \(names.count) users; at most \(Self.maxUsers)")
+                    code: .invalidTarget, message: "target.users names \(names.count) users; at most \(Self.maxUsers)")
             }
             var seen = Set<String>()
             var unique: [String] = []
@@ -122,7 +122,7 @@ public indirect enum NotificationTarget: Sendable, Hashable {
             // installation ids devices register with, which keep that tag within the hub's 120 characters.
             guard (try? InstallationID(id)) != nil else {
                 throw DomainError(
-                    code: "invalid_target",
+                    code: .invalidTarget,
                     message: "target.installationId is 1 to \(InstallationID.maxLength) ASCII letters, digits and - _ .")
             }
             return self
@@ -205,7 +205,7 @@ public indirect enum NotificationTarget: Sendable, Hashable {
 
     private static func userName(_ name: String) throws(DomainError) -> String {
         do { return try UserName.validated(name) } catch {
-            throw DomainError(code: "invalid_target", message: "user \"\(name.prefix(40))\": \(error.message)")
+            throw DomainError(code: .invalidTarget, message: "user \"\(name.prefix(40))\": \(error.message)")
         }
     }
 }
@@ -330,23 +330,23 @@ public struct NotificationContent: Sendable, Hashable, Codable {
     public func validate() throws(DomainError) {
         guard !formats.isEmpty else {
             throw DomainError(
-                code: "invalid_content", message: "content needs at least one of apple, fcmv1, windows, template")
+                code: .invalidContent, message: "content needs at least one of apple, fcmv1, windows, template")
         }
         for format in formats {
             let size = body(for: format)?.utf8.count ?? 0
             let limit = Self.maxBytes[format]!
             guard size <= limit else {
                 throw DomainError(
-                    code: "payload_too_large",
+                    code: .payloadTooLarge,
                     message: "the \(format.rawValue) payload is \(size) bytes; the limit is \(limit)")
             }
             guard size > 0 else {
-                throw DomainError(code: "invalid_content", message: "the \(format.rawValue) payload is empty")
+                throw DomainError(code: .invalidContent, message: "the \(format.rawValue) payload is empty")
             }
         }
         if let template {
             guard template.count <= 100 else {
-                throw DomainError(code: "invalid_content", message: "at most 100 template parameters; got \(template.count)")
+                throw DomainError(code: .invalidContent, message: "at most 100 template parameters; got \(template.count)")
             }
         }
     }
@@ -392,13 +392,13 @@ public struct NotificationOptions: Sendable, Hashable, Codable {
     public func validate() throws(DomainError) {
         if let type = apnsPushType, !Self.apnsPushTypes.contains(type) {
             throw DomainError(
-                code: "invalid_option",
+                code: .invalidOption,
                 message:
                     "apnsPushType \"\(type.prefix(30))\" is not one of \(Self.apnsPushTypes.sorted().joined(separator: ", "))")
         }
         if let id = collapseId, id.isEmpty || id.utf8.count > 64 || !HeaderValue.isSafe(id) {
             throw DomainError(
-                code: "invalid_option",
+                code: .invalidOption,
                 message:
                     "collapseId is 1 to 64 bytes (the APNs limit) without control characters or surrounding spaces: "
                     + "it is sent as the apns-collapse-id header")
@@ -457,7 +457,7 @@ public struct NotificationRequest: Sendable, Hashable, Codable {
             let format = platform.nativeFormat
             guard content.body(for: format) != nil else {
                 throw DomainError(
-                    code: "invalid_content",
+                    code: .invalidContent,
                     message: "a send to a \(platform.rawValue) device handle needs \(format.rawValue) content")
             }
             request.content = NotificationContent(
@@ -466,15 +466,15 @@ public struct NotificationRequest: Sendable, Hashable, Codable {
         }
         if let ttl {
             guard (1...Self.maxTTL).contains(ttl) else {
-                throw DomainError(code: "invalid_ttl", message: "ttl is 1 to \(Self.maxTTL) seconds; got \(ttl)")
+                throw DomainError(code: .invalidTTL, message: "ttl is 1 to \(Self.maxTTL) seconds; got \(ttl)")
             }
         }
         if let sendAt {
             guard sendAt >= now.addingTimeInterval(-Self.sendAtSkew) else {
-                throw DomainError(code: "invalid_send_at", message: "sendAt is in the past")
+                throw DomainError(code: .invalidSendAt, message: "sendAt is in the past")
             }
             guard sendAt <= now.addingTimeInterval(Self.maxScheduleAhead) else {
-                throw DomainError(code: "invalid_send_at", message: "sendAt is more than 7 days ahead")
+                throw DomainError(code: .invalidSendAt, message: "sendAt is more than 7 days ahead")
             }
         }
         return request

@@ -20,7 +20,7 @@ public enum NotificationFormat: String, Sendable, Hashable, Codable, CaseIterabl
         case "wns": self = .windows
         default:
             throw DomainError(
-                code: "unknown_pns", message: "unknown pns \"\(name.prefix(20))\"; use apns, fcm (or fcmv1, gcm) or wns")
+                code: .unknownPNS, message: "unknown pns \"\(name.prefix(20))\"; use apns, fcm (or fcmv1, gcm) or wns")
         }
     }
 }
@@ -38,7 +38,9 @@ public enum TutorialMessage {
     /// - `apple`: `{"aps":{"alert":"From alice: Hello"}}`
     /// - `fcmv1`: an FCM v1 data message, `{"message":{"data":{"message":"From alice: Hello"}}}`
     /// - `windows`: a `ToastText01` toast.
-    public static func payload(_ format: NotificationFormat, from sender: String, _ message: String) throws(DomainError)
+    public static func payload(
+        _ format: NotificationFormat, from sender: String, _ message: String
+    ) throws(DomainError)
         -> String
     {
         let text = text(from: sender, message)
@@ -49,7 +51,7 @@ public enum TutorialMessage {
             return #"<toast><visual><binding template="ToastText01"><text id="1">"#
                 + xmlText(text) + "</text></binding></visual></toast>"
         case .template:
-            throw DomainError(code: "invalid_format", message: "a template send carries parameters, not a payload")
+            throw DomainError(code: .invalidFormat, message: "a template send carries parameters, not a payload")
         }
     }
 
@@ -80,7 +82,7 @@ public enum TutorialMessage {
             let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
             return String(decoding: data, as: UTF8.self)
         } catch {
-            throw DomainError(code: "invalid_payload", message: "the message cannot be encoded as JSON")
+            throw DomainError(code: .invalidPayload, message: "the message cannot be encoded as JSON")
         }
     }
 }

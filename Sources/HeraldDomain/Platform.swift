@@ -19,11 +19,11 @@ public enum Platform: String, Sendable, Hashable, Codable, CaseIterable {
         case "wns", "windows": self = .wns
         case "mpns":
             throw DomainError(
-                code: "platform_retired",
+                code: .platformRetired,
                 message: "mpns (Microsoft Push Notification Service) is retired; Windows devices register with wns")
         default:
             throw DomainError(
-                code: "unknown_platform", message: "unknown platform \"\(name)\"; use apns, fcmv1 (or fcm, gcm) or wns")
+                code: .unknownPlatform, message: "unknown platform \"\(name)\"; use apns, fcmv1 (or fcm, gcm) or wns")
         }
     }
 }

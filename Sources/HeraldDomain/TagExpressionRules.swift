@@ -40,7 +40,7 @@ public enum TagExpressionRules {
     }
 
     private static func invalid(_ reason: String) -> DomainError {
-        DomainError(code: "invalid_tag_expression", message: "target.tags: \(reason)")
+        DomainError(code: .invalidTagExpression, message: "target.tags: \(reason)")
     }
 
     private static func tokenize(_ expression: String) throws(DomainError) -> [Token] {

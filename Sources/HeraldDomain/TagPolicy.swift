@@ -57,14 +57,14 @@ public struct TagPolicy: Sendable, Hashable {
         for tag in clientTags {
             if let prefix = Self.reservedPrefix(of: tag) {
                 throw DomainError(
-                    code: "reserved_tag",
+                    code: .reservedTag,
                     message:
                         "tag \"\(tag.prefix(40))\" uses the reserved prefix \"\(prefix)\" (in any case); the server sets those"
                 )
             }
             guard Self.isWellFormed(tag) else {
                 throw DomainError(
-                    code: "invalid_tag",
+                    code: .invalidTag,
                     message:
                         "tag \"\(tag.prefix(40))\" must be 1 to \(Self.maxTagLength) ASCII letters, digits and _ @ # . : -"
                 )
@@ -73,12 +73,12 @@ public struct TagPolicy: Sendable, Hashable {
         }
         guard result.count <= maxClientTags else {
             throw DomainError(
-                code: "too_many_tags", message: "a device may carry at most \(maxClientTags) tags of its own; got \(result.count)"
+                code: .tooManyTags, message: "a device may carry at most \(maxClientTags) tags of its own; got \(result.count)"
             )
         }
         let own = Self.userTag(user)
         guard Self.isWellFormed(own) else {
-            throw DomainError(code: "invalid_user", message: "the user name cannot form a valid tag")
+            throw DomainError(code: .invalidUser, message: "the user name cannot form a valid tag")
         }
         return result + [own]
     }

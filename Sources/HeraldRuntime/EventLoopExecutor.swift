@@ -10,9 +10,8 @@ extension AsyncParsableCommand {
     /// Herald's handlers wait on PostgreSQL and HTTP answers that arrive on NIO's event loops:
     /// with the default global executor, every await of one hops from an event loop thread to
     /// Swift's cooperative pool and back, and a profile of the device PUT showed that switching
-    /// as the largest single cost in `herald-api` (about 10 % of its samples in
-    /// `finish_task_switch`). Installed before the first task runs, tasks run on the event
-    /// loops themselves. Blocking work must stay off them: bcrypt already runs on its own
+    /// as the largest single cost in `herald-api` (see docs/benchmarks.md). Installed before the
+    /// first task runs, tasks run on the event loops themselves. Blocking work must stay off them: bcrypt already runs on its own
     /// thread pool (`PasswordChecker`).
     ///
     /// Call it from the executable's `static func main() async` before anything else.

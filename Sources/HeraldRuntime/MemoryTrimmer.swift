@@ -15,14 +15,13 @@ public import ServiceLifecycle
 /// of large requests (a 1,000-item batch is parsed into a few MB of short-lived objects, four
 /// at once under load) leaves most of that memory free but resident in the middle of the
 /// arenas, for as long as the process lives. `malloc_trim(0)` releases every whole free page of
-/// every arena. In `scripts/bench-send.sh`, calling it once after the load phases took
-/// herald-api from 67 to 47 MB resident and herald-worker from 81 to 78 MB.
+/// every arena. After `scripts/bench-send.sh`'s load phases one call shrank both processes'
+/// resident memory (see docs/benchmarks.md).
 ///
 /// When to trim is ``TrimPolicy``'s call, made once a second from the process's CPU time:
 /// as soon as the process goes quiet after a burst, and every `interval` while it stays busy;
 /// never while it idles (there is nothing new to hand back). Trimming on a fixed clock alone
-/// left the memory of a burst resident for up to `interval` after it: over one `bench-send` run
-/// herald-api sat at 64–69 MB for most of every quiet phase, at 45 MB after the trim.
+/// left the memory of a burst resident for up to `interval` after it.
 ///
 /// The trim runs on NIO's blocking thread pool (it holds each arena's lock while it walks it),
 /// never on an event loop. Where malloc is not glibc's (no `malloc_trim`), it does nothing.

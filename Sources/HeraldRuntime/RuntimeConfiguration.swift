@@ -22,27 +22,29 @@ public struct RuntimeConfiguration: Sendable {
 
     /// `HERALD_DATABASE_URL` (required; a secret: it may carry a password).
     public static let databaseURL = Setting<String?>.optionalString(
-        "database.url", defaultText: "— (required)", secret: true,
-        "`postgres://user:password@host:port/database[?sslmode=disable|prefer|require]`")
+        "database.url", defaultText: "— (required)", secret: true, details: "deploy.md",
+        "`postgres://user:password@host:port/database[?sslmode=disable|prefer|require]`; TLS defaults to `disable` on loopback, `require` elsewhere"
+    )
     /// `HERALD_DATABASE_POOL_SIZE`.
     public static let poolSize = Setting.int(
         "database.pool_size", default: 20, range: 1...500, "connections per process")
     /// `HERALD_DATABASE_PROBE_TIMEOUT_SECONDS`.
     public static let probeTimeout = Setting.int(
-        "database.probe_timeout_seconds", default: 2, range: 1...60,
-        "herald-api and herald-worker probe the database every second; two probes in a row unanswered this long (or one refused) mark it down: requests get 503 with Retry-After at once and /health/ready fails until a probe answers"
+        "database.probe_timeout_seconds", default: 2, range: 1...60, details: "operations.md",
+        "seconds a database health probe may go unanswered; two such in a row (or one refusal) mark the database down until a probe answers"
     )
     /// `HERALD_LOG_LEVEL`.
-    public static let logLevel = Setting<LogLevel>.choice("log_level", default: .info, "the log level")
+    public static let logLevel = Setting<LogLevel>.choice(
+        "log_level", default: .info, "the log level (`heraldctl`'s is `warning` when unset)")
     /// `HERALD_QUEUE_NOTIFY`.
     public static let queueNotify = Setting.toggle(
-        "queue.notify", default: true,
-        "enqueues wake idle workers with LISTEN/NOTIFY; off behind a transaction-pooling proxy (workers then poll)")
+        "queue.notify", default: true, details: "deploy.md",
+        "enqueues wake idle workers with LISTEN/NOTIFY; `off` behind a transaction-pooling proxy (workers then poll)")
 
     /// `HERALD_MEMORY_TRIM_SECONDS`.
     public static let memoryTrim = Setting.int(
-        "memory.trim_seconds", default: 10, range: 0...3600,
-        "herald-api and herald-worker hand the heap memory malloc keeps free after a burst back to the system (glibc's `malloc_trim`) once they are quiet again, and this often while they stay busy; 0: never"
+        "memory.trim_seconds", default: 10, range: 0...3600, details: "operations.md",
+        "seconds between returns of free heap memory to the system (glibc's `malloc_trim`) while herald-api or herald-worker stays busy; 0: never"
     )
 
     /// Every key this configuration reads.

@@ -2,12 +2,12 @@
 ///
 /// Each Herald module declares its settings as static `Setting` values next to its
 /// `Configuration` struct and reads them with ``SettingsReader``, so a key, its default and
-/// its check are written once. The README's configuration table is checked against
-/// ``all``-style catalogues of these declarations by a test.
+/// its check are written once. `docs/configuration.md` is rendered from catalogues of these
+/// declarations (``SettingsDocument``), and a test checks the committed file against them.
 ///
 /// ```swift
 /// extension APIConfiguration {
-///     static let port = Setting.int("api.port", default: 8080, range: 0...65535, "port (0 picks a free one)")
+///     static let port = Setting.int("api.port", default: 8080, range: 0...65535, "the port; 0 picks a free one")
 /// }
 /// let port = try reader.value(APIConfiguration.port)   // HERALD_API_PORT
 /// ```
@@ -17,24 +17,32 @@ public struct Setting<Value: Sendable>: Sendable {
     public let key: String
     /// The value when the key is not set.
     public let defaultValue: Value
-    /// The default as the README shows it (`65536`, `— (required)`, `cores`).
+    /// The default as the documentation shows it (`65536`, `— (required)`, `cores`).
     public let defaultText: String
-    /// What the key means, in one line.
+    /// The values it takes, when the documentation shows them beside the default (`1–500`).
+    public let valuesText: String?
+    /// What the key means, in one line: units, and what `0` or `off` means. Longer
+    /// explanations and measurements belong in the page ``details`` names.
     public let summary: String
     /// A secret is never logged or echoed in an error message.
     public let isSecret: Bool
+    /// A docs page that explains the setting further, relative to `docs/` (`operations.md`):
+    /// a page file, without an anchor.
+    public let details: String?
     let parse: @Sendable (String) -> Result<Value, SettingProblem>
 
     /// Creates a setting whose text is read with `parse` (which returns the problem on failure).
     public init(
-        key: String, default defaultValue: Value, defaultText: String, summary: String, isSecret: Bool = false,
-        parse: @escaping @Sendable (String) -> Result<Value, SettingProblem>
+        key: String, default defaultValue: Value, defaultText: String, valuesText: String? = nil, summary: String,
+        isSecret: Bool = false, details: String? = nil, parse: @escaping @Sendable (String) -> Result<Value, SettingProblem>
     ) {
         self.key = key
         self.defaultValue = defaultValue
         self.defaultText = defaultText
+        self.valuesText = valuesText
         self.summary = summary
         self.isSecret = isSecret
+        self.details = details
         self.parse = parse
     }
 
@@ -49,7 +57,8 @@ public struct Setting<Value: Sendable>: Sendable {
     /// This setting without its type, for catalogues.
     public var documentation: SettingDescription {
         SettingDescription(
-            key: key, environmentName: environmentName, defaultText: defaultText, summary: summary, isSecret: isSecret)
+            key: key, environmentName: environmentName, defaultText: defaultText, valuesText: valuesText,
+            summary: summary, isSecret: isSecret, details: details)
     }
 }
 
@@ -63,7 +72,7 @@ public struct SettingProblem: Error, Sendable, Hashable {
     public init(_ message: String) { self.message = message }
 }
 
-/// A setting without its value type: what catalogues and the README check list.
+/// A setting without its value type: what catalogues and `docs/configuration.md` list.
 public struct SettingDescription: Sendable, Hashable {
     /// The dotted key.
     public var key: String
@@ -71,10 +80,14 @@ public struct SettingDescription: Sendable, Hashable {
     public var environmentName: String
     /// The default as documented.
     public var defaultText: String
-    /// What it means.
+    /// The values it takes, as documented (`1–500`), if shown.
+    public var valuesText: String?
+    /// What it means, in one line.
     public var summary: String
     /// Whether it is a secret.
     public var isSecret: Bool
+    /// The docs page that explains it further (`operations.md`), if any.
+    public var details: String?
 }
 
 // MARK: Kinds of values
@@ -82,9 +95,13 @@ public struct SettingDescription: Sendable, Hashable {
 extension Setting where Value == Int {
     /// A whole number in `range`.
     public static func int(
-        _ key: String, default value: Int, range: ClosedRange<Int>, defaultText: String? = nil, _ summary: String
+        _ key: String, default value: Int, range: ClosedRange<Int>, defaultText: String? = nil, details: String? = nil,
+        _ summary: String
     ) -> Setting {
-        Setting(key: key, default: value, defaultText: defaultText ?? "\(value)", summary: summary) { text in
+        Setting(
+            key: key, default: value, defaultText: defaultText ?? "\(value)",
+            valuesText: "\(range.lowerBound)–\(range.upperBound)", summary: summary, details: details
+        ) { text in
             guard let number = Int(text), range.contains(number) else {
                 return .failure(
                     SettingProblem("must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\""))
@@ -96,8 +113,8 @@ extension Setting where Value == Int {
 
 extension Setting where Value == String {
     /// Any non-empty text.
-    public static func string(_ key: String, default value: String, _ summary: String) -> Setting {
-        Setting(key: key, default: value, defaultText: value, summary: summary) { .success($0) }
+    public static func string(_ key: String, default value: String, details: String? = nil, _ summary: String) -> Setting {
+        Setting(key: key, default: value, defaultText: value, summary: summary, details: details) { .success($0) }
     }
 }
 
@@ -105,16 +122,18 @@ extension Setting where Value == String? {
     /// Optional text; `defaultText` says what its absence means (`— (JWT off)`). A secret's
     /// value never appears in an error or a log.
     public static func optionalString(
-        _ key: String, defaultText: String = "—", secret: Bool = false, _ summary: String
+        _ key: String, defaultText: String = "—", secret: Bool = false, details: String? = nil, _ summary: String
     ) -> Setting {
-        Setting(key: key, default: nil, defaultText: defaultText, summary: summary, isSecret: secret) { .success($0) }
+        Setting(key: key, default: nil, defaultText: defaultText, summary: summary, isSecret: secret, details: details) {
+            .success($0)
+        }
     }
 }
 
 extension Setting where Value == Bool {
     /// `on`/`off` (also `true`/`false`, `1`/`0`, `yes`/`no`).
-    public static func toggle(_ key: String, default value: Bool, _ summary: String) -> Setting {
-        Setting(key: key, default: value, defaultText: value ? "on" : "off", summary: summary) { text in
+    public static func toggle(_ key: String, default value: Bool, details: String? = nil, _ summary: String) -> Setting {
+        Setting(key: key, default: value, defaultText: value ? "on" : "off", summary: summary, details: details) { text in
             switch text.lowercased() {
             case "on", "true", "1", "yes": .success(true)
             case "off", "false", "0", "no": .success(false)
@@ -126,8 +145,11 @@ extension Setting where Value == Bool {
 
 extension Setting where Value: RawRepresentable & CaseIterable, Value.RawValue == String {
     /// One of the raw values of `Value` (case-insensitive).
-    public static func choice(_ key: String, default value: Value, _ summary: String) -> Setting {
-        Setting(key: key, default: value, defaultText: value.rawValue, summary: summary) { text in
+    public static func choice(_ key: String, default value: Value, details: String? = nil, _ summary: String) -> Setting {
+        Setting(
+            key: key, default: value, defaultText: value.rawValue,
+            valuesText: Value.allCases.map(\.rawValue).joined(separator: ", "), summary: summary, details: details
+        ) { text in
             guard let choice = Value(rawValue: text.lowercased()) else {
                 let names = Value.allCases.map(\.rawValue).joined(separator: ", ")
                 return .failure(SettingProblem("must be one of \(names), got \"\(text)\""))

@@ -50,9 +50,9 @@ public struct APIKeyStore: Sendable {
         key: String, record: APIKeyRecord
     ) {
         let name = try UserName.validated(name)
-        guard !scopes.isEmpty else { throw DomainError(code: "invalid_scope", message: "give at least one scope") }
+        guard !scopes.isEmpty else { throw DomainError(code: .invalidScope, message: "give at least one scope") }
         if let rate = rateLimitPerSecond, rate <= 0 {
-            throw DomainError(code: "invalid_rate_limit", message: "a rate limit is a positive number of requests per second")
+            throw DomainError(code: .invalidRateLimit, message: "a rate limit is a positive number of requests per second")
         }
         let key = APIKeyFormat.generate()
         let record = try await StorageSQL.run("create an API key", within: wait) { () -> APIKeyRecord? in
@@ -67,7 +67,7 @@ public struct APIKeyStore: Sendable {
             return try await Self.records(rows).first
         }
         guard let record else {
-            throw DomainError(code: "key_exists", message: "an API key named \(name) already exists", kind: .conflict)
+            throw DomainError(code: .keyExists, message: "an API key named \(name) already exists", kind: .conflict)
         }
         return (key, record)
     }

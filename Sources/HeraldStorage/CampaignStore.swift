@@ -333,7 +333,7 @@ public struct CampaignStore: Sendable {
             guard campaign.state != .archived else { throw Self.archived(campaign) }
             guard campaign.state != .paused else {
                 throw DomainError(
-                    code: "campaign_paused",
+                    code: .campaignPaused,
                     message: "campaign \"\(campaign.definition.name)\" is paused; resume it to fire it", kind: .conflict)
             }
             let instant: Date =
@@ -657,11 +657,11 @@ public struct CampaignStore: Sendable {
                 found = row
             }
             guard let (state, notificationIDs) = found else {
-                throw DomainError(code: "not_found", message: "campaign \(campaignID) has no run \(runID)", kind: .notFound)
+                throw DomainError(code: .notFound, message: "campaign \(campaignID) has no run \(runID)", kind: .notFound)
             }
             if state != CampaignRunState.running.rawValue, state != CampaignRunState.cancelled.rawValue {
                 throw DomainError(
-                    code: "not_cancellable", message: "the run is \(state): nothing is left to cancel", kind: .conflict)
+                    code: .notCancellable, message: "the run is \(state): nothing is left to cancel", kind: .conflict)
             }
             // Every notification of the run: a local-time run's waves that have not gone out yet
             // (still waiting for their instant) are cancelled whole.
@@ -972,7 +972,7 @@ public struct CampaignStore: Sendable {
     static func pageSize(_ limit: Int?) throws(DomainError) -> Int {
         let limit = limit ?? defaultPageSize
         guard (1...maxPageSize).contains(limit) else {
-            throw DomainError(code: "invalid_limit", message: "limit is 1 to \(maxPageSize); got \(limit)")
+            throw DomainError(code: .invalidLimit, message: "limit is 1 to \(maxPageSize); got \(limit)")
         }
         return limit
     }
@@ -983,7 +983,7 @@ public struct CampaignStore: Sendable {
     }
 
     static func parseCursor(_ cursor: String) throws(DomainError) -> Int64 {
-        let invalid = DomainError(code: "invalid_cursor", message: "cursor is not one this API returned")
+        let invalid = DomainError(code: .invalidCursor, message: "cursor is not one this API returned")
         guard cursor.utf8.count <= 40 else { throw invalid }
         let padded = cursor + String(repeating: "=", count: (4 - cursor.count % 4) % 4)
         guard let data = Data(base64Encoded: padded), case let text = String(decoding: data, as: UTF8.self),
@@ -993,15 +993,15 @@ public struct CampaignStore: Sendable {
     }
 
     static func notFound(_ id: CampaignID) -> DomainError {
-        DomainError(code: "not_found", message: "no campaign \(id)", kind: .notFound)
+        DomainError(code: .notFound, message: "no campaign \(id)", kind: .notFound)
     }
 
     static func nameTaken(_ name: String) -> DomainError {
-        DomainError(code: "name_taken", message: "a campaign named \"\(name)\" exists", kind: .conflict)
+        DomainError(code: .nameTaken, message: "a campaign named \"\(name)\" exists", kind: .conflict)
     }
 
     static func archived(_ campaign: Campaign) -> DomainError {
         DomainError(
-            code: "campaign_archived", message: "campaign \"\(campaign.definition.name)\" is archived", kind: .conflict)
+            code: .campaignArchived, message: "campaign \"\(campaign.definition.name)\" is archived", kind: .conflict)
     }
 }

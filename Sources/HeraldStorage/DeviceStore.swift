@@ -834,11 +834,11 @@ public struct DeviceStore: Sendable {
     }
 
     private static let kindMismatch = DomainError(
-        code: "device_kind_mismatch", message: "this id belongs to an installation; register it with POST /api/register",
+        code: .deviceKindMismatch, message: "this id belongs to an installation; register it with POST /api/register",
         kind: .conflict)
 
     private static let notYours = DomainError(
-        code: "device_gone", message: "this device registration is gone; create a new one with POST /api/register",
+        code: .deviceGone, message: "this device registration is gone; create a new one with POST /api/register",
         kind: .gone)
 
     private func lockDevice(_ id: DeviceID, on connection: PostgresConnection) async throws -> Locked? {
@@ -861,7 +861,7 @@ public struct DeviceStore: Sendable {
     private func checkDeviceLimit(live count: Int64) throws {
         guard count >= maxDevicesPerUser else { return }
         throw DomainError(
-            code: "too_many_devices",
+            code: .tooManyDevices,
             message: "a user may have at most \(maxDevicesPerUser) devices; delete unused ones first",
             kind: .conflict)
     }

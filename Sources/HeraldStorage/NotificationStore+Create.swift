@@ -130,11 +130,11 @@ extension NotificationStore {
         guard !items.isEmpty else { return [] }
         guard items.count <= Self.maxBatch else {
             throw DomainError(
-                code: "batch_too_large", message: "at most \(Self.maxBatch) notifications per request; got \(items.count)")
+                code: .batchTooLarge, message: "at most \(Self.maxBatch) notifications per request; got \(items.count)")
         }
         let apiKeyID: Int64? = if case .apiKey(let id) = sender { id } else { nil }
         if apiKeyID == nil, items.contains(where: { $0.idempotencyKey != nil }) {
-            throw DomainError(code: "invalid_idempotency_key", message: "idempotency keys need an API key")
+            throw DomainError(code: .invalidIdempotencyKey, message: "idempotency keys need an API key")
         }
         // Within the call: a key's first item makes the notification, later ones repeat it.
         var firstIndexForKey: [IdempotencyKey: Int] = [:]
@@ -243,7 +243,7 @@ extension NotificationStore {
 
     static func keyReused(_ key: String) -> DomainError {
         DomainError(
-            code: "idempotency_key_reused",
+            code: .idempotencyKeyReused,
             message: "the idempotency key \"\(key.prefix(64))\" was used with a different request", kind: .conflict)
     }
 

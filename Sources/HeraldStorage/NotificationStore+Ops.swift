@@ -88,12 +88,12 @@ extension NotificationStore {
         switch selection {
         case .filter(let filter):
             guard !filter.isEmpty else {
-                throw DomainError(code: "invalid_request", message: "give at least one filter field or ids")
+                throw DomainError(code: .invalidRequest, message: "give at least one filter field or ids")
             }
             filter.appendConditions(to: &conditions, binds: &binds)
         case .ids(let ids):
             guard ids.count <= Self.maxActionIDs else {
-                throw DomainError(code: "invalid_request", message: "ids lists at most \(Self.maxActionIDs) ids")
+                throw DomainError(code: .invalidRequest, message: "ids lists at most \(Self.maxActionIDs) ids")
             }
             binds.append(ids)
             conditions += " AND id = ANY($\(binds.count)::uuid[])"
@@ -250,7 +250,7 @@ extension NotificationStore {
             }
         case .ids(let ids):
             guard ids.count <= Self.maxActionIDs else {
-                throw DomainError(code: "invalid_request", message: "ids lists at most \(Self.maxActionIDs) ids")
+                throw DomainError(code: .invalidRequest, message: "ids lists at most \(Self.maxActionIDs) ids")
             }
             candidateQuery = { _ in
                 """

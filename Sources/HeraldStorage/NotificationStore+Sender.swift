@@ -284,7 +284,7 @@ extension NotificationStore {
     ) async throws -> NotificationPage {
         let limit = limit ?? Self.defaultPageSize
         guard (1...Self.maxPageSize).contains(limit) else {
-            throw DomainError(code: "invalid_limit", message: "limit is 1 to \(Self.maxPageSize); got \(limit)")
+            throw DomainError(code: .invalidLimit, message: "limit is 1 to \(Self.maxPageSize); got \(limit)")
         }
         let position = try cursor.map(Self.parseCursor)
         let filter = NotificationFilter(state: state, since: since, until: until, tag: tag, sender: sender)
@@ -351,7 +351,7 @@ extension NotificationStore {
             guard cancelled == total else {
                 // Thrown inside the transaction: the hub sends already updated roll back.
                 throw DomainError(
-                    code: "not_cancellable",
+                    code: .notCancellable,
                     message: "the notification is \(state); a send has already gone out or is going out",
                     kind: .conflict)
             }
@@ -387,7 +387,7 @@ extension NotificationStore {
     }
 
     static func notFound(_ id: NotificationID) -> DomainError {
-        DomainError(code: "not_found", message: "no notification \(id.uuidString.lowercased())", kind: .notFound)
+        DomainError(code: .notFound, message: "no notification \(id.uuidString.lowercased())", kind: .notFound)
     }
 
     static func summary(_ row: PostgresRow) throws -> (NotificationSummary, Int64) {
@@ -418,7 +418,7 @@ extension NotificationStore {
     }
 
     static func parseCursor(_ cursor: String) throws(DomainError) -> (Int64, UUID) {
-        let invalid = DomainError(code: "invalid_cursor", message: "cursor is not one this API returned")
+        let invalid = DomainError(code: .invalidCursor, message: "cursor is not one this API returned")
         guard cursor.utf8.count <= 200 else { throw invalid }
         var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)

@@ -22,10 +22,11 @@ public struct StorageConfiguration: Sendable {
 
     /// `HERALD_MAX_DEVICES_PER_USER`.
     public static let maxDevicesPerUser = Setting.int(
-        "max_devices_per_user", default: 100, range: 1...100_000, "live devices one user may have (`409` beyond)")
+        "max_devices_per_user", default: 100, range: 1...100_000, details: "device-api.md",
+        "live devices one user may have (`409` beyond)")
     /// `HERALD_SEND_MAX_ATTEMPTS`.
     public static let maxSendAttempts = Setting.int(
-        "send.max_attempts", default: 10, range: 1...100,
+        "send.max_attempts", default: 10, range: 1...100, details: "guarantees.md",
         "hub calls each hub send's job gets (retries included); fixed when the notification is accepted")
     /// `HERALD_AUTH_BCRYPT_COST`.
     public static let bcryptCost = Setting.int(
@@ -34,21 +35,22 @@ public struct StorageConfiguration: Sendable {
 
     /// `HERALD_DATABASE_WAIT_SECONDS`.
     public static let databaseWaitSeconds = Setting.int(
-        "database.wait_seconds", default: 5, range: 1...600,
-        "the longest one request's (or job's) database operation may take; beyond it the operation fails as unavailable (the API answers `503` with `Retry-After`) instead of waiting on a connection that may never answer"
+        "database.wait_seconds", default: 5, range: 1...600, details: "operations.md",
+        "seconds one request's (or job's) database operation may take; beyond, it fails as unavailable (the API answers `503` with `Retry-After`)"
     )
 
     /// `HERALD_DATABASE_PREPARED_STATEMENTS`.
     public static let preparedStatements = Setting.toggle(
-        "database.prepared_statements", default: true,
-        "the hot statements (device `PUT`, sign-in lookup, device sync, a notification's creation, a send's start and result, the queue's enqueue and job end) are named prepared statements, parsed and planned once per connection; `off` behind a transaction-pooling proxy that cannot carry them (PgBouncer before 1.21; see deploy/README.md)"
+        "database.prepared_statements", default: true, details: "deploy.md",
+        "the hot statements are named prepared statements, parsed once per connection; `off` behind a transaction-pooling proxy that cannot carry them (PgBouncer before 1.21)"
     )
 
     /// `HERALD_DEFAULT_TIME_ZONE`.
     public static let defaultTimeZone = Setting<String>(
         key: "default_time_zone", default: "UTC", defaultText: "UTC",
         summary:
-            "the time zone (IANA name) of users who set none: their devices' `tz:` tag, and the zone of local-time campaign waves for them"
+            "the time zone (IANA name) of users who set none: their devices' `tz:` tag, and the zone of local-time campaign waves for them",
+        details: "local-time.md"
     ) { text in
         do {
             _ = try TimeZoneName.validate(text)

@@ -89,7 +89,7 @@ public struct UserStore: Sendable {
             holder == name
             ? "a user named \(name) already exists"
             : "the user \(holder) already exists, and user names are compared ignoring case"
-        return DomainError(code: "user_exists", message: message, kind: .conflict)
+        return DomainError(code: .userExists, message: message, kind: .conflict)
     }
 
     /// Every user, by name.

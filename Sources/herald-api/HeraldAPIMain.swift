@@ -14,7 +14,7 @@ import ServiceLifecycle
 struct HeraldAPIMain: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald-api",
-        abstract: "Herald's HTTP API. Configured by HERALD_* environment variables (see README)."
+        abstract: "Herald's HTTP API. Configured by HERALD_* environment variables (see docs/configuration.md)."
     )
 
     /// Runs the process with its tasks on NIO's event loops (``mainOnEventLoops()``).

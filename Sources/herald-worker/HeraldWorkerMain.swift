@@ -17,7 +17,7 @@ import ServiceLifecycle
 struct HeraldWorkerMain: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald-worker",
-        abstract: "Herald's job worker. Configured by HERALD_* environment variables (see README)."
+        abstract: "Herald's job worker. Configured by HERALD_* environment variables (see docs/configuration.md)."
     )
 
     /// Runs the process with its tasks on NIO's event loops (``mainOnEventLoops()``).

@@ -145,7 +145,8 @@ struct Campaigns: AsyncParsableCommand {
                 Without --slot the slot is the current minute, truncated, so every pod a CronJob \
                 starts for the same minute fires the same slot. A slot that already has a run \
                 (fired by the schedule, another pod or an earlier call) prints that run and exits \
-                0 without sending again.
+                0 without sending again. A later --slot of a plain campaign sends at once; a local-time \
+                campaign's waves are scheduled sends, so its slot's waves must fall within 7 days.
                 """)
 
         @Argument(help: "The campaign's name.")
@@ -171,6 +172,9 @@ struct Campaigns: AsyncParsableCommand {
             let instant = chosen
             await withDatabase { ctl in
                 let campaign = try await ctl.campaign(named: name)
+                // A local-time slot too far ahead is refused here, before the store writes a run
+                // (the store's own check would only see a wave's sendAt).
+                if case .at(let date) = instant { try campaign.definition.checkFireSlot(date, now: Date()) }
                 let result = try await ctl.stores.campaigns.fire(id: campaign.id, slot: instant, by: .command)
                 let fired: Bool
                 if case .fired = result { fired = true } else { fired = false }

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldDomain
 import HeraldTestSupport
 import Hummingbird
 import HummingbirdTesting
@@ -64,6 +65,28 @@ struct OpenAPIDocumentTests {
                     #expect(reference == nil, "\(route.method) \(route.path) documents a body the code does not read")
                 }
             }
+        }
+    }
+
+    @Test("Error.code lists exactly the codes of DomainError.Code and APIError.Code, which do not overlap")
+    func errorCodes() async throws {
+        try await APIHarness.with { api async throws in
+            let response = try await api.send(.get, "/openapi.yaml")
+            let document = try #require(try Self.load(response.text) as? [String: Any])
+            let schemas = (document["components"] as? [String: Any])?["schemas"] as? [String: Any]
+            let code = ((schemas?["Error"] as? [String: Any])?["properties"] as? [String: Any])?["code"] as? [String: Any]
+            let documented = try #require(code?["enum"] as? [Any], "Error.code has no enum").compactMap { $0 as? String }
+            #expect(documented.count == Set(documented).count, "a code is listed twice")
+            let domain = Set(DomainError.Code.all.map(\.rawValue))
+            let http = Set(APIError.Code.all.map(\.rawValue))
+            #expect(domain.count == DomainError.Code.all.count && http.count == APIError.Code.all.count)
+            #expect(domain.isDisjoint(with: http), "in both catalogues: \(domain.intersection(http).sorted())")
+            let catalogued = domain.union(http)
+            #expect(
+                Set(documented) == catalogued,
+                "documented, not in code: \(Set(documented).subtracting(catalogued).sorted()); in code, not documented: \(catalogued.subtracting(documented).sorted())"
+            )
+            #expect(catalogued.contains("slot_too_far_ahead") && catalogued.contains("rate_limited"))
         }
     }
 

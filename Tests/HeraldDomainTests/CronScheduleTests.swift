@@ -219,7 +219,7 @@ struct CronSyntaxTests {
     func refusals(expression: String, expected: ScheduleError, reason: String) {
         #expect(throws: expected) { try CronSchedule(expression: expression) }
         #expect(expected.reason.contains(reason), "\(expected.reason)")
-        #expect(expected.code == "invalid_schedule")
+        #expect(expected.code == .invalidSchedule)
     }
 
     @Test("expressions that look alike but can fire are accepted")
@@ -249,7 +249,7 @@ struct CronSyntaxTests {
         if let expected {
             #expect(throws: expected) { try TimeZoneName.validate(identifier) }
             #expect(throws: expected) { try CronSchedule(expression: "0 0 * * *", timeZone: identifier) }
-            #expect(expected.code == "invalid_time_zone")
+            #expect(expected.code == .invalidTimeZone)
             #expect(expected.reason.contains("\"\(identifier)\""))
         } else {
             #expect(throws: Never.self) { try TimeZoneName.validate(identifier) }
@@ -259,7 +259,7 @@ struct CronSyntaxTests {
     @Test("a refusal becomes a DomainError with its code and reason")
     func domainError() {
         let error = DomainError(ScheduleError.secondsFieldNotSupported)
-        #expect(error.code == "invalid_schedule" && error.kind == .invalid)
+        #expect(error.code == .invalidSchedule && error.kind == .invalid)
         #expect(error.message == ScheduleError.secondsFieldNotSupported.reason)
     }
 

@@ -17,7 +17,7 @@ struct DomainTests {
     func platformRefusals() {
         #expect(
             throws: DomainError(
-                code: "platform_retired",
+                code: .platformRetired,
                 message: "mpns (Microsoft Push Notification Service) is retired; Windows devices register with wns")
         ) {
             try Platform(tutorialName: "mpns")
@@ -26,7 +26,7 @@ struct DomainTests {
             _ = try Platform(tutorialName: "baidu")
             Issue.record("baidu was accepted")
         } catch {
-            #expect(error.code == "unknown_platform")
+            #expect(error.code == .unknownPlatform)
         }
     }
 
@@ -45,7 +45,7 @@ struct DomainTests {
                 _ = try policy.tags(for: "alice", clientTags: tags)
                 Issue.record("\(tags) was accepted")
             } catch {
-                #expect(error.code == code, "\(tags)")
+                #expect(error.code.rawValue == code, "\(tags)")
             }
         }
         #expect(TagPolicy.isWellFormed(String(repeating: "a", count: 120)))

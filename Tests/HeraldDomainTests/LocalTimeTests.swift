@@ -62,7 +62,7 @@ struct ZoneTagTests {
             do {
                 _ = try policy.tags(for: "alice", clientTags: [tag])
             } catch {
-                #expect(error.code == "reserved_tag")
+                #expect(error.code == .reservedTag)
             }
         }
         // Senders may still target them.
@@ -183,12 +183,43 @@ struct LocalTimeWaveTests {
             _ = try definition("a || b || c || d || e || f").validated(now: now)
             Issue.record("six tags were accepted")
         } catch let error as DomainError {
-            #expect(error.code == "invalid_audience")
+            #expect(error.code == .invalidAudience)
             #expect(error.message.contains("audience.tags"))
         }
         // Without localTime the same expression is fine (20 tags when OR-only).
         var plain = try definition("a || b || c || d || e || f")
         plain.localTime = nil
         _ = try plain.validated(now: now)
+    }
+
+    @Test(
+        "firing: a local-time slot whose last wave (UTC-12) is over 7 days ahead is slot_too_far_ahead; a plain campaign's is not"
+    )
+    func slotTooFarAhead() throws {
+        let now = utc("2026-11-01T00:00:00Z")
+        var definition = CampaignDefinition(
+            name: "local", audience: .all, content: NotificationContent(apple: #"{"aps":{}}"#),
+            schedule: .recurring(try CronSchedule(expression: "0 0 * * *", timeZone: "Europe/Paris")),
+            localTime: try LocalTime(parsing: "09:00"))
+        // 2026-11-07 in Paris: its last wave is 09:00 at UTC-12, 21:00Z, within 7 days of now.
+        #expect(
+            text(
+                LocalTimeWaves.latestWave(
+                    slot: utc("2026-11-06T23:00:00Z"), at: try LocalTime(parsing: "09:00"), campaignZone: "Europe/Paris"))
+                == "2026-11-07T21:00:00Z")
+        try definition.checkFireSlot(utc("2026-11-06T23:00:00Z"), now: now)
+        // 2026-11-08 in Paris (the slot is still 2026-11-07 in UTC): its last wave is 2026-11-08T21:00Z.
+        let slot = utc("2026-11-07T23:30:00Z")
+        let error = #expect(throws: DomainError.self) { try definition.checkFireSlot(slot, now: now) }
+        #expect(error?.code == .slotTooFarAhead)
+        #expect(error?.kind == .invalid)
+        for words in [
+            "2026-11-07T23:30:00Z", "09:00 on 2026-11-08", "2026-11-08T21:00:00Z", "7 days", "scheduled sends",
+            "from 2026-11-01T21:00:00Z on",
+        ] {
+            #expect(error?.message.contains(words) == true, "\(words): \(error?.message ?? "")")
+        }
+        definition.localTime = nil
+        try definition.checkFireSlot(utc("2027-01-01T00:00:00Z"), now: now)
     }
 }

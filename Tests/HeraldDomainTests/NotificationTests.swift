@@ -75,20 +75,20 @@ struct NotificationTests {
     func limits() throws {
         let big = #"{"aps":{"alert":""# + String(repeating: "x", count: 4100) + #""}}"#
         let error = #expect(throws: DomainError.self) { try request(.user("bob"), .init(apple: big)).validated(now: now) }
-        #expect(error?.code == "payload_too_large")
+        #expect(error?.code == .payloadTooLarge)
         // The same size fits the WNS limit of 5 KB.
         _ = try request(.user("bob"), .init(windows: String(repeating: "x", count: 4200))).validated(now: now)
         #expect(throws: DomainError.self) { try request(.user("bob"), .init()).validated(now: now) }
 
         var past = request(.user("bob"))
         past.sendAt = now.addingTimeInterval(-120)
-        #expect((#expect(throws: DomainError.self) { try past.validated(now: now) })?.code == "invalid_send_at")
+        #expect((#expect(throws: DomainError.self) { try past.validated(now: now) })?.code == .invalidSendAt)
         var farAhead = request(.user("bob"))
         farAhead.sendAt = now.addingTimeInterval(8 * 24 * 3600)
         #expect(throws: DomainError.self) { try farAhead.validated(now: now) }
         var ttl = request(.user("bob"))
         ttl.ttl = 0
-        #expect((#expect(throws: DomainError.self) { try ttl.validated(now: now) })?.code == "invalid_ttl")
+        #expect((#expect(throws: DomainError.self) { try ttl.validated(now: now) })?.code == .invalidTTL)
     }
 
     @Test("the deadline is ttl (default 30 minutes) after sendAt or now")

@@ -11,7 +11,7 @@ struct RegistrationTests {
             try body()
             return nil
         } catch let error as DomainError {
-            return error.code
+            return error.code.rawValue
         } catch {
             return "not a DomainError: \(error)"
         }

@@ -8,35 +8,15 @@ import HeraldStorage
 import Synchronization
 import Testing
 
-/// Every key a Herald process reads, from the declarations the configurations read them with.
-private let catalogue: [SettingDescription] =
-    SettingsReader.settings + RuntimeConfiguration.settings + StorageConfiguration.settings
-    + APIConfiguration.settings + DeliveryConfiguration.settings
+@testable import herald_docs
 
-/// The README's configuration table: environment variable → default cell.
-private func readmeTable() throws -> [String: String] {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-    let text = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-    guard let start = text.range(of: "\n## Configuration\n") else { throw TableError("README has no ## Configuration") }
-    let section = text[start.upperBound...].prefix { _ in true }
-    let end = section.range(of: "\n## ")?.lowerBound ?? section.endIndex
-    var rows: [String: String] = [:]
-    for line in section[..<end].split(separator: "\n") where line.hasPrefix("| `HERALD_") {
-        let cells = line.split(separator: "|", omittingEmptySubsequences: false).map {
-            $0.trimmingCharacters(in: .whitespaces)
-        }
-        guard cells.count >= 5 else { throw TableError("a row with too few cells: \(line)") }
-        let key = cells[1].trimmingCharacters(in: CharacterSet(charactersIn: "`"))
-        guard rows.updateValue(cells[3], forKey: key) == nil else { throw TableError("\(key) is listed twice") }
-    }
-    return rows
-}
+/// Every key a Herald process reads, as `docs/configuration.md` lists them: from the
+/// declarations the configurations read them with.
+private let catalogue: [SettingDescription] = ConfigurationPage.sections.flatMap(\.settings)
 
-struct TableError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
+/// The repository's root.
+private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
 
 /// Records the keys a configuration reads.
 private final class KeyRecorder: AccessReporter, Sendable {
@@ -47,20 +27,49 @@ private final class KeyRecorder: AccessReporter, Sendable {
     }
 }
 
-@Suite("Configuration keys and the README")
+@Suite("Configuration keys and docs/configuration.md")
 struct ConfigurationTableTests {
-    @Test("the README's configuration table lists exactly the keys the code reads, with the code's defaults")
-    func readmeMatchesCode() throws {
-        let table = try readmeTable()
+    @Test("docs/configuration.md is the document the code renders, and lists every declared key once")
+    func documentMatchesCode() throws {
+        let rendered = ConfigurationPage.markdown
+        let committed = try String(contentsOf: root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        #expect(committed == rendered, "docs/configuration.md is stale: run make docs")
+
         let declared = Dictionary(catalogue.map { ($0.environmentName, $0) }) { first, _ in first }
         #expect(declared.count == catalogue.count, "a key is declared twice")
-        #expect(Set(table.keys) == Set(declared.keys), "README keys vs code keys")
+        #expect(declared.count >= 40)
+        let rows = rendered.split(separator: "\n").filter { $0.hasPrefix("| `HERALD_") }
+        #expect(rows.count == declared.count, "one row per key")
         for (name, setting) in declared {
-            guard let cell = table[name] else { continue }
-            #expect(
-                cell.hasPrefix(setting.defaultText) || cell.hasPrefix("`\(setting.defaultText)`"),
-                "\(name): README says \(cell), the code \(setting.defaultText)")
+            let row = rows.filter { $0.hasPrefix("| `\(name)` |") }
+            #expect(row.count == 1, "\(name) has \(row.count) rows")
+            let cells = row.first?.split(separator: " | ", omittingEmptySubsequences: false) ?? []
+            #expect(cells.count == 3, "\(name): \(row)")
+            #expect(cells.count > 1 && cells[1].hasPrefix(setting.defaultText), "\(name): the default cell \(cells)")
+            #expect(!setting.summary.contains("\n"), "\(name): a summary is one line")
+            if let page = setting.details {
+                #expect(page.hasSuffix(".md") && !page.contains("#") && !page.contains("/"), "\(name): \(page)")
+                #expect(row.first?.contains("(more: [\(page.dropLast(3))](\(page)))") == true, "\(name)")
+            }
+            #expect(!setting.isSecret || row.first?.contains("a secret: never logged") == true, "\(name)")
         }
+    }
+
+    @Test("the renderer: preamble, a table per section, defaults with their range, | escaped in cells")
+    func rendering() {
+        let port = Setting.int("api.port", default: 8080, range: 0...65535, details: "operations.md", "the port")
+        let url = Setting<String?>.optionalString("database.url", defaultText: "— (required)", secret: true, "a|b")
+        let text = SettingsDocument([
+            .init(title: "One", readers: "Read by one.", settings: [port.documentation]),
+            .init(title: "Two", readers: "Read by two.", settings: [url.documentation]),
+        ]).markdown
+        #expect(text.hasPrefix("# Configuration\n"))
+        #expect(text.contains("HERALD_ENV_FILE") && text.contains("blank value counts as unset"))
+        #expect(text.contains("never\n  migrate by themselves") && text.contains("[operations](operations.md)"))
+        #expect(text.contains("\n## One\n\nRead by one.\n\n| key | default | meaning |\n|---|---|---|\n"))
+        #expect(text.contains("| `HERALD_API_PORT` | 8080 (0–65535) | the port (more: [operations](operations.md)) |\n"))
+        #expect(text.contains("| `HERALD_DATABASE_URL` | — (required) | a\\|b; a secret: never logged |\n"))
+        #expect(text.hasSuffix("|\n"))
     }
 
     @Test("each configuration reads only keys that are declared (and so documented)")

@@ -274,6 +274,43 @@ struct CampaignCommandTests {
         }
     }
 
+    @Test("fire --slot over 7 days ahead on a local-time campaign: exit 1 with slot_too_far_ahead, and nothing is written")
+    func localTimeSlotTooFarAhead() async throws {
+        try await TestDatabase.with { db in
+            let folder = try Self.folder()
+            defer { folder.remove() }
+            let yaml = """
+                name: local-later
+                audience:
+                  all: true
+                content:
+                  apple:
+                    aps:
+                      alert: Good morning
+                schedule:
+                  cron: "0 0 * * *"
+                localTime: "09:00"
+                """
+            let created = try await Self.ctl(db, ["campaign", "create", "--file", try folder.file("later.yaml", yaml)])
+            #expect(created.status == 0, "\(created.stderr)")
+            let slot = Date().addingTimeInterval(30 * 86_400).formatted(.iso8601)
+            let refused = try await Self.ctl(db, ["campaign", "fire", "local-later", "--slot", slot])
+            #expect(refused.status == 1, "\(refused.stdout)")
+            #expect(refused.stderr.count == 1, "\(refused.stderr)")
+            let line = refused.stderr.first ?? ""
+            #expect(line.hasPrefix("heraldctl: error: slot_too_far_ahead: slot \(slot) of campaign \"local-later\""), "\(line)")
+            #expect(line.contains("at most 7 days ahead") && line.contains("scheduled sends"), "\(line)")
+            #expect(try await db.count("SELECT count(*) FROM campaign_runs") == 0)
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+
+            // A slot a day ahead is within the limit: its waves are scheduled.
+            let tomorrow = Date().addingTimeInterval(86_400).formatted(.iso8601)
+            let fired = try await Self.ctl(db, ["campaign", "fire", "local-later", "--slot", tomorrow, "--json"])
+            #expect(fired.status == 0, "\(fired.stderr)")
+            #expect(try await db.count("SELECT count(*) FROM campaign_runs") == 1)
+        }
+    }
+
     /// The list of fields an unknown-field refusal names.
     static let fieldList =
         "(apnsPushType, audience, catchUpSeconds, collapseId, content, localTime, name, priority, schedule, throttlePerSecond, ttl)"

@@ -67,7 +67,7 @@ struct DeviceHygieneTests {
                         Issue.record("bob's registration wrote alice's device: \(record.tags), user \(record.userID)")
                     case .failure(let error):
                         let domain = try #require(error as? DomainError, "\(error)")
-                        #expect(domain.kind == .gone && domain.code == "device_gone")
+                        #expect(domain.kind == .gone && domain.code == .deviceGone)
                     }
                     let row = try #require(try await store.device(id: id))
                     #expect(row.userID == alice.id)
@@ -146,7 +146,7 @@ struct DeviceHygieneTests {
                     try await users.add(name: clash, passwordHash: "x")
                     Issue.record("\(clash) was added next to bob")
                 } catch let error as DomainError {
-                    #expect(error.code == "user_exists" && error.kind == .conflict)
+                    #expect(error.code == .userExists && error.kind == .conflict)
                     #expect(error.message.contains("bob"), "\(error.message)")
                 }
             }

@@ -107,7 +107,7 @@ struct NotificationCreateTests {
             var other = item
             other.requestHash = Self.hash("b")
             let error = await #expect(throws: DomainError.self) { try await store.create([other], sender: .apiKey(keyID)) }
-            #expect(error?.kind == .conflict && error?.code == "idempotency_key_reused")
+            #expect(error?.kind == .conflict && error?.code == .idempotencyKeyReused)
             // Within one batch: a repeated key answers as its first item; a changed body fails the batch.
             let fresh = NewNotification(
                 request: try Self.request(["al"]), idempotencyKey: try IdempotencyKey("k2"), requestHash: Self.hash("c"))

@@ -106,7 +106,7 @@ struct NotificationSenderStoreTests {
             let (store, key, other) = try await Self.fixture(db)
             let id = try #require(try await store.create([Self.request()], sender: .apiKey(key)).first).id
             await #expect(
-                throws: DomainError(code: "not_found", message: "no notification \(id.uuidString.lowercased())", kind: .notFound)
+                throws: DomainError(code: .notFound, message: "no notification \(id.uuidString.lowercased())", kind: .notFound)
             ) {
                 try await store.cancel(id: id, by: other)
             }
@@ -137,7 +137,7 @@ struct NotificationSenderStoreTests {
                 try await store.cancel(id: id, by: key)
                 Issue.record("cancel succeeded while a send was in flight")
             } catch let error as DomainError {
-                #expect(error.code == "not_cancellable" && error.kind == .conflict)
+                #expect(error.code == .notCancellable && error.kind == .conflict)
             }
             #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE notification_id = \(id) AND state = 'Queued'") == 2)
             #expect(try await store.notification(id: id)?.summary.state == .queued)

@@ -26,7 +26,7 @@ struct APIKeyAuthenticator: RouterMiddleware {
     let requiredScope: @Sendable (HTTPRequest.Method) -> APIKeyScope?
 
     static let unauthorized = APIError(
-        .unauthorized, code: "unauthorized", message: APIKeyVerifier.refusalMessage,
+        .unauthorized, code: .unauthorized, message: APIKeyVerifier.refusalMessage,
         headers: [.wwwAuthenticate: APIKeyVerifier.challenge])
 
     /// `GET`/`HEAD` need `read`; everything else `send`.
@@ -51,7 +51,7 @@ struct APIKeyAuthenticator: RouterMiddleware {
             !(record.scopes.contains(scope) || record.scopes.contains(.admin))
         {
             throw APIError(
-                .forbidden, code: "forbidden", message: "this API key lacks the \(scope.rawValue) scope")
+                .forbidden, code: .forbidden, message: "this API key lacks the \(scope.rawValue) scope")
         }
         try rates.charge(record, cost: 1)
         var context = context

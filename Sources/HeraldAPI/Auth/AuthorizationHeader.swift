@@ -36,8 +36,8 @@ enum AuthorizationHeader: Equatable {
     }
 
     /// `text` without the spaces and tabs around it (HTTP's optional whitespace). Foundation's
-    /// `trimmingCharacters(in:)` went through UTF-16 and a character set, twice a request:
-    /// about 2 % of herald-api's samples under device `PUT`s.
+    /// `trimmingCharacters(in:)` went through UTF-16 and a character set, twice a request, a
+    /// visible cost under device `PUT`s (see docs/benchmarks.md).
     private static func trimmingWhitespace(_ text: Substring) -> Substring {
         let isText = { (byte: UInt8) in byte != UInt8(ascii: " ") && byte != UInt8(ascii: "\t") }
         guard let first = text.utf8.firstIndex(where: isText), let last = text.utf8.lastIndex(where: isText) else {

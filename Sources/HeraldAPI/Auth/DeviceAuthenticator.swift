@@ -61,7 +61,7 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
         challenges[values: .wwwAuthenticate] =
             [#"Basic realm="herald""#] + (tokens.isEnabled ? [#"Bearer realm="herald""#] : [])
         self.unauthorized = APIError(
-            .unauthorized, code: "unauthorized",
+            .unauthorized, code: .unauthorized,
             message: tokens.isEnabled
                 ? "sign in with a valid user name and password (Basic) or token (Bearer)"
                 : "sign in with a valid user name and password (Basic)",

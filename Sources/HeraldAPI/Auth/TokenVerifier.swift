@@ -11,8 +11,8 @@ import Synchronization
 ///
 /// A verified token is remembered (by its SHA-256) for up to ``cacheTTL`` and never past its
 /// `exp`: an app sends the same token with every request until it renews it, and parsing and
-/// verifying it again (two JSON decodes and a signature) was about 4 % of herald-api's samples
-/// under device `PUT`s, far more for RS256. What the token says cannot change while it is
+/// verifying it again (two JSON decodes and a signature) is a visible cost under device `PUT`s,
+/// more for RS256 (see docs/benchmarks.md). What the token says cannot change while it is
 /// valid, and the user's row (disabled or not) is still read on every request.
 struct TokenVerifier: Sendable {
     /// How long a verified token is remembered, at most.
@@ -135,8 +135,8 @@ struct TokenVerifier: Sendable {
 
     /// The `alg` of each header segment seen, remembered: one issuer's tokens share one header
     /// (`{"alg":…,"typ":"JWT"}`, perhaps a `kid`), and decoding it for every request (base64
-    /// and a `JSONDecoder`) was about 2 % of herald-api's samples under device `PUT`s. At most
-    /// ``capacity`` headers are remembered; others are decoded each time.
+    /// and a `JSONDecoder`) is a visible cost under device `PUT`s (see docs/benchmarks.md). At
+    /// most ``capacity`` headers are remembered; others are decoded each time.
     final class HeaderAlgorithms: Sendable {
         /// The most distinct headers remembered (a few per configured key is plenty).
         static let capacity = 64

@@ -47,7 +47,7 @@ struct CampaignController: Sendable {
         var includeArchived = false
         if let text = query.get("includeArchived") {
             guard let flag = Bool(text) else {
-                throw APIError(.badRequest, code: "invalid_query", message: "includeArchived is true or false")
+                throw APIError(.badRequest, code: .invalidQuery, message: "includeArchived is true or false")
             }
             includeArchived = flag
         }
@@ -156,8 +156,8 @@ struct CampaignController: Sendable {
 
     // MARK: Helpers
 
-    static let notFound = APIError(.notFound, code: "not_found", message: "no such campaign")
-    static let runNotFound = APIError(.notFound, code: "not_found", message: "no such campaign run")
+    static let notFound = APIError(.notFound, code: .notFound, message: "no such campaign")
+    static let runNotFound = APIError(.notFound, code: .notFound, message: "no such campaign run")
 
     func setState(_ state: CampaignState, context: HeraldRequestContext) async throws -> Response {
         let key = try requireKey(context)
@@ -183,7 +183,7 @@ struct CampaignController: Sendable {
     static func limit(_ text: String?) throws(APIError) -> Int? {
         guard let text else { return nil }
         guard let value = Int(text) else {
-            throw APIError(.badRequest, code: "invalid_limit", message: "limit is a whole number")
+            throw APIError(.badRequest, code: .invalidLimit, message: "limit is a whole number")
         }
         return value
     }

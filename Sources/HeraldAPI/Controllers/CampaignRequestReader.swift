@@ -143,12 +143,12 @@ enum CampaignRequestReader {
         do {
             _ = try CronSchedule(expression: expression, timeZone: "UTC")
         } catch {
-            throw APIError(.badRequest, code: "invalid_schedule", message: "\(cron.path): \(error.reason)")
+            throw APIError(.badRequest, code: .invalidSchedule, message: "\(cron.path): \(error.reason)")
         }
         do {
             return .recurring(try CronSchedule(expression: expression, timeZone: zone))
         } catch {
-            throw APIError(.badRequest, code: "invalid_schedule", message: "\(zoneField.path): \(error.reason)")
+            throw APIError(.badRequest, code: .invalidSchedule, message: "\(zoneField.path): \(error.reason)")
         }
     }
 

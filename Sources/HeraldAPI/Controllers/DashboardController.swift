@@ -72,7 +72,7 @@ struct DashboardController: Sendable {
     /// The file `name` (200, or 304 when `If-None-Match` names its ETag), or a JSON 404.
     func answer(_ name: String, request: Request) -> Response {
         guard let asset = assets[name] else {
-            var response = APIError(.notFound, code: "not_found", message: "the dashboard has no file \(name.prefix(64))")
+            var response = APIError(.notFound, code: .notFound, message: "the dashboard has no file \(name.prefix(64))")
                 .response()
             response.headers.append(contentsOf: Self.securityHeaders)
             return response

@@ -142,7 +142,7 @@ struct DeviceController: Sendable {
         do {
             _ = try TimeZoneName.validate(zone)
         } catch {
-            throw APIError(.badRequest, code: "invalid_time_zone", message: "\(field.path): \(error.reason)")
+            throw APIError(.badRequest, code: .invalidTimeZone, message: "\(field.path): \(error.reason)")
         }
         return zone
     }

@@ -17,7 +17,7 @@ enum IdempotencyKeyHeader {
         guard !keys.isEmpty else { return nil }
         guard keys.count == 1, let key = try? IdempotencyKey(keys[0]) else {
             throw APIError(
-                .badRequest, code: "invalid_idempotency_key",
+                .badRequest, code: .invalidIdempotencyKey,
                 message: "Idempotency-Key is one header of 1 to \(IdempotencyKey.maxBytes) bytes")
         }
         return key

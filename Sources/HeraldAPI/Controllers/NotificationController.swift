@@ -73,21 +73,21 @@ struct NotificationController: Sendable {
         func date(_ name: String) throws(APIError) -> Date? {
             guard let text = query.get(name) else { return nil }
             guard let date = JSONDate.parse(text) else {
-                throw APIError(.badRequest, code: "invalid_query", message: "\(name) is an ISO 8601 date-time")
+                throw APIError(.badRequest, code: .invalidQuery, message: "\(name) is an ISO 8601 date-time")
             }
             return date
         }
         var limit: Int?
         if let text = query.get("limit") {
             guard let value = Int(text) else {
-                throw APIError(.badRequest, code: "invalid_limit", message: "limit is a whole number")
+                throw APIError(.badRequest, code: .invalidLimit, message: "limit is a whole number")
             }
             limit = value
         }
         var sender: NotificationSenderFilter?
         if let text = query.get("sender") {
             guard let parsed = SenderFilterText.parse(text) else {
-                throw APIError(.badRequest, code: "invalid_query", message: "sender \(SenderFilterText.form)")
+                throw APIError(.badRequest, code: .invalidQuery, message: "sender \(SenderFilterText.form)")
             }
             sender = parsed
         }
@@ -110,7 +110,7 @@ struct NotificationController: Sendable {
 
     // MARK: Helpers
 
-    static let notFound = APIError(.notFound, code: "not_found", message: "no such notification")
+    static let notFound = APIError(.notFound, code: .notFound, message: "no such notification")
 
     func requireKey(_ context: HeraldRequestContext) throws -> APIKeyRecord {
         guard let key = context.apiKey else { throw APIKeyAuthenticator.unauthorized }

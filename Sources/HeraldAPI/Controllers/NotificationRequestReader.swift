@@ -53,7 +53,7 @@ enum NotificationRequestReader {
         let list = try body.field("notifications").array()
         guard (1...NotificationStore.maxBatch).contains(list.count) else {
             throw APIError(
-                .badRequest, code: "invalid_batch",
+                .badRequest, code: .invalidBatch,
                 message: "notifications holds 1 to \(NotificationStore.maxBatch) items; got \(list.count)")
         }
         var items: [NewNotification] = []
@@ -240,14 +240,14 @@ struct HubSendLimits: Sendable {
             + "format\(formats == 1 ? "" : "s")); at most \(perNotification) per notification "
             + "(\(SendConfiguration.maxHubSendsPerNotification.environmentName))"
         throw APIError(
-            .badRequest, code: "too_many_hub_sends", message: object.path.isRoot ? message : "\(object.path): \(message)")
+            .badRequest, code: .tooManyHubSends, message: object.path.isRoot ? message : "\(object.path): \(message)")
     }
 
     /// Throws a 400 when `total` hub sends are over ``perRequest``.
     func check(total: Int) throws(APIError) {
         guard total > perRequest else { return }
         throw APIError(
-            .badRequest, code: "too_many_hub_sends",
+            .badRequest, code: .tooManyHubSends,
             message:
                 "the request needs \(total) hub sends; at most \(perRequest) per request "
                 + "(\(SendConfiguration.maxHubSendsPerRequest.environmentName)): split it")

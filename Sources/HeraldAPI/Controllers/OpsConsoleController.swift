@@ -39,7 +39,7 @@ struct OpsConsoleController: Sendable {
         guard let text = context.parameters.get("name"), let name = try? UserName.validated(text),
             let found = try await store.userDevices(name: name)
         else {
-            throw APIError(.notFound, code: "user_not_found", message: "no such user")
+            throw APIError(.notFound, code: .userNotFound, message: "no such user")
         }
         return try JSONWriter.response(UserDevicesBody(found))
     }
@@ -51,7 +51,7 @@ struct OpsConsoleController: Sendable {
         guard let text = request.uri.queryParameters.get("window") else { return .standard }
         guard let window = StatsWindow(rawValue: text) else {
             throw APIError(
-                .badRequest, code: "invalid_query",
+                .badRequest, code: .invalidQuery,
                 message: "window must be one of " + StatsWindow.allCases.map(\.rawValue).joined(separator: ", "))
         }
         return window

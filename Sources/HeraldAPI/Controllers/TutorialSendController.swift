@@ -24,28 +24,28 @@ struct TutorialSendController: Sendable {
         }
         let query = request.uri.queryParameters
         guard let pns = query.get("pns") else {
-            throw APIError(.badRequest, code: "unknown_pns", message: "pns is required: apns, fcm (or fcmv1, gcm) or wns")
+            throw APIError(.badRequest, code: .unknownPNS, message: "pns is required: apns, fcm (or fcmv1, gcm) or wns")
         }
         let format = try NotificationFormat(tutorialPNS: pns)
         guard let recipient = query.get("to_tag"), !recipient.isEmpty else {
-            throw APIError(.badRequest, code: "invalid_to_tag", message: "to_tag (the recipient's user name) is required")
+            throw APIError(.badRequest, code: .invalidToTag, message: "to_tag (the recipient's user name) is required")
         }
         let target: NotificationTarget
         do {
             target = try NotificationTarget.user(recipient).validated()
         } catch {
-            throw APIError(.badRequest, code: "invalid_to_tag", message: "to_tag: \(error.message)")
+            throw APIError(.badRequest, code: .invalidToTag, message: "to_tag: \(error.message)")
         }
         let body = try await request.collectBody(limit: maxBodyBytes)
         guard case .string(let message)? = JSONValue.parse(body) else {
             throw APIError.invalidJSON("the request body must be a JSON string, such as \"Hello\"")
         }
         guard !message.isEmpty else {
-            throw APIError(.badRequest, code: "invalid_message", message: "the message is empty")
+            throw APIError(.badRequest, code: .invalidMessage, message: "the message is empty")
         }
         guard message.count <= Self.maxMessageLength else {
             throw APIError(
-                .badRequest, code: "message_too_long",
+                .badRequest, code: .messageTooLong,
                 message: "the message has \(message.count) characters; at most \(Self.maxMessageLength)")
         }
         let payload = try TutorialMessage.payload(format, from: owner.name, message)

@@ -31,7 +31,7 @@ struct UserController: Sendable {
         if !field.isNull {
             let text = try field.string()
             do { _ = try TimeZoneName.validate(text) } catch {
-                throw APIError(.badRequest, code: "invalid_time_zone", message: "\(field.path): \(error.reason)")
+                throw APIError(.badRequest, code: .invalidTimeZone, message: "\(field.path): \(error.reason)")
             }
             zone = text
         }
@@ -58,7 +58,7 @@ struct UserController: Sendable {
     }
 
     static func notFound(_ name: String) -> APIError {
-        APIError(.notFound, code: "user_not_found", message: "no user \"\(name.prefix(40))\"")
+        APIError(.notFound, code: .userNotFound, message: "no user \"\(name.prefix(40))\"")
     }
 }
 

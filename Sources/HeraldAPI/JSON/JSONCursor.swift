@@ -35,13 +35,13 @@ struct JSONReadingRules: Sendable {
     var ignoresKeyCase: Bool
     /// The code of a 400 for a field that is wrong. A body that is not JSON, or not the kind
     /// of value the route takes, is always `invalid_json`.
-    var fieldErrorCode: String
+    var fieldErrorCode: APIError.Code
 
     /// The tutorial-compatible device API: keys in any case (as ASP.NET's model binding
     /// matched them for the tutorial clients); every mistake is `invalid_json`.
-    static let deviceAPI = JSONReadingRules(ignoresKeyCase: true, fieldErrorCode: "invalid_json")
+    static let deviceAPI = JSONReadingRules(ignoresKeyCase: true, fieldErrorCode: .invalidJSON)
     /// The sender API: keys exactly as documented; a wrong field is `invalid_request`.
-    static let senderAPI = JSONReadingRules(ignoresKeyCase: false, fieldErrorCode: "invalid_request")
+    static let senderAPI = JSONReadingRules(ignoresKeyCase: false, fieldErrorCode: APIError.Code(.invalidRequest))
 }
 
 /// Reads a parsed request body (a ``JSONValue``) value by value, carrying the path that led to
@@ -78,7 +78,7 @@ struct JSONCursor: Sendable {
 
     /// A 400 about this value: `<path> <problem>`.
     func refusal(_ problem: String) -> APIError {
-        APIError(.badRequest, code: path.isRoot ? "invalid_json" : rules.fieldErrorCode, message: "\(path) \(problem)")
+        APIError(.badRequest, code: path.isRoot ? .invalidJSON : rules.fieldErrorCode, message: "\(path) \(problem)")
     }
 
     /// Whether the value is `null` (or missing: see ``JSONObjectCursor/field(_:)``).

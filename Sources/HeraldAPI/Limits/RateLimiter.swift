@@ -105,7 +105,7 @@ extension APIError {
     /// 429 with `Retry-After`.
     static func rateLimited(retryAfter seconds: Int, _ what: String) -> APIError {
         APIError(
-            .tooManyRequests, code: "rate_limited",
+            .tooManyRequests, code: .rateLimited,
             message: "\(what) is over its rate limit; retry after \(seconds) s",
             headers: [.retryAfter: String(seconds)])
     }

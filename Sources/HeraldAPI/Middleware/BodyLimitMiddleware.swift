@@ -17,7 +17,7 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
         let limit = overrides[request.uri.path] ?? limit
         if let text = request.headers[.contentLength] {
             guard let length = Int(text), length >= 0 else {
-                throw APIError(.badRequest, code: "bad_request", message: "Content-Length is not a number")
+                throw APIError(.badRequest, code: .badRequest, message: "Content-Length is not a number")
             }
             guard length <= limit else { throw APIError.bodyTooLarge(limit: limit) }
         }

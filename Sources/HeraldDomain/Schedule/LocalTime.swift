@@ -17,7 +17,7 @@ public struct LocalTime: Sendable, Hashable, Comparable, CustomStringConvertible
             let m1 = digit(bytes[3]), let m2 = digit(bytes[4]), h1 * 10 + h2 < 24, m1 * 10 + m2 < 60
         else {
             throw DomainError(
-                code: "invalid_local_time",
+                code: .invalidLocalTime,
                 message: "localTime is a time of day HH:MM from 00:00 to 23:59; got \"\(text.prefix(20))\"")
         }
         hour = h1 * 10 + h2
@@ -148,5 +148,41 @@ public enum LocalTimeWaves {
             waves.append(CampaignWavePlan(zone: zone, instant: instant, start: start))
         }
         return waves.sorted { ($0.instant, $0.zone) < ($1.instant, $1.zone) }
+    }
+}
+
+extension LocalTimeWaves {
+    /// The westernmost offset in use (UTC−12): the zone whose wave of a run comes last.
+    static let westernmostOffset = -12 * 3600
+
+    /// The latest instant a wave of a run of `slot` can have, whatever zones its audience is in:
+    /// `time` on the run's local date (``localDate(of:in:)`` in `campaignZone`) at UTC−12.
+    public static func latestWave(slot: Date, at time: LocalTime, campaignZone: String) -> Date {
+        let anchor = (try? TimeZoneName.validate(campaignZone)) ?? TimeZone(secondsFromGMT: 0)!
+        return instant(
+            on: localDate(of: slot, in: anchor), at: time, in: TimeZone(secondsFromGMT: westernmostOffset)!)
+    }
+}
+
+extension CampaignDefinition {
+    /// Refuses, with `slot_too_far_ahead`, a slot of a local-time campaign whose waves could be
+    /// due more than ``NotificationRequest/maxScheduleAhead`` after `now`: its waves are
+    /// scheduled sends, which Herald (like the hub) takes at most 7 days ahead. Checked before a
+    /// fire writes anything; a campaign without a local time sends at once, so any slot passes.
+    public func checkFireSlot(_ slot: Date, now: Date) throws(DomainError) {
+        guard let localTime else { return }
+        let zone = schedule.timeZoneIdentifier
+        let latest = LocalTimeWaves.latestWave(slot: slot, at: localTime, campaignZone: zone)
+        let limit = NotificationRequest.maxScheduleAhead
+        guard latest > now.addingTimeInterval(limit) else { return }
+        let anchor = (try? TimeZoneName.validate(zone)) ?? TimeZone(secondsFromGMT: 0)!
+        let days = Int(limit / 86_400)
+        throw DomainError(
+            code: .slotTooFarAhead,
+            message: "slot \(ISO8601.string(slot)) of campaign \"\(name)\" is too far ahead: its waves send at "
+                + "\(localTime) on \(LocalTimeWaves.localDate(of: slot, in: anchor)) in each recipient's zone, the last "
+                + "(UTC-12) at \(ISO8601.string(latest)), more than \(days) days after now (\(ISO8601.string(now))). "
+                + "Local-time waves are scheduled sends, and Herald, like the hub, schedules at most \(days) days ahead: "
+                + "fire this slot from \(ISO8601.string(latest.addingTimeInterval(-limit))) on, or let the schedule fire it")
     }
 }

@@ -67,10 +67,10 @@ public enum ScheduleError: Error, Sendable, Equatable {
     case unknownTimeZone(String)
 
     /// A short, stable code: `invalid_schedule` or `invalid_time_zone`.
-    public var code: String {
+    public var code: DomainError.Code {
         switch self {
-        case .notAnIANATimeZoneName, .unknownTimeZone: "invalid_time_zone"
-        default: "invalid_schedule"
+        case .notAnIANATimeZoneName, .unknownTimeZone: .invalidTimeZone
+        default: .invalidSchedule
         }
     }
 
