@@ -110,32 +110,28 @@ struct Campaigns: AsyncParsableCommand {
         }
     }
 
-    struct Pause: AsyncParsableCommand {
+    struct Pause: CampaignStateCommand {
         static let configuration = CommandConfiguration(
             abstract: "Stop a campaign's schedule (slots that pass meanwhile are not sent later).")
 
+        static let state = CampaignState.paused
+
         @Argument(help: "The campaign's name.")
         var name: String
 
         @OptionGroup var output: OutputOptions
-
-        func run() async throws {
-            await CampaignOutput.setState(.paused, of: name, output: output)
-        }
     }
 
-    struct Resume: AsyncParsableCommand {
+    struct Resume: CampaignStateCommand {
         static let configuration = CommandConfiguration(
             abstract: "Start a paused campaign's schedule again from its next slot after now.")
 
+        static let state = CampaignState.active
+
         @Argument(help: "The campaign's name.")
         var name: String
 
         @OptionGroup var output: OutputOptions
-
-        func run() async throws {
-            await CampaignOutput.setState(.active, of: name, output: output)
-        }
     }
 
     struct Fire: AsyncParsableCommand {
@@ -315,6 +311,19 @@ extension Ctl {
 
 /// How the campaign commands print: text for people, JSON objects shaped as the sender API's
 /// answers (`Campaign`, `CampaignRun` in `openapi.yaml`) for scripts.
+/// `campaign pause` and `campaign resume`: set one campaign's state by name.
+protocol CampaignStateCommand: AsyncParsableCommand {
+    static var state: CampaignState { get }
+    var name: String { get }
+    var output: OutputOptions { get }
+}
+
+extension CampaignStateCommand {
+    func run() async throws {
+        await CampaignOutput.setState(Self.state, of: name, output: output)
+    }
+}
+
 enum CampaignOutput {
     /// Pauses, resumes (or archives) the campaign `name` and prints it.
     static func setState(_ state: CampaignState, of name: String, output: OutputOptions) async {
