@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "NotificationHubs", targets: ["NotificationHubs"]),
         .library(name: "NotificationHubsEmulator", targets: ["NotificationHubsEmulator"]),
         .library(name: "PostgresQueue", targets: ["PostgresQueue"]),
+        .library(name: "PostgresQueueTesting", targets: ["PostgresQueueTesting"]),
         .executable(name: "herald-api", targets: ["herald-api"]),
         .executable(name: "herald-worker", targets: ["herald-worker"]),
         .executable(name: "heraldctl", targets: ["heraldctl"]),
@@ -39,6 +40,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        // `swift package generate-documentation` for the DocC catalogues of the reusable libraries.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // MARK: Reusable libraries (know nothing of Herald)
@@ -78,6 +81,16 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Schema")],
+            swiftSettings: swiftSettings
+        ),
+        // Helpers for an application's tests of its jobs: run one job, drain a queue, inspect jobs.
+        .target(
+            name: "PostgresQueueTesting",
+            dependencies: [
+                "PostgresQueue",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
 
@@ -190,8 +203,7 @@ let package = Package(
         .executableTarget(
             name: "herald-worker",
             dependencies: [
-                "HeraldDelivery", "HeraldOps", "HeraldRuntime", "HeraldSettings", "HeraldStorage", "PostgresQueue",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "HeraldDelivery", "HeraldOps", "HeraldRuntime", "HeraldSettings", "HeraldStorage",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -274,7 +286,7 @@ let package = Package(
         .testTarget(
             name: "PostgresQueueTests",
             dependencies: [
-                "PostgresQueue", "HeraldTestSupport",
+                "PostgresQueue", "PostgresQueueTesting", "HeraldTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -310,7 +322,7 @@ let package = Package(
         .testTarget(
             name: "HeraldStorageTests",
             dependencies: [
-                "HeraldStorage", "HeraldTestSupport", "PostgresQueue",
+                "HeraldStorage", "HeraldTestSupport", "PostgresQueue", "PostgresQueueTesting",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
@@ -335,9 +347,10 @@ let package = Package(
         .testTarget(
             name: "HeraldDeliveryTests",
             dependencies: [
-                "HeraldDelivery", "HeraldStorage", "HeraldDomain", "PostgresQueue", "NotificationHubs",
-                "NotificationHubsEmulator", "HeraldTestSupport", "HeraldRuntime", "HeraldSettings",
+                "HeraldDelivery", "HeraldStorage", "HeraldDomain", "PostgresQueue", "PostgresQueueTesting",
+                "NotificationHubs", "NotificationHubsEmulator", "HeraldTestSupport", "HeraldRuntime", "HeraldSettings",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

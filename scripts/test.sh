@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make test` after the build: the Swift tests; the end-to-end send and registration suites
+# `make test` after the build: the Swift tests; the DocC catalogues of the reusable libraries
+# (`swift package generate-documentation`, warnings are errors); the end-to-end send and registration suites
 # again through a PgBouncer in transaction mode with three workers (scripts/pgbouncer.sh); the
 # deploy files' checks (scripts/deploy-check.sh); the dashboard in a real browser
 # (scripts/dashboard-test.sh); then the fault harness at its reduced size (it restarts the
@@ -47,6 +48,9 @@ pooled() {
 }
 
 part swift-test env HERALD_BIN_DIR="$bin" "${SWIFT:-swift}" test --skip-build
+# The archives go to .build/plugins/Swift-DocC/outputs/.
+part docc "${SWIFT:-swift}" package generate-documentation --target NotificationHubs --target PostgresQueue \
+    --warnings-as-errors
 part pgbouncer pooled
 part deploy-check scripts/deploy-check.sh all "$bin"
 part dashboard scripts/dashboard-test.sh "$bin"

@@ -46,9 +46,8 @@ struct QueueBench: AsyncParsableCommand {
 
         // Bulk enqueue and drain on an empty history, twice: before and after the pgbench
         // reference run, so the ratio between them compares the two over the same stretch of
-        // time. A drain takes about two seconds; this machine's speed drifts by half within a
-        // minute, and a single drain measured a minute before pgbench made the ratio swing
-        // from 0.62 to 0.86 between runs of one build.
+        // time: a machine's speed drifts within a minute, and a single drain measured a minute
+        // before pgbench made the ratio swing widely between runs of one build.
         func enqueueAndDrain(_ database: String) async throws -> (enqueue: Double, drain: Double) {
             try await bench.withDatabase(database) { client in
                 let enqueue = try await bench.bulkEnqueue(client: client, count: jobs)
@@ -361,9 +360,8 @@ struct Bench: Sendable {
                     while !stop.isSet {
                         // Keep a backlog of at most ~50k so the run measures the queue, not an
                         // ever-growing table. Counted here (enqueued less handled): a
-                        // `count(*)` of the table read every dead row too, up to 1.9 million
-                        // between autovacuum passes, and the enqueuer, waiting on it, starved
-                        // the executors (300 jobs/s in the last 20 s of some runs).
+                        // `count(*)` of the table read every dead row too, millions between
+                        // autovacuum passes, and the enqueuer, waiting on it, starved the executors.
                         if enqueued - done.value > 50_000 {
                             try? await Task.sleep(for: .milliseconds(20))
                             continue

@@ -88,8 +88,7 @@ public struct DeliveryHandlers: Sendable {
         configuration.connectionPool = .init(
             idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, maxConnections))
         // Herald bootstraps no tracer, and with the default no-op one AsyncHTTPClient still
-        // opens a span per request and parses the request's URL again for its attributes (2 %
-        // of herald-worker's samples while it synced devices).
+        // opens a span per request and parses the request's URL again (see docs/benchmarks.md).
         configuration.tracing.tracer = nil
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }

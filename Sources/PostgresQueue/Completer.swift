@@ -103,6 +103,11 @@ actor Completer {
         state.withLock { s in for completion in batch { s.leased[completion.job.id] = nil } }
     }
 
+    /// Writes `batch` now, once, outside the batching loop (``JobExecutor/work(id:)``).
+    func writeNow(_ batch: [Completion]) async throws {
+        try await writeOnce(batch)
+    }
+
     private func writeOnce(_ batch: [Completion]) async throws {
         var finishIDs: [JobID] = [], finishAttempts: [Int16] = [], finishStates: [String] = [], finishErrors: [String] = []
         var requeueIDs: [JobID] = [], requeueAttempts: [Int16] = [], requeueStates: [String] = []

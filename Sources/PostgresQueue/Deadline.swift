@@ -13,10 +13,7 @@ import Synchronization
 /// The timer is a task scheduled on an event loop of NIO's singleton group, cancelled (taken
 /// off the loop's timer heap) when the work wins. A sleeping `Task` as the timer cost far more:
 /// a task per call, and a Dispatch timer that stayed armed after its sleep was cancelled and
-/// fired on a Dispatch thread at the end of its full limit. In `perf` profiles of `herald-api`
-/// taking a few hundred one-notification requests a second, Dispatch's threads and task sleeps
-/// went from about 15 % to 11 % of the samples with this change (the rest is PostgresNIO's own
-/// pool timers).
+/// fired on a Dispatch thread at the end of its full limit (see docs/benchmarks.md).
 public enum Deadline {
     /// Resumes a continuation once, from whichever side gets there first, and stops the timer
     /// when the work wins.

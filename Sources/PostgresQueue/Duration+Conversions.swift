@@ -1,5 +1,5 @@
-/// The queue's duration conversions (the library imports none of Herald's modules, which have
-/// their own).
+/// The queue's own duration conversions: the library stands alone, importing nothing of the
+/// application that uses it.
 extension Duration {
     /// Whole milliseconds, rounded toward zero.
     var milliseconds: Int64 {

@@ -7,8 +7,9 @@ public import PostgresNIO
 ///
 /// Meant for a keyed job that the caller's write makes due (a row changed: sync it). When a
 /// waiting job (not started) already holds the key, the insert does nothing: that job will read
-/// what the caller's statement committed. So, unlike ``JobQueue/enqueue(_:on:)``, the statement
-/// does not report which job will do the work; the CTE returns the new job's id, or no row.
+/// what the caller's statement committed. So, unlike ``JobQueue/enqueue(_:on:)->EnqueuedJob``,
+/// the statement does not report which job will do the work; the CTE returns the new job's id,
+/// or no row.
 ///
 /// ```swift
 /// let job = try queue.embeddedEnqueue(newJob)
@@ -61,7 +62,7 @@ public struct EmbeddedEnqueue: Sendable {
 }
 
 extension JobQueue {
-    /// Checks `job` and decides its wake-up hint, as ``enqueue(_:on:)`` does, for a caller that
+    /// Checks `job` and decides its wake-up hint, as ``enqueue(_:on:)->EnqueuedJob`` does, for a caller that
     /// enqueues it from its own statement (``EmbeddedEnqueue``).
     public func embeddedEnqueue(_ job: NewJob) throws -> EmbeddedEnqueue {
         guard !job.kind.isEmpty, !job.queue.isEmpty, job.maxAttempts >= 1 else {

@@ -82,12 +82,12 @@ public final class JobExecutor: Service, Sendable {
     public let queue: JobQueue
     /// Its settings.
     public let configuration: Configuration
-    private let handlers: JobHandlers
+    let handlers: JobHandlers
     private let listener: JobQueueListener?
     private let state: ExecutorState
     private let signals: AsyncStream<Void>
     private let signal: AsyncStream<Void>.Continuation
-    private let completer: Completer
+    let completer: Completer
     private var logger: Logger { queue.logger }
 
     /// Creates an executor. Pass a running ``JobQueueListener`` to wake on notifications.
@@ -278,7 +278,7 @@ public final class JobExecutor: Service, Sendable {
         signal.yield()
     }
 
-    private func resolve(_ outcome: JobOutcome, for job: ClaimedJob) -> Completion.Resolution {
+    func resolve(_ outcome: JobOutcome, for job: ClaimedJob) -> Completion.Resolution {
         switch outcome {
         case .completed:
             return .finish(state: .completed, error: nil)

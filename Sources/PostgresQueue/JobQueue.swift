@@ -296,22 +296,12 @@ public struct JobQueue: Sendable {
         do {
             let rows = try await client.query(
                 """
-                SELECT id, queue, kind, args::text, state, attempt, max_attempts, run_at, errors::text
-                FROM pgqueue.jobs WHERE id = \(id)
+                SELECT \(unescaped: JobSnapshot.columns) FROM pgqueue.jobs WHERE id = \(id)
                 UNION ALL
-                SELECT id, queue, kind, args::text, state, attempt, max_attempts, run_at, errors::text
-                FROM pgqueue.job_history WHERE id = \(id)
+                SELECT \(unescaped: JobSnapshot.columns) FROM pgqueue.job_history WHERE id = \(id)
                 LIMIT 1
                 """, logger: logger)
-            for try await (id, queue, kind, args, state, attempt, maxAttempts, runAt, errors) in rows.decode(
-                (JobID, String, String, String, String, Int16, Int16, Date, String).self)
-            {
-                let history = (try? JSONDecoder().decode([JobSnapshot.AttemptError].self, from: Data(errors.utf8))) ?? []
-                return JobSnapshot(
-                    id: id, queue: queue, kind: kind, argsJSON: args, state: JobState(rawValue: state) ?? .available,
-                    attempt: attempt, maxAttempts: maxAttempts, runAt: runAt, errors: history)
-            }
-            return nil
+            return try await JobSnapshot.decode(rows).first
         } catch let error as PSQLError {
             throw QueueSQL.map(error, doing: "read job")
         }
@@ -370,6 +360,26 @@ public struct JobSnapshot: Sendable, Hashable {
     public var runAt: Date
     /// Every failed attempt, oldest first.
     public var errors: [AttemptError]
+    /// The key that dedupes it among jobs that have not started, if any.
+    public var uniqueKey: String?
+
+    /// The columns ``decode(_:)`` reads, in its order.
+    static let columns = "id, queue, kind, args::text, state, attempt, max_attempts, run_at, errors::text, unique_key"
+
+    /// Snapshots from rows of ``columns``.
+    static func decode(_ rows: PostgresRowSequence) async throws -> [JobSnapshot] {
+        var snapshots: [JobSnapshot] = []
+        for try await (id, queue, kind, args, state, attempt, maxAttempts, runAt, errors, uniqueKey) in rows.decode(
+            (JobID, String, String, String, String, Int16, Int16, Date, String, String?).self)
+        {
+            let history = (try? JSONDecoder().decode([AttemptError].self, from: Data(errors.utf8))) ?? []
+            snapshots.append(
+                JobSnapshot(
+                    id: id, queue: queue, kind: kind, argsJSON: args, state: JobState(rawValue: state) ?? .available,
+                    attempt: attempt, maxAttempts: maxAttempts, runAt: runAt, errors: history, uniqueKey: uniqueKey))
+        }
+        return snapshots
+    }
 }
 
 /// Debounces enqueue notifications per queue: the first enqueue of a window notifies at

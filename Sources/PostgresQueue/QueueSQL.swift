@@ -119,7 +119,7 @@ enum QueueSQL {
         // table's size: PostgreSQL estimates `id = ANY(…)` of an InitPlan at ten rows. Joined
         // to the same candidates as a CTE instead, it estimated the join from LIMIT and the
         // table, and chose a sequential scan of every job and a hash join once LIMIT was a few
-        // percent of the table (claims of 500 on 20,000 jobs: 7.5 ms against 2.5 ms).
+        // percent of the table, several times slower (see docs/benchmarks.md).
         """
         WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
         UPDATE pgqueue.jobs j

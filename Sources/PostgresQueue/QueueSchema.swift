@@ -2,7 +2,7 @@ import Foundation
 
 /// The queue's own schema, shipped inside the library as versioned SQL so the library
 /// stands alone. Apply ``migrations`` in order, each in its own transaction, and record
-/// the versions you applied (Herald's migration runner does this under an advisory lock).
+/// the versions you applied, under a lock if several processes may migrate at once.
 public enum QueueSchema {
     /// One versioned schema step.
     public struct Migration: Sendable, Hashable {

@@ -3,19 +3,18 @@ public import Logging
 public import PostgresNIO
 
 /// The statements every enqueue and every job's end run, as prepared statements: PostgreSQL
-/// parses and plans each once per connection instead of at every call. For a small enqueue (one
-/// device change, one notification) parsing and planning were most of the statement's cost:
-/// 0.2 ms of 0.3 ms in PostgreSQL's statement log.
+/// parses and plans each once per connection instead of at every call: for a small enqueue (one
+/// change, one message) parsing and planning are most of the statement's cost (see
+/// docs/benchmarks.md).
 ///
 /// With ``JobQueue/Configuration/preparedStatements`` off (a transaction pooler that does not
 /// track prepared statements, such as PgBouncer before 1.21, hands a client's next transaction
 /// to another server connection, where the statement's name means nothing) the same SQL and
 /// bindings run as an unnamed statement.
 ///
-/// Every statement type here and in Herald's stores names itself once
-/// (`static let name = String(reflecting: Self.self)`): PostgresNIO's default `name` is the same
-/// string built with `String(reflecting:)` at every execution, 1 % of herald-api's samples
-/// under device `PUT`s.
+/// Every statement type here names itself once (`static let name = String(reflecting: Self.self)`):
+/// PostgresNIO's default `name` is the same string built with `String(reflecting:)` at every
+/// execution, a cost that shows under load (see docs/benchmarks.md).
 ///
 /// Every parameter carries a cast, so the statements prepare with the right types. The claim
 /// stays unnamed: its `LIMIT` is a parameter, and a generic plan assumes a tenth of the table
@@ -169,10 +168,9 @@ enum QueueStatements {
     ///
     /// The batch statements above take arrays, and a plan for the given arrays (a "custom" plan)
     /// knows their length while the plan for any arrays assumes ten elements and so looks
-    /// dearer: PostgreSQL then plans the batch statement again at every call. For one job that
-    /// was 86 % of the calls and most of the enqueue's cost in PostgreSQL
-    /// (`pg_stat_statements` over `scripts/bench-api.sh`). Here both plans cost the same, and
-    /// the generic one is kept after the first five calls.
+    /// dearer: PostgreSQL then plans the batch statement again at every call, most of a
+    /// one-job enqueue's cost (see docs/benchmarks.md). Here both plans cost the same, and the
+    /// generic one is kept after the first five calls.
     struct EnqueueOne: PostgresPreparedStatement {
         static let name = String(reflecting: Self.self)
 

@@ -7,10 +7,13 @@ import Logging
 import NotificationHubs
 import PostgresNIO
 import PostgresQueue
+import PostgresQueueTesting
+import ServiceLifecycle
 import Testing
 
-/// One test's world: a fresh migrated database, an emulator hub on port 0, and a real
-/// `JobExecutor` running Herald's device handlers on the `devices` queue.
+/// One test's world: a fresh migrated database, an emulator hub on port 0, and a worker
+/// (``buildWorker(configuration:stores:logger:options:)``) running Herald's device handlers on
+/// the `devices` queue.
 struct DeliveryWorld: Sendable {
     let db: TestDatabase
     let hub: TestHub
@@ -55,7 +58,7 @@ struct DeliveryWorld: Sendable {
 
     /// Device jobs waiting or running.
     func pendingJobs() async throws -> Int {
-        try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(DeviceJobs.queue)")
+        try await db.queue.enqueuedJobs(queue: DeviceJobs.queue).count
     }
 
     /// Waits until no device job is left and the device is in `state` at its latest version.
@@ -74,17 +77,9 @@ struct DeliveryWorld: Sendable {
 
     /// The finished device jobs of `kind`, oldest first.
     func history(kind: String) async throws -> [FinishedJob] {
-        let rows = try await db.client.query(
-            """
-            SELECT state, attempt, errors::text FROM pgqueue.job_history
-            WHERE queue = \(DeviceJobs.queue) AND kind = \(kind) ORDER BY id
-            """, logger: db.logger)
-        var jobs: [FinishedJob] = []
-        for try await (state, attempt, errors) in rows.decode((String, Int16, String).self) {
-            let list = try JSONDecoder().decode([FinishedJob.AttemptError].self, from: Data(errors.utf8))
-            jobs.append(FinishedJob(state: state, attempt: Int(attempt), errors: list.map(\.error)))
+        try await db.queue.finishedJobs(queue: DeviceJobs.queue, kind: kind).map { job in
+            FinishedJob(state: job.state.rawValue, attempt: Int(job.attempt), errors: job.errors.map(\.error))
         }
-        return jobs
     }
 
     /// The hub calls recorded for a device, as (operation, status) pairs.
@@ -95,7 +90,6 @@ struct DeliveryWorld: Sendable {
 
 /// A job in the queue's history.
 struct FinishedJob: Sendable {
-    struct AttemptError: Decodable { var error: String }
     var state: String
     var attempt: Int
     var errors: [String]
@@ -114,32 +108,23 @@ func withDelivery<T: Sendable>(
     try await withTestHub { hub in
         try await TestDatabase.with { db async throws in
             let logger = Logger.quiet("herald-delivery-test")
-            let httpClient = DeliveryHandlers.makeHTTPClient(maxConnections: 8)
-            do {
-                let stores = db.stores()
-                let delivery = try DeliveryHandlers(
-                    configuration: .init(
-                        hubConnectionString: connectionString?(hub) ?? hub.connectionString, hubName: hub.hubName,
-                        hubCallTimeout: .seconds(10)),
-                    httpClient: httpClient, stores: stores, logger: logger)
-                let handlers = try #require(delivery.byQueue()[DeviceJobs.queue])
-                let executor = JobExecutor(
-                    queue: stores.queue, handlers: handlers,
-                    configuration: .init(
-                        queue: DeviceJobs.queue, concurrency: concurrency, pollInterval: .milliseconds(20),
-                        // Short backoff so retried jobs finish within a test.
-                        retryPolicy: JobRetryPolicy(base: .milliseconds(50), cap: .milliseconds(200)),
-                        shutdownBudget: .seconds(5)))
-                let world = DeliveryWorld(
-                    db: db, hub: hub, store: stores.devices,
-                    hubClient: try NotificationHubClient(connectionString: hub.connectionString, hubName: hub.hubName))
-                let result = try await running([executor]) { try await body(world) }
-                try await httpClient.shutdown()
-                return result
-            } catch {
-                try? await httpClient.shutdown()
-                throw error
-            }
+            let stores = db.stores()
+            let world = DeliveryWorld(
+                db: db, hub: hub, store: stores.devices,
+                hubClient: try NotificationHubClient(connectionString: hub.connectionString, hubName: hub.hubName))
+            // Nothing may throw between building the worker and running it: its services own its HTTP client.
+            let worker = try await buildWorker(
+                configuration: .init(
+                    hubConnectionString: connectionString?(hub) ?? hub.connectionString, hubName: hub.hubName,
+                    concurrency: concurrency, hubCallTimeout: .seconds(10), campaignScheduler: false),
+                stores: stores, logger: logger,
+                options: WorkerOptions(executorsPerQueue: [DeviceJobs.queue: 1], maintenance: false) { executor in
+                    executor.pollInterval = .milliseconds(20)
+                    // Short backoff so retried jobs finish within a test.
+                    executor.retryPolicy = JobRetryPolicy(base: .milliseconds(50), cap: .milliseconds(200))
+                    executor.shutdownBudget = .seconds(5)
+                })
+            return try await running(worker, logger: logger) { try await body(world) }
         }
     }
 }
@@ -159,15 +144,17 @@ enum Handles {
     }
 }
 
-/// Runs `executors` while `body` runs, then shuts them down gracefully and waits for them,
-/// whether `body` returned or threw.
-func running<T: Sendable>(_ executors: [JobExecutor], _ body: () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        for executor in executors { group.addTask { await executor.run() } }
+/// Runs `worker`'s services in a `ServiceGroup` while `body` runs, then shuts them down
+/// gracefully and waits for them, whether `body` returned or threw.
+func running<T: Sendable>(_ worker: HeraldWorker, logger: Logger, _ body: () async throws -> T) async throws -> T {
+    let group = ServiceGroup(
+        configuration: .init(services: worker.services.map { .init(service: $0) }, logger: logger))
+    return try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask { try await group.run() }
         let outcome: Result<T, any Error>
         do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
-        for executor in executors { executor.shutdown() }
-        try await group.waitForAll()
+        await group.triggerGracefulShutdown()
+        try await tasks.waitForAll()
         return try outcome.get()
     }
 }

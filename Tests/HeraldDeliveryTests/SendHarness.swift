@@ -9,6 +9,7 @@ import NIOCore
 import NotificationHubs
 import PostgresNIO
 import PostgresQueue
+import PostgresQueueTesting
 import Testing
 
 /// One send test's world: a fresh database, an emulator hub, and real executors for the
@@ -77,7 +78,7 @@ struct SendWorld: Sendable {
             let done = try await db.count(
                 "SELECT count(*) FROM notifications WHERE id = ANY(\(ids)::uuid[]) AND state = \(state.rawValue)")
             guard done == ids.count else { return false }
-            return try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(NotificationJobs.queue)") == 0
+            return try await db.queue.enqueuedJobs(queue: NotificationJobs.queue).isEmpty
         }
     }
 
@@ -195,38 +196,29 @@ func withSends<T: Sendable>(
     try await withTestHub(basicTier: basicTier) { hub in
         try await TestDatabase.with { db async throws in
             let logger = Logger.quiet("herald-send-test")
-            let httpClient = DeliveryHandlers.makeHTTPClient(maxConnections: concurrency + 4)
-            do {
-                let stores = db.stores(StorageConfiguration(maxSendAttempts: maxSendAttempts))
-                let delivery = try DeliveryHandlers(
-                    configuration: .init(
-                        hubConnectionString: hub.connectionString, hubName: hub.hubName, hubCallTimeout: hubCallTimeout,
-                        telemetryFirstPoll: telemetryFirstPoll),
-                    httpClient: httpClient, stores: stores, logger: logger)
-                let queue = stores.queue
-                let queues = [DeviceJobs.queue] + Array(repeating: NotificationJobs.queue, count: notificationExecutors)
-                let executors = try queues.map { name in
-                    JobExecutor(
-                        queue: queue, handlers: try #require(delivery.byQueue()[name]),
-                        configuration: .init(
-                            queue: name, concurrency: name == DeviceJobs.queue ? 4 : concurrency,
-                            pollInterval: .milliseconds(20), hotPollInterval: .milliseconds(5),
-                            // Short backoff so retries finish within a test; Retry-After still holds.
-                            retryPolicy: JobRetryPolicy(base: .milliseconds(50), cap: .milliseconds(200)),
-                            shutdownBudget: .seconds(5)))
-                }
-                let sender = try await UserStore(client: db.client, logger: db.logger).add(
-                    name: "sender", passwordHash: "x")
-                let world = SendWorld(
-                    db: db, hub: hub, devices: stores.devices, notifications: stores.notifications,
-                    campaigns: stores.campaigns, senderID: sender.id)
-                let result = try await running(executors) { try await body(world) }
-                try await httpClient.shutdown()
-                return result
-            } catch {
-                try? await httpClient.shutdown()
-                throw error
-            }
+            let stores = db.stores(StorageConfiguration(maxSendAttempts: maxSendAttempts))
+            let sender = try await UserStore(client: db.client, logger: db.logger).add(name: "sender", passwordHash: "x")
+            let world = SendWorld(
+                db: db, hub: hub, devices: stores.devices, notifications: stores.notifications,
+                campaigns: stores.campaigns, senderID: sender.id)
+            // Nothing may throw between building the worker and running it: its services own its HTTP client.
+            let worker = try await buildWorker(
+                configuration: .init(
+                    hubConnectionString: hub.connectionString, hubName: hub.hubName, concurrency: concurrency,
+                    hubCallTimeout: hubCallTimeout, telemetryFirstPoll: telemetryFirstPoll, campaignScheduler: false),
+                stores: stores, logger: logger,
+                options: WorkerOptions(
+                    executorsPerQueue: [DeviceJobs.queue: 1, NotificationJobs.queue: notificationExecutors],
+                    maintenance: false
+                ) { executor in
+                    if executor.queue == DeviceJobs.queue { executor.concurrency = 4 }
+                    executor.pollInterval = .milliseconds(20)
+                    executor.hotPollInterval = .milliseconds(5)
+                    // Short backoff so retries finish within a test; Retry-After still holds.
+                    executor.retryPolicy = JobRetryPolicy(base: .milliseconds(50), cap: .milliseconds(200))
+                    executor.shutdownBudget = .seconds(5)
+                })
+            return try await running(worker, logger: logger) { try await body(world) }
         }
     }
 }

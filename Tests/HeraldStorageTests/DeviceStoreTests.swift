@@ -4,6 +4,7 @@ import HeraldStorage
 import HeraldTestSupport
 import PostgresNIO
 import PostgresQueue
+import PostgresQueueTesting
 import Testing
 
 @Suite("Device store", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
@@ -36,8 +37,7 @@ struct DeviceStoreTests {
 
     /// Waiting sync jobs for `id`.
     static func waitingJobs(_ db: TestDatabase, _ id: DeviceID) async throws -> Int {
-        try await db.count(
-            "SELECT count(*) FROM pgqueue.jobs WHERE unique_key = \(DeviceJobs.syncUniqueKey(id)) AND state = 'available'")
+        try await db.queue.enqueuedJobs(uniqueKey: DeviceJobs.syncUniqueKey(id)).filter { $0.state == .available }.count
     }
 
     @Test("a handle gets one id per user; the same handle returns the same id, lower- or upper-case hex")
@@ -71,10 +71,8 @@ struct DeviceStoreTests {
                 try Self.registration(alice, .apns, Self.tokenA, tags: ["Politics"]), id: id, owner: alice)
             #expect(second.version == first.version + 1)
             #expect(try await Self.waitingJobs(db, id) == 1, "the second change joins the waiting job")
-            let job = try #require(
-                try await db.client.query(
-                    "SELECT kind, queue FROM pgqueue.jobs WHERE unique_key = \(DeviceJobs.syncUniqueKey(id))"
-                ).decode((String, String).self).first { _ in true })
+            let snapshot = try #require(try await db.queue.enqueuedJobs(uniqueKey: DeviceJobs.syncUniqueKey(id)).first)
+            let job = (snapshot.kind, snapshot.queue)
             #expect(job.0 == DeviceJobs.registrationSync && job.1 == DeviceJobs.queue)
         }
     }
@@ -205,13 +203,9 @@ struct DeviceStoreTests {
             // Three claimed sync jobs (worker w1): a stale sync of a, the current one, and b's.
             let queue = JobQueue(client: db.client, logger: db.logger)
             let jobs = try await queue.enqueue((0..<3).map { NewJob(queue: "test-syncs", kind: "k", argsJSON: #"{"n":\#($0)}"#) })
-            try await db.execute(
-                "UPDATE pgqueue.jobs SET state = 'running', attempt = 1, locked_by = 'w1' WHERE queue = 'test-syncs'")
-            func claimed(_ n: Int) -> ClaimedJob {
-                ClaimedJob(
-                    id: jobs[n].id, queue: "test-syncs", kind: "k", argsJSON: "{}", attempt: 1, maxAttempts: 5, priority: 0,
-                    runAt: Date(), attemptedAt: Date(), createdAt: Date(), lockedBy: "w1")
-            }
+            var claims: [ClaimedJob] = []
+            for job in jobs { claims.append(try await queue.claim(job.id, workerID: "w1")) }
+            func claimed(_ n: Int) -> ClaimedJob { claims[n] }
             let call = DeviceHubCall(
                 deviceID: a, operation: "createOrUpdateRegistration", hubID: "hub-a", httpStatus: 200,
                 durationMilliseconds: 1, trackingID: nil, error: nil)

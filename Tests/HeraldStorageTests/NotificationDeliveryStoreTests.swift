@@ -3,6 +3,7 @@ import HeraldDomain
 import HeraldTestSupport
 import PostgresNIO
 import PostgresQueue
+import PostgresQueueTesting
 import Testing
 
 @testable import HeraldStorage
@@ -28,13 +29,7 @@ struct NotificationDeliveryStoreTests {
 
     /// The `notification.send` job of a hub send (-1 when there is none).
     static func job(_ db: TestDatabase, _ hubSendID: Int64) async throws -> Int64 {
-        let rows = try await db.client.query(
-            """
-            SELECT id FROM pgqueue.jobs
-            WHERE kind = \(NotificationJobs.send) AND (args ->> 'hubSendID')::bigint = \(hubSendID)
-            """, logger: db.logger)
-        for try await id in rows.decode(Int64.self) { return id }
-        return -1
+        try await db.queue.enqueuedJobs(kind: NotificationJobs.send, args: HubSendArgs(hubSendID: hubSendID)).first?.id ?? -1
     }
 
     /// Starts an attempt of `hubSendID` as its job would.
@@ -370,16 +365,11 @@ struct NotificationDeliveryStoreTests {
             let (store, id, sendID) = try await Self.fixture(db)
             let jobID = try await Self.job(db, sendID)
             // Claimed by worker w1, as the executor's claim would.
-            try await db.execute(
-                "UPDATE pgqueue.jobs SET state = 'running', attempt = 1, locked_by = 'w1', attempted_at = now() WHERE id = \(jobID)"
-            )
+            let job = try await db.queue.claim(jobID, workerID: "w1")
             guard case .go(let attempt) = try await Self.begin(db, store, sendID) else {
                 Issue.record("expected a start")
                 return
             }
-            let job = ClaimedJob(
-                id: jobID, queue: "notifications", kind: NotificationJobs.send, argsJSON: "{}", attempt: 1, maxAttempts: 5,
-                priority: 0, runAt: Date(), attemptedAt: Date(), createdAt: Date(), lockedBy: "w1")
             var result = HubSendResult(
                 hubSendID: sendID, notificationID: id, attempt: attempt.attempt, state: .enqueued, httpStatus: 201,
                 decision: .enqueued, startedAt: attempt.startedAt)

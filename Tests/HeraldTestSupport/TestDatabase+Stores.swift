@@ -1,9 +1,13 @@
 public import HeraldStorage
 public import Logging
 public import PostgresNIO
-import PostgresQueue
+public import PostgresQueue
 
 extension TestDatabase {
+    /// A job queue on this test's database, with the default configuration (for
+    /// `PostgresQueueTesting`'s helpers: `enqueuedJobs`, `claim`, `drain`).
+    public var queue: JobQueue { JobQueue(client: client, logger: logger) }
+
     /// Stores on this test's database sharing one new job queue, as an executable builds them.
     public func stores(_ configuration: StorageConfiguration = StorageConfiguration()) -> Stores {
         Self.stores(client: client, logger: logger, configuration)

@@ -3,6 +3,7 @@ import HeraldTestSupport
 import Logging
 import PostgresNIO
 import PostgresQueue
+import PostgresQueueTesting
 import Synchronization
 
 /// Counts how often each job ran, across executors.
@@ -42,16 +43,14 @@ final class Gate: Sendable {
 }
 
 extension TestDatabase {
-    var queue: JobQueue { JobQueue(client: client, logger: logger) }
-
-    /// Rows in the claim table for a queue.
+    /// Jobs in the claim table for a queue.
     func pending(_ queue: String) async throws -> Int {
-        try await count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(queue)")
+        try await self.queue.enqueuedJobs(queue: queue).count
     }
 
-    /// Rows in history for a queue and state.
+    /// Jobs in history for a queue and state.
     func history(_ queue: String, state: String) async throws -> Int {
-        try await count("SELECT count(*) FROM pgqueue.job_history WHERE queue = \(queue) AND state = \(state)")
+        try await self.queue.finishedJobs(queue: queue).filter { $0.state.rawValue == state }.count
     }
 }
 

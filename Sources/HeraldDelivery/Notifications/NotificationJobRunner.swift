@@ -414,8 +414,8 @@ struct NotificationJobRunner: Sendable {
     }
 
     /// Per-PNS counts as stored: `{"apns":{"Success":3}}`, keys sorted. Written with
-    /// `JSONEncoder`: `JSONSerialization` bridged the dictionaries to `NSDictionary` first,
-    /// 5 % of the worker's CPU while telemetry answers came in.
+    /// `JSONEncoder`: `JSONSerialization` bridged the dictionaries to `NSDictionary` first, a
+    /// cost that showed while telemetry answers came in (see docs/benchmarks.md).
     static func countsJSON(_ counts: [PushPlatform: [String: Int]]) -> String {
         var object: [String: [String: Int]] = [:]
         for (platform, values) in counts { object[platform.rawValue] = values }
@@ -450,8 +450,8 @@ struct NotificationJobRunner: Sendable {
 
     /// A job's log context (job, hub send, notification), rendered only when a line is
     /// written. Setting a `Logger`'s metadata makes swift-log's stream handler re-render all of
-    /// it at once, whatever the level: done five times per send, that was about 4% of the
-    /// worker's CPU.
+    /// it at once, whatever the level, and five times per send that showed in the worker's
+    /// profile (see docs/benchmarks.md).
     struct JobLog {
         let logger: Logger
         let job: ClaimedJob

@@ -105,6 +105,7 @@ extension NotificationHubClient {
     ///   - handle: the APNs token, FCM token or WNS channel URI, exactly as registered.
     ///   - top: the page size (the hub's maximum is taken to be 100).
     ///   - continuationToken: from the previous page.
+    ///   - logger: where this call logs (debug only); the client's logger when nil.
     public func registrations(
         forChannel handle: String,
         top: Int? = nil,

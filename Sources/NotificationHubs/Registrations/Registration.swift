@@ -151,8 +151,14 @@ public struct Registration: Sendable, Hashable {
     /// An APNs template registration.
     ///
     /// - Parameters:
+    ///   - deviceToken: the APNs device token (hex).
     ///   - body: APNs JSON with expressions, e.g. `{"aps":{"alert":"$(message)"}}`.
+    ///   - name: the template's name.
+    ///   - expiry: the expiry, a W3C date, `"0"` or an expression.
+    ///   - priority: the priority (`10`, `5`) or an expression.
     ///   - headers: `apns-*` headers (values may be expressions), e.g. `["apns-push-type": "alert"]`.
+    ///   - tags: the registration's tags.
+    ///   - registrationID: the id to create or update at; nil lets the hub choose.
     public static func appleTemplate(
         deviceToken: String,
         body: String,

@@ -164,7 +164,10 @@ public struct PushNotification: Sendable {
     /// A WNS notification with its `X-WNS-Type` (toast, tile and badge are XML; raw is
     /// `application/octet-stream`).
     ///
-    /// - Parameter headers: further `X-WNS-*` headers (e.g. `X-WNS-Cache-Policy`).
+    /// - Parameters:
+    ///   - body: the toast, tile or badge XML, or the raw payload.
+    ///   - type: the `X-WNS-Type`.
+    ///   - headers: further `X-WNS-*` headers (e.g. `X-WNS-Cache-Policy`).
     public static func windows(_ body: String, type: WNSType = .toast, headers: [String: String] = [:])
         -> PushNotification
     {
