@@ -1,6 +1,8 @@
 import Foundation
+import HeraldDomain
 import Logging
 import PostgresNIO
+import PostgresQueue
 
 /// The send path's batched statements, run by the worker for every notification it sends: the
 /// fenced start of attempts, the recording of results (the notifications' locks, the hub sends'
@@ -11,7 +13,7 @@ import PostgresNIO
 ///
 /// Every parameter carries a cast, so the statements prepare with the right types; `''` and
 /// `-1` in the arrays stand for `NULL` (PostgresNIO binds no `NULL` array elements).
-enum SendStatements {
+enum NotificationStatements {
     /// Starts attempts of many hub sends (``NotificationStore/beginAttempts(_:)``): `free` locks
     /// the startable rows no other transaction holds (in id order, skipping the held ones: a
     /// start never waits, so starts cannot queue up behind a slow holder or deadlock with each
@@ -31,7 +33,7 @@ enum SendStatements {
     struct StartAttempts: PostgresPreparedStatement {
         static let name = String(reflecting: Self.self)
 
-        typealias Row = NotificationStore.StartRow
+        typealias Row = NotificationStatements.StartRow
 
         static let sql = """
             WITH free AS (
@@ -198,7 +200,7 @@ enum SendStatements {
             SELECT ord FROM applied
             """
 
-        var columns: NotificationStore.ResultColumns
+        var columns: NotificationStatements.ResultColumns
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 15)
@@ -293,5 +295,341 @@ enum SendStatements {
         }
 
         func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+}
+
+extension NotificationStatements {
+    /// One row of ``beginAttempts(_:)`` (``NotificationStatements/StartAttempts``): a hub send and its
+    /// notification as they were before the statement and, when the fenced start took, what it
+    /// started.
+    struct StartRow {
+        var hubSendID: Int64
+        var notificationID: NotificationID
+        var format: String
+        var tagExpression: String?
+        var deviceHandle: String?
+        var broadcast: Bool
+        /// The hub send's state before the statement.
+        var sendState: String
+        var notificationState: String
+        var deadline: Date
+        var deadlinePassed: Bool
+        /// The started attempt's number (`hub_sends.attempts` after the start); nil when the
+        /// fenced start did not take.
+        var attempt: Int32?
+        /// Whether the row was startable in the statement's snapshot but locked by another
+        /// transaction, so the start skipped it.
+        var busy: Bool
+        /// The body the hub gets (when started).
+        var body: String?
+        /// The notification's options as JSON text (when started).
+        var optionsJSON: String?
+        /// Whether the notification asked for telemetry (when started).
+        var telemetry: Bool?
+        /// Seconds from now to the deadline, on the database clock.
+        var secondsToDeadline: Double
+        /// The database's `now()`: when the attempt started.
+        var now: Date
+
+        init(_ row: PostgresRow) throws {
+            let cells = row.makeRandomAccess()
+            hubSendID = try cells["hub_send_id"].decode(Int64.self)
+            notificationID = try cells["notification_id"].decode(UUID.self)
+            format = try cells["format"].decode(String.self)
+            tagExpression = try cells["tag_expression"].decode(String?.self)
+            deviceHandle = try cells["device_handle"].decode(String?.self)
+            broadcast = try cells["broadcast"].decode(Bool.self)
+            sendState = try cells["send_state"].decode(String.self)
+            notificationState = try cells["notification_state"].decode(String.self)
+            deadline = try cells["deadline"].decode(Date.self)
+            deadlinePassed = try cells["deadline_passed"].decode(Bool.self)
+            attempt = try cells["started_attempt"].decode(Int32?.self)
+            body = try cells["body"].decode(String?.self)
+            optionsJSON = try cells["options"].decode(String?.self)
+            telemetry = try cells["telemetry"].decode(Bool?.self)
+            busy = try cells["busy"].decode(Bool.self)
+            secondsToDeadline = try cells["seconds_to_deadline"].decode(Double.self)
+            now = try cells["now"].decode(Date.self)
+        }
+
+        /// The hub send's format.
+        func sendFormat() throws -> NotificationFormat {
+            try NotificationFormat(stored: format, column: "hub_sends.format")
+        }
+
+        /// The attempt the row started; nil when the fenced start did not take.
+        func startedAttempt() throws -> SendAttempt? {
+            guard let attempt else { return nil }
+            let format = try sendFormat()
+            let options =
+                try optionsJSON.map { try decodeStoredJSON(NotificationOptions.self, $0, column: "notifications.options") }
+                ?? .init()
+            return SendAttempt(
+                hubSendID: hubSendID, notificationID: notificationID, format: format, tagExpression: tagExpression,
+                deviceHandle: deviceHandle, body: body ?? "", options: options, deadline: deadline, attempt: Int(attempt),
+                secondsToDeadline: secondsToDeadline, startedAt: now, broadcast: broadcast, telemetry: telemetry ?? true)
+        }
+    }
+
+    /// The results of ``record(_:)`` as the columns of its `unnest`s: one array per column, in
+    /// the results' order. PostgresNIO binds no NULL array elements: '' and -1 stand for NULL
+    /// (the statements read them back with `NULLIF`).
+    struct ResultColumns {
+        var hubSendIDs: [Int64] = []
+        var notificationIDs: [UUID] = []
+        var kinds: [String] = []
+        var attempts: [Int32] = []
+        var states: [String] = []
+        var statuses: [Int32] = []
+        var hubNotificationIDs: [String] = []
+        var trackingIDs: [String] = []
+        var durations: [Double] = []
+        var errors: [String] = []
+        var decisions: [String] = []
+        var retryAfters: [Int64] = []
+        var telemetry: [String] = []
+        var telemetryNotes: [String] = []
+        /// Seconds since 1970; -1 for none.
+        var startedAts: [Double] = []
+
+        init(_ results: [HubSendResult]) {
+            for result in results {
+                hubSendIDs.append(result.hubSendID)
+                notificationIDs.append(result.notificationID)
+                kinds.append(result.kind.rawValue)
+                attempts.append(Int32(clamping: result.attempt))
+                states.append(result.state.rawValue)
+                statuses.append(Int32(clamping: result.httpStatus ?? -1))
+                hubNotificationIDs.append(result.hubNotificationID ?? "")
+                trackingIDs.append(result.trackingID ?? "")
+                durations.append(result.durationMilliseconds)
+                errors.append(result.error ?? "")
+                decisions.append(result.decision.rawValue)
+                retryAfters.append(result.retryAfterMilliseconds ?? -1)
+                telemetry.append(result.telemetryJSON ?? "")
+                telemetryNotes.append(result.telemetryNote ?? "")
+                startedAts.append(result.startedAt?.timeIntervalSince1970 ?? -1)
+            }
+        }
+    }
+}
+
+/// Notifications prepared for ``NotificationStore/insert(_:sender:throttlePerSecond:on:)``:
+/// one array per column, bound as arrays (one statement per table however many there are).
+struct NotificationRows {
+    var ids: [UUID] = []
+    var targets: [String] = []
+    var contents: [String] = []
+    var options: [String] = []
+    var tags: [String] = []
+    // PostgresNIO binds no NULL array elements: '' stands for NULL in these columns (an
+    // empty key, hash, expression or handle is never valid).
+    var keys: [String] = []
+    var hashes: [String] = []
+    var states: [String] = []
+    var sendAts: [Double] = []  // seconds since 1970; -1 for none
+    var deadlines: [Date] = []
+    /// Whether each notification's hub sends get telemetry polls (``NotificationRequest/telemetry``).
+    var telemetry: [Bool] = []
+    var sendIDs: [UUID] = []
+    var sendFormats: [String] = []
+    var sendExpressions: [String] = []
+    var sendHandles: [String] = []
+    var sendStates: [String] = []
+    var sendBroadcasts: [Bool] = []
+    /// When each scheduled notification's jobs run.
+    var runAt: [UUID: Date] = [:]
+
+    /// Adds a checked request as a new notification with its hub sends; returns its state.
+    mutating func append(
+        _ request: NotificationRequest, idempotencyKey: IdempotencyKey? = nil, requestHash: Data? = nil, now: Date,
+        encoder: JSONEncoder
+    ) throws -> NotificationState {
+        let id = UUID()
+        let state: NotificationState = request.isScheduled(now: now) ? .scheduled : .queued
+        ids.append(id)
+        targets.append(try NotificationStore.json(request.target, encoder))
+        contents.append(try NotificationStore.json(request.content, encoder))
+        options.append(try NotificationStore.json(request.options, encoder))
+        tags.append(try NotificationStore.json(request.target.referencedTags, encoder))
+        keys.append(idempotencyKey?.rawValue ?? "")
+        hashes.append(requestHash.map(NotificationStore.hex) ?? "")
+        states.append(state.rawValue)
+        sendAts.append(request.sendAt?.timeIntervalSince1970 ?? -1)
+        deadlines.append(request.deadline(now: now))
+        telemetry.append(request.telemetry)
+        if state == .scheduled, let sendAt = request.sendAt { runAt[id] = sendAt }
+        for plan in request.hubSends {
+            sendIDs.append(id)
+            sendFormats.append(plan.format.rawValue)
+            sendExpressions.append(plan.tagExpression ?? "")
+            sendHandles.append(plan.deviceHandle ?? "")
+            sendStates.append(state.rawValue)
+            sendBroadcasts.append(plan.broadcast)
+        }
+        return state
+    }
+
+    /// A JSON encoder as the rows want it (sorted keys, so equal content is equal text).
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+}
+
+extension NotificationStatements {
+/// The statement that creates notifications (``NotificationStore/insert(_:sender:throttlePerSecond:on:)``),
+/// prepared (``StatementRunner``): for a request of one notification, parsing and planning were
+/// most of its cost. Every parameter carries a cast, so a `NULL` bound first still prepares with
+/// the right type; `''` and `-1` in the arrays stand for `NULL`.
+    /// Inserts the notifications of ``NotificationRows``, all from one sender, and their hub
+    /// sends, in one statement (one round trip); answers each hub send's id and notification.
+    /// The hub sends' foreign key is checked at the end of the statement, when the
+    /// notifications' rows are there.
+    struct Insert: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
+        typealias Row = (Int64, UUID)
+
+        static let sql = """
+            WITH created AS (
+                INSERT INTO notifications (id, api_key_id, sender_user_id, campaign_run_id, target, content, options,
+                                           tags, idempotency_key, request_hash, state, send_at, deadline, telemetry)
+                SELECT i.id, $1::int8, $2::int8, $3::int8, i.target::jsonb, i.content::jsonb, i.options::jsonb,
+                       ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), NULLIF(i.key, ''),
+                       CASE WHEN i.hash = '' THEN NULL ELSE decode(i.hash, 'hex') END, i.state,
+                       CASE WHEN i.send_at < 0 THEN NULL ELSE to_timestamp(i.send_at) END, i.deadline, i.telemetry
+                FROM unnest($5::uuid[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+                            $12::text[], $13::float8[], $14::timestamptz[], $15::bool[])
+                     AS i(id, target, content, options, tags, key, hash, state, send_at, deadline, telemetry)
+            )
+            INSERT INTO hub_sends (notification_id, format, tag_expression, device_handle, state, broadcast,
+                                   campaign_run_id, campaign_id)
+            SELECT s.id, s.format, NULLIF(s.expression, ''), NULLIF(s.handle, ''), s.state, s.broadcast, $3::int8, $4::int8
+            FROM unnest($16::uuid[], $17::text[], $18::text[], $19::text[], $20::text[], $21::bool[])
+                 AS s(id, format, expression, handle, state, broadcast)
+            RETURNING id, notification_id
+            """
+
+        var rows: NotificationRows
+        var apiKeyID: Int64?
+        var userID: Int64?
+        var runID: Int64?
+        var campaignID: Int64?
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 21)
+            bindings.append(apiKeyID)
+            bindings.append(userID)
+            bindings.append(runID)
+            bindings.append(campaignID)
+            bindings.append(rows.ids)
+            bindings.append(rows.targets)
+            bindings.append(rows.contents)
+            bindings.append(rows.options)
+            bindings.append(rows.tags)
+            bindings.append(rows.keys)
+            bindings.append(rows.hashes)
+            bindings.append(rows.states)
+            bindings.append(rows.sendAts)
+            bindings.append(rows.deadlines)
+            bindings.append(rows.telemetry)
+            bindings.append(rows.sendIDs)
+            bindings.append(rows.sendFormats)
+            bindings.append(rows.sendExpressions)
+            bindings.append(rows.sendHandles)
+            bindings.append(rows.sendStates)
+            bindings.append(rows.sendBroadcasts)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+}
+
+extension NotificationStatements {
+    static let summaryColumns = """
+        id, api_key_id, sender_user_id, state, target::text, tags, send_at, deadline, created_at, updated_at, \
+        finished_at, (extract(epoch FROM created_at) * 1000000)::int8, campaign_run_id, telemetry
+        """
+
+    /// The statement of ``list(state:since:until:tag:sender:cursor:limit:)``: the filter's
+    /// conditions (``NotificationFilter/appendConditions(to:binds:)``), then the cursor's. One row
+    /// more than `limit` tells whether another page follows.
+    static func listQuery(
+        _ filter: NotificationFilter, after position: (Int64, UUID)?, limit: Int
+    ) -> PostgresQuery {
+        var sql = "SELECT \(NotificationStatements.summaryColumns) FROM notifications WHERE true"
+        var binds = PostgresBindings()
+        filter.appendConditions(to: &sql, binds: &binds)
+        if let (micros, id) = position {
+            // The cursor's time goes through interval text so it stays exact to the microsecond.
+            binds.append(String(micros) + " microseconds")
+            let time = binds.count
+            binds.append(id)
+            sql += " AND (created_at, id) < ('epoch'::timestamptz + $\(time)::interval, $\(binds.count))"
+        }
+        binds.append(Int64(limit + 1))
+        sql += " ORDER BY created_at DESC, id DESC LIMIT $\(binds.count)"
+        return PostgresQuery(unsafeSQL: sql, binds: binds)
+    }
+
+    /// Cancels notification `id` if none of its hub sends has gone out: in one transaction,
+
+    static func summary(_ row: PostgresRow) throws -> (NotificationSummary, Int64) {
+        let cells = row.makeRandomAccess()
+        let head = (
+            try cells[0].decode(UUID.self), try cells[1].decode(Int64?.self), try cells[2].decode(Int64?.self),
+            try cells[3].decode(String.self), try cells[4].decode(String.self), try cells[5].decode([String].self)
+        )
+        let tail = (
+            try cells[6].decode(Date?.self), try cells[7].decode(Date.self), try cells[8].decode(Date.self),
+            try cells[9].decode(Date.self), try cells[10].decode(Date?.self), try cells[11].decode(Int64.self)
+        )
+        let target = try JSONDecoder().decode(NotificationTarget.self, from: Data(head.4.utf8))
+        let summary = NotificationSummary(
+            id: head.0, apiKeyID: head.1, senderUserID: head.2, campaignRunID: try cells[12].decode(Int64?.self),
+            state: try NotificationState(stored: head.3, column: "notifications.state"),
+            target: target, tags: head.5, sendAt: tail.0, deadline: tail.1, createdAt: tail.2, updatedAt: tail.3,
+            finishedAt: tail.4, telemetry: try cells[13].decode(Bool.self))
+        return (summary, tail.5)
+    }
+
+
+}
+
+extension NotificationFilter {
+    /// Appends ` AND …` conditions on the `notifications` table to `sql`, with their binds in
+    /// order (columns unqualified, so the statement reads `notifications` without an alias).
+    func appendConditions(to sql: inout String, binds: inout PostgresBindings) {
+        if let state {
+            binds.append(state.rawValue)
+            sql += " AND state = $\(binds.count)"
+        }
+        if let since {
+            binds.append(since)
+            sql += " AND created_at >= $\(binds.count)"
+        }
+        if let until {
+            binds.append(until)
+            sql += " AND created_at < $\(binds.count)"
+        }
+        if let tag {
+            binds.append([tag])
+            sql += " AND tags @> $\(binds.count)::text[]"
+        }
+        switch sender {
+        case .apiKey(let id):
+            binds.append(id)
+            sql += " AND api_key_id = $\(binds.count)"
+        case .user(let id):
+            binds.append(id)
+            sql += " AND sender_user_id = $\(binds.count)"
+        case .campaignRun(let id):
+            binds.append(id)
+            sql += " AND campaign_run_id = $\(binds.count)"
+        case nil: break
+        }
     }
 }

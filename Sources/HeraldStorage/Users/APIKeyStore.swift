@@ -1,28 +1,9 @@
 import Crypto
-public import Foundation
+import Foundation
 public import HeraldDomain
 public import Logging
 public import PostgresNIO
 
-/// A sender API key as operators see it (never the key or its hash).
-public struct APIKeyRecord: Sendable, Hashable {
-    /// Database id.
-    public var id: Int64
-    /// A unique name, e.g. the sending service's.
-    public var name: String
-    /// `hrld_` and the first characters of the key.
-    public var displayPrefix: String
-    /// What the key may do.
-    public var scopes: [APIKeyScope]
-    /// Requests per second allowed per API process; nil: the server's default.
-    public var rateLimitPerSecond: Int?
-    /// When the key was made.
-    public var createdAt: Date
-    /// When the key was last used (updated at most once a minute).
-    public var lastUsedAt: Date?
-    /// When the key was revoked; a revoked key is refused.
-    public var revokedAt: Date?
-}
 
 /// Sender API keys: made and revoked by `heraldctl keys`, checked by the API.
 public struct APIKeyStore: Sendable {
@@ -120,7 +101,7 @@ public struct APIKeyStore: Sendable {
         for try await row in rows.decode((Int64, String, String, [String], Int32?, Date, Date?, Date?).self) {
             records.append(
                 APIKeyRecord(
-                    id: row.0, name: row.1, displayPrefix: row.2, scopes: row.3.compactMap(APIKeyScope.init(rawValue:)),
+                    id: row.0, name: row.1, displayPrefix: row.2, scopes: try row.3.map { text throws(StorageError) in try APIKeyScope(stored: text, column: "api_keys.scopes") },
                     rateLimitPerSecond: row.4.map(Int.init), createdAt: row.5, lastUsedAt: row.6, revokedAt: row.7))
         }
         return records

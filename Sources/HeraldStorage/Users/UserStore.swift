@@ -1,36 +1,7 @@
-public import Foundation
+import Foundation
 import HeraldDomain
 public import Logging
 public import PostgresNIO
-
-/// A device user as operators see it (never with the password hash).
-public struct UserRecord: Sendable, Hashable {
-    /// Database id.
-    public var id: Int64
-    /// Sign-in name; the `username:<name>` tag.
-    public var name: String
-    /// A disabled user cannot sign in.
-    public var disabled: Bool
-    /// False for users known only from a JWT issuer.
-    public var hasPassword: Bool
-    /// When the user was added.
-    public var createdAt: Date
-}
-
-/// What sign-in needs to know about a user.
-public struct UserCredential: Sendable, Hashable {
-    /// Database id.
-    public var id: Int64
-    /// Sign-in name.
-    public var name: String
-    /// The bcrypt hash; nil for users known only from a JWT issuer (they cannot use Basic).
-    public var passwordHash: String?
-    /// A disabled user cannot sign in.
-    public var disabled: Bool
-    /// Changes whenever the password or the disabled flag changes: cached sign-ins are valid
-    /// only while it matches.
-    public var credentialVersion: Int64
-}
 
 /// Users: the people who sign in from the app clients.
 ///
