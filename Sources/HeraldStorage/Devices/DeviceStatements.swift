@@ -91,8 +91,8 @@ enum DeviceStatements {
     /// The count is correlated with the user's row (`u.id`), not with `$2`: PostgreSQL keeps
     /// planning a prepared statement per call while a plan for the given values (a "custom"
     /// plan) looks cheaper than the plan for any values, and with `$2` in the count the
-    /// estimate followed the owner's device count, so 80 % of the calls were planned again
-    /// (`pg_stat_statements` over `scripts/bench-api.sh`). Correlated, both plans cost the same
+    /// estimate followed the owner's device count, so most calls were planned again (see
+    /// docs/benchmarks.md). Correlated, both plans cost the same
     /// and the generic one is kept after the first five calls.
     struct LockForRegistration: PostgresPreparedStatement {
         static let name = String(reflecting: Self.self)

@@ -8,8 +8,8 @@ import PostgresQueue
 /// fenced start of attempts, the recording of results (the notifications' locks, the hub sends'
 /// update with its outcome rows, the notifications' refreshed states) and the telemetry poll's
 /// read. Prepared (``StatementRunner``), PostgreSQL plans each once per connection instead of at
-/// every batch: planning took a fifth of PostgreSQL's time on this path (the start alone 0.84 ms
-/// of planning per batch, measured with `pg_stat_statements` during `bench-send`).
+/// every batch: planning was a large share of PostgreSQL's time on this path (see
+/// docs/benchmarks.md).
 ///
 /// Every parameter carries a cast, so the statements prepare with the right types; `''` and
 /// `-1` in the arrays stand for `NULL` (PostgresNIO binds no `NULL` array elements).
@@ -20,9 +20,8 @@ enum NotificationStatements {
     /// other), each looked up by its key from the batch's own list: a subquery that locks rows
     /// is not flattened into a join, so no statistics can make it a scan of the table. (Joined
     /// to the list instead, with statistics from when every send was finished, PostgreSQL
-    /// estimated one startable row, scanned every hub send, and ran the list once per row:
-    /// 114 ms for a start of 149 among 3,800 sends, seen with `auto_explain` on a database
-    /// whose table had just been emptied; a new installation's first burst is the same.)
+    /// estimated one startable row, scanned every hub send, and ran the list once per row, on a
+    /// database whose table had just been emptied; a new installation's first burst is the same.)
     /// `started` makes the starts; `lost` writes the outcome row of an attempt left in
     /// flight by a worker that stopped; the outer `SELECT` answers the started rows from
     /// `started` and reads the others as they were before the statement (one snapshot), which
@@ -102,7 +101,7 @@ enum NotificationStatements {
         /// The ids of a CTE's rows as one array, read once. Matching each row against it costs
         /// a comparison per pair, made in C; a join with the CTE was planned on estimates of one
         /// row (the CTEs of data-modifying statements), a nested loop that read the CTE again
-        /// for every row: 10 of the statement's 15 ms for a batch of 200 (`auto_explain`).
+        /// for every row, most of the statement's time (see docs/benchmarks.md).
         static func ids(_ cte: String) -> String { "coalesce(array_agg(id), '{}') FROM \(cte)" }
 
         /// Whether the attempt in flight on the row `free` locked was begun by its request's own

@@ -82,8 +82,8 @@ extension NotificationStore {
     public func record(_ results: [HubSendResult]) async throws -> [Bool] {
         guard !results.isEmpty else { return [] }
         let columns = NotificationStatements.ResultColumns(results)
-        // `UUID`'s own order is its bytes', as PostgreSQL orders `uuid` (comparing `uuidString`s
-        // formatted two strings per comparison: 3 % of the worker's CPU samples in a send run).
+        // `UUID`'s own order is its bytes', as PostgreSQL orders `uuid`; comparing `uuidString`s
+        // formats two strings per comparison (see docs/benchmarks.md).
         let lockIDs = Array(Set(columns.notificationIDs)).sorted()
         return try await StorageSQL.transaction(client, logger: logger, "record hub send results", within: wait) { connection in
             _ = try await statements.rows(NotificationStatements.LockNotifications(ids: lockIDs), on: connection, logger: logger)
