@@ -7,10 +7,10 @@ import PackagePlugin
 ///
 /// - `HeraldStorage`: Herald's migrations, `migrations/NNNN_name.sql` at the top of the
 ///   repository, as `embeddedMigrationFiles` (file name and text). The target reaches the folder
-///   through a symbolic link (`Sources/HeraldStorage/Migrations` → `../../migrations`): that
-///   makes the files part of the target as SwiftPM sees it, so adding, editing, renaming or
-///   deleting a migration re-plans the build and re-runs this plugin (a folder outside every
-///   target would be read once and then go stale).
+///   through a symbolic link beside the migration runner (`Sources/HeraldStorage/Migrations/SQL`
+///   → `../../../migrations`): that makes the files part of the target as SwiftPM sees it, so
+///   adding, editing, renaming or deleting a migration re-plans the build and re-runs this plugin
+///   (a folder outside every target would be read once and then go stale).
 /// - `HeraldAPI`: the dashboard's files, `Sources/HeraldAPI/Dashboard/*.{html,css,js,svg}`, as
 ///   `embeddedDashboardFiles` (file name and bytes), which `herald-api` serves at `/dashboard`.
 ///

@@ -69,7 +69,7 @@ struct NotificationCreateTests {
                             """) == (users.count == 1 ? 2 : 4))
                 }
                 let problem = try await TestDatabase.preparedStatementProblem(
-                    ["CreateStatements.Insert", "Enqueue"], prepared: prepared, on: client, logger: db.logger)
+                    ["NotificationStatements.Insert", "Enqueue"], prepared: prepared, on: client, logger: db.logger)
                 #expect(problem == nil, "\(problem ?? "")")
             }
         }

@@ -234,7 +234,7 @@ struct NotificationDeliveryStoreTests {
                 try await connection.query(
                     PostgresQuery(
                         unsafeSQL: "PREPARE start_attempts(bigint[], bigint[], int2[], text, text, text) AS "
-                            + SendStatements.StartAttempts.sql), logger: db.logger)
+                            + NotificationStatements.StartAttempts.sql), logger: db.logger)
                 try await connection.query("BEGIN", logger: db.logger)
                 var plan: [String] = []
                 let explain = try await connection.query(

@@ -38,7 +38,7 @@ struct NotificationSenderStoreTests {
                 INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, http_status, duration_ms,
                                                    decision, retry_after_ms, state, error)
                 VALUES (\(Int64(sendID)), \(id), 'send', 1, 503, 12.5, 'retry', 1000, 'Queued', 'unavailable'),
-                       (\(Int64(sendID)), \(id), 'send', 2, 201, 8, 'completed', NULL, 'Enqueued', NULL)
+                       (\(Int64(sendID)), \(id), 'send', 2, 201, 8, 'enqueued', NULL, 'Enqueued', NULL)
                 """, logger: db.logger)
             let detail = try #require(try await store.notification(id: id))
             #expect(detail.summary.id == id)
@@ -54,7 +54,7 @@ struct NotificationSenderStoreTests {
             #expect(outcomes.map(\.attempt) == [1, 2])
             #expect(outcomes.map(\.httpStatus) == [503, 201])
             #expect(outcomes[0].retryAfterMs == 1000 && outcomes[0].error == "unavailable")
-            #expect(outcomes[1].decision == "completed" && outcomes[1].durationMs == 8)
+            #expect(outcomes[1].decision == .enqueued && outcomes[1].durationMs == 8)
             #expect(detail.hubSends[1].outcomes.isEmpty)
             #expect(try await store.notification(id: UUID()) == nil)
         }
@@ -170,11 +170,11 @@ struct NotificationSenderStoreTests {
             }
             let after = (Int64(1_790_000_000_000_000), UUID())
             let newest = try await plan(
-                NotificationStore.listQuery(NotificationFilter(), after: after, limit: 50))
+                NotificationStatements.listQuery(NotificationFilter(), after: after, limit: 50))
             #expect(newest.contains("Index Scan using notifications_created"), "\(newest)")
             #expect(!newest.contains("Sort"), "the index gives the order: \(newest)")
             let byState = try await plan(
-                NotificationStore.listQuery(NotificationFilter(state: .queued), after: after, limit: 50))
+                NotificationStatements.listQuery(NotificationFilter(state: .queued), after: after, limit: 50))
             #expect(byState.contains("Index Scan using notifications_state_created"), "\(byState)")
             #expect(!byState.contains("Sort"), "\(byState)")
         }

@@ -162,15 +162,15 @@ struct OutcomeBody: Encodable {
 
     init(_ outcome: NotificationOutcomeRecord) {
         attempt = outcome.attempt
-        kind = outcome.kind
+        kind = outcome.kind.rawValue
         httpStatus = outcome.httpStatus
         hubNotificationId = outcome.hubNotificationID
         trackingId = outcome.trackingID
         durationMs = outcome.durationMs
         error = outcome.error
-        decision = outcome.decision
+        decision = outcome.decision.rawValue
         retryAfterMs = outcome.retryAfterMs
-        state = outcome.state
+        state = outcome.state.rawValue
         telemetry = outcome.telemetryJSON.flatMap { JSONValue.parse($0) }
         at = outcome.at
         startedAt = outcome.startedAt

@@ -213,7 +213,7 @@ struct StatsBody: Encodable {
         campaignRuns = stats.campaignRuns.map {
             Run(
                 campaignId: String($0.campaignID), campaignName: $0.campaignName, runId: String($0.runID), slot: $0.slot,
-                state: $0.state, hubSends: $0.hubSends, finishedHubSends: $0.finishedHubSends)
+                state: $0.state.rawValue, hubSends: $0.hubSends, finishedHubSends: $0.finishedHubSends)
         }
     }
 
@@ -269,7 +269,7 @@ struct FailuresBody: Encodable {
         to = report.to
         groups = report.groups.map {
             Group(
-                cause: Cause(httpStatus: Nullable($0.httpStatus), error: Nullable($0.error)), decision: $0.decision,
+                cause: Cause(httpStatus: Nullable($0.httpStatus), error: Nullable($0.error)), decision: $0.decision.rawValue,
                 count: $0.count, notifications: $0.notifications, lastAt: $0.lastAt,
                 sampleNotificationIds: $0.sampleNotificationIDs.map { $0.uuidString.lowercased() })
         }

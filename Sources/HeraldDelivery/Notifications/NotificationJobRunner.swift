@@ -83,6 +83,11 @@ struct NotificationJobRunner: Sendable {
             // instead of counting it lost. A retry would use up an attempt and write it off.
             log.write(.warning, "herald.send.start_unanswered", ["error": "\(error)"])
             return .snooze(.seconds(1) + .milliseconds(Int64.random(in: 0...500)))
+        } catch let error as StorageError where error.code == .corruptRow {
+            // A stored value this build does not know (the error names the column and the value):
+            // no retry can mend the row, and nothing goes to the hub.
+            log.write(.error, "herald.send.corrupt_row", ["error": "\(error)"])
+            return .discard(reason: error.message)
         }
         switch start {
         case .go(let started): attempt = started

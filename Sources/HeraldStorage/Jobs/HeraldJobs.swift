@@ -50,8 +50,8 @@ extension NewJob {
 extension HubSendArgs {
     /// The arguments as job JSON, `{"hubSendID":42}`: what `JSONEncoder` writes for them, built
     /// without it. A bulk create enqueues up to a thousand send jobs at once, and
-    /// `JSONEncoder` took about ten times as long for them as this (about 1 ms against 0.1 ms
-    /// per thousand). `ClaimedJob.decodeArgs` reads it back into the same arguments (tested in
+    /// `JSONEncoder` was far slower for them than this (see docs/benchmarks.md).
+    /// `ClaimedJob.decodeArgs` reads it back into the same arguments (tested in
     /// `HeraldJobsTests`); change it together with ``HubSendArgs``'s fields.
     var jobJSON: String {
         guard let campaign = throttledCampaignID else { return #"{"hubSendID":\#(hubSendID)}"# }
@@ -62,7 +62,7 @@ extension HubSendArgs {
 extension DeviceSyncArgs {
     /// The arguments as job JSON, `{"deviceID":"…"}` (the id's lower-case form): what
     /// `JSONEncoder` writes for them, built without it. Every device write enqueues one, and
-    /// `JSONEncoder` was about 1 % of herald-api's samples under device `PUT`s. Read back by
+    /// `JSONEncoder` showed in herald-api's profile under device `PUT`s (see docs/benchmarks.md). Read back by
     /// `ClaimedJob.decodeArgs` (tested in `HeraldJobsTests`); change it together with
     /// ``DeviceSyncArgs``'s fields.
     var jobJSON: String { #"{"deviceID":"\#(deviceID)"}"# }

@@ -206,32 +206,3 @@ public struct MigrationRunner: Sendable {
         }
     }
 }
-
-extension StorageError {
-    /// Maps a PostgresNIO error to a one-line, secret-free storage error.
-    public static func from(_ error: PSQLError, action: String) -> StorageError {
-        switch error.code {
-        case .server:
-            let state = error.serverInfo?[.sqlState] ?? "?"
-            let message = error.serverInfo?[.message] ?? "server error"
-            if state == "28P01" || state == "28000" {
-                return StorageError(.unavailable, "could not \(action): the database rejected the credentials", underlying: error)
-            }
-            if state == "3D000" {
-                return StorageError(.unavailable, "could not \(action): the database does not exist", underlying: error)
-            }
-            // Class 57 (the server shutting down or restarting: 57P01 admin shutdown, 57P02 crash
-            // shutdown, 57P03 cannot connect now) and class 08 (connection exceptions): the
-            // database is going away or not back yet, which is an outage, not a bad statement.
-            if state.hasPrefix("57") || state.hasPrefix("08") {
-                return StorageError(
-                    .unavailable, "could not \(action): the database is restarting or unreachable (SQLSTATE \(state))",
-                    underlying: error)
-            }
-            return StorageError(.query, "could not \(action): \(message) (SQLSTATE \(state))", underlying: error)
-        default:
-            return StorageError(
-                .unavailable, "could not \(action): the database is unreachable (\(error.code))", underlying: error)
-        }
-    }
-}

@@ -18,7 +18,7 @@ public struct NotificationStore: Sendable {
     public let maxSendAttempts: Int16
     /// The longest one operation waits for the database (``StorageConfiguration/databaseWait``).
     let wait: Duration
-    /// Runs the send path's statements (``SendStatements``), prepared or not
+    /// Runs the send path's statements (``NotificationStatements``), prepared or not
     /// (``StorageConfiguration/preparedStatements``).
     let statements: StatementRunner
 
@@ -48,9 +48,9 @@ public struct NotificationStore: Sendable {
         var sendStates: [NotificationID: [NotificationState]] = [:]
         for id in ids { sendStates[id] = [] }
         let rows = try await statements.rows(
-            SendStatements.HubSendStates(notificationIDs: ids), on: connection, logger: logger)
+            NotificationStatements.HubSendStates(notificationIDs: ids), on: connection, logger: logger)
         for (id, text) in rows {
-            if let state = NotificationState(rawValue: text) { sendStates[id, default: []].append(state) }
+            sendStates[id, default: []].append(try NotificationState(stored: text, column: "hub_sends.state"))
         }
         var states: [NotificationID: NotificationState] = [:]
         var updateIDs: [UUID] = [], updateStates: [String] = [], finals: [Bool] = []
@@ -62,7 +62,7 @@ public struct NotificationStore: Sendable {
             finals.append(state.isFinal)
         }
         _ = try await statements.rows(
-            SendStatements.SetNotificationStates(ids: updateIDs, states: updateStates, finals: finals), on: connection,
+            NotificationStatements.SetNotificationStates(ids: updateIDs, states: updateStates, finals: finals), on: connection,
             logger: logger)
         return states
     }

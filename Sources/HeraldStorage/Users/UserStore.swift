@@ -1,36 +1,7 @@
-public import Foundation
+import Foundation
 import HeraldDomain
 public import Logging
 public import PostgresNIO
-
-/// A device user as operators see it (never with the password hash).
-public struct UserRecord: Sendable, Hashable {
-    /// Database id.
-    public var id: Int64
-    /// Sign-in name; the `username:<name>` tag.
-    public var name: String
-    /// A disabled user cannot sign in.
-    public var disabled: Bool
-    /// False for users known only from a JWT issuer.
-    public var hasPassword: Bool
-    /// When the user was added.
-    public var createdAt: Date
-}
-
-/// What sign-in needs to know about a user.
-public struct UserCredential: Sendable, Hashable {
-    /// Database id.
-    public var id: Int64
-    /// Sign-in name.
-    public var name: String
-    /// The bcrypt hash; nil for users known only from a JWT issuer (they cannot use Basic).
-    public var passwordHash: String?
-    /// A disabled user cannot sign in.
-    public var disabled: Bool
-    /// Changes whenever the password or the disabled flag changes: cached sign-ins are valid
-    /// only while it matches.
-    public var credentialVersion: Int64
-}
 
 /// Users: the people who sign in from the app clients.
 ///
@@ -66,23 +37,15 @@ public struct UserStore: Sendable {
         let name = try UserName.validated(name)
         return try await StorageSQL.run("add user", within: wait) {
             // No conflict target: the unique index on lower(name) is the one that matters.
-            let rows = try await client.query(
-                """
-                INSERT INTO users (name, password_hash) VALUES (\(name), \(passwordHash))
-                ON CONFLICT DO NOTHING
-                RETURNING id, name, disabled, password_hash IS NOT NULL, created_at
-                """, logger: logger)
-            for try await row in rows.decode((Int64, String, Bool, Bool, Date).self) {
-                return UserRecord(id: row.0, name: row.1, disabled: row.2, hasPassword: row.3, createdAt: row.4)
-            }
+            let rows = try await client.query(UserStatements.add(name: name, passwordHash: passwordHash), logger: logger)
+            for try await row in rows { return try UserStatements.user(row) }
             throw try await nameTaken(name)
         }
     }
 
     /// The refusal of a name that is taken, naming the user that holds it.
     private func nameTaken(_ name: String) async throws -> DomainError {
-        let rows = try await client.query(
-            "SELECT name FROM users WHERE lower(name) = lower(\(name))", logger: logger)
+        let rows = try await client.query(UserStatements.holder(ofName: name), logger: logger)
         var holder = name
         for try await existing in rows.decode(String.self) { holder = existing }
         let message =
@@ -95,13 +58,9 @@ public struct UserStore: Sendable {
     /// Every user, by name.
     public func list() async throws -> [UserRecord] {
         try await StorageSQL.run("list users", within: wait) {
-            let rows = try await client.query(
-                "SELECT id, name, disabled, password_hash IS NOT NULL, created_at FROM users ORDER BY name",
-                logger: logger)
+            let rows = try await client.query(UserStatements.list(), logger: logger)
             var users: [UserRecord] = []
-            for try await row in rows.decode((Int64, String, Bool, Bool, Date).self) {
-                users.append(UserRecord(id: row.0, name: row.1, disabled: row.2, hasPassword: row.3, createdAt: row.4))
-            }
+            for try await row in rows { users.append(try UserStatements.user(row)) }
             return users
         }
     }
@@ -111,11 +70,7 @@ public struct UserStore: Sendable {
     @discardableResult
     public func setDisabled(name: String, _ disabled: Bool) async throws -> Bool {
         try await StorageSQL.run("update user", within: wait) {
-            let rows = try await client.query(
-                """
-                UPDATE users SET disabled = \(disabled), credential_version = credential_version + 1
-                WHERE name = \(name) RETURNING id
-                """, logger: logger)
+            let rows = try await client.query(UserStatements.setDisabled(name: name, disabled), logger: logger)
             for try await _ in rows { return true }
             return false
         }
@@ -126,11 +81,7 @@ public struct UserStore: Sendable {
     public func setPassword(name: String, passwordHash: String) async throws -> Bool {
         try await StorageSQL.run("update user", within: wait) {
             let rows = try await client.query(
-                """
-                UPDATE users SET password_hash = \(passwordHash), password_changed_at = now(),
-                    credential_version = credential_version + 1
-                WHERE name = \(name) RETURNING id
-                """, logger: logger)
+                UserStatements.setPassword(name: name, passwordHash: passwordHash), logger: logger)
             for try await _ in rows { return true }
             return false
         }
@@ -156,8 +107,7 @@ public struct UserStore: Sendable {
         try await StorageSQL.run("add user", within: wait) {
             // No conflict target: a racing insert of the same name, or a name differing only
             // in case, adds nothing; the read below tells them apart.
-            try await client.query(
-                "INSERT INTO users (name, password_hash) VALUES (\(name), NULL) ON CONFLICT DO NOTHING", logger: logger)
+            try await client.query(UserStatements.addExternal(name: name), logger: logger)
         }
         if let added = try await credential(name: name) { return added }
         throw try await StorageSQL.run("read user", within: wait) { try await nameTaken(name) }

@@ -1,28 +1,9 @@
 import Crypto
-public import Foundation
+import Foundation
 public import HeraldDomain
 public import Logging
 public import PostgresNIO
 
-/// A sender API key as operators see it (never the key or its hash).
-public struct APIKeyRecord: Sendable, Hashable {
-    /// Database id.
-    public var id: Int64
-    /// A unique name, e.g. the sending service's.
-    public var name: String
-    /// `hrld_` and the first characters of the key.
-    public var displayPrefix: String
-    /// What the key may do.
-    public var scopes: [APIKeyScope]
-    /// Requests per second allowed per API process; nil: the server's default.
-    public var rateLimitPerSecond: Int?
-    /// When the key was made.
-    public var createdAt: Date
-    /// When the key was last used (updated at most once a minute).
-    public var lastUsedAt: Date?
-    /// When the key was revoked; a revoked key is refused.
-    public var revokedAt: Date?
-}
 
 /// Sender API keys: made and revoked by `heraldctl keys`, checked by the API.
 public struct APIKeyStore: Sendable {
@@ -57,14 +38,11 @@ public struct APIKeyStore: Sendable {
         let key = APIKeyFormat.generate()
         let record = try await StorageSQL.run("create an API key", within: wait) { () -> APIKeyRecord? in
             let rows = try await client.query(
-                """
-                INSERT INTO api_keys (name, key_hash, display_prefix, scopes, rate_limit_per_second)
-                VALUES (\(name), \(Self.hash(key)), \(APIKeyFormat.display(key)), \(scopes.map(\.rawValue)),
-                        \(rateLimitPerSecond.map(Int32.init(clamping:))))
-                ON CONFLICT (name) DO NOTHING
-                RETURNING \(unescaped: Self.columns)
-                """, logger: logger)
-            return try await Self.records(rows).first
+                try APIKeyStatements.create(
+                    name: name, hash: Self.hash(key), displayPrefix: APIKeyFormat.display(key),
+                    scopes: scopes.map(\.rawValue), rateLimit: rateLimitPerSecond.map(Int32.init(clamping:))),
+                logger: logger)
+            return try await APIKeyStatements.records(rows).first
         }
         guard let record else {
             throw DomainError(code: .keyExists, message: "an API key named \(name) already exists", kind: .conflict)
@@ -75,8 +53,7 @@ public struct APIKeyStore: Sendable {
     /// Every key, revoked ones included, by name.
     public func list() async throws -> [APIKeyRecord] {
         try await StorageSQL.run("list API keys", within: wait) {
-            try await Self.records(
-                try await client.query("SELECT \(unescaped: Self.columns) FROM api_keys ORDER BY name", logger: logger))
+            try await APIKeyStatements.records(try await client.query(APIKeyStatements.list(), logger: logger))
         }
     }
 
@@ -84,9 +61,7 @@ public struct APIKeyStore: Sendable {
     @discardableResult
     public func revoke(name: String) async throws -> Bool {
         try await StorageSQL.run("revoke an API key", within: wait) {
-            let rows = try await client.query(
-                "UPDATE api_keys SET revoked_at = now() WHERE name = \(name) AND revoked_at IS NULL RETURNING id",
-                logger: logger)
+            let rows = try await client.query(APIKeyStatements.revoke(name: name), logger: logger)
             for try await _ in rows { return true }
             return false
         }
@@ -98,31 +73,10 @@ public struct APIKeyStore: Sendable {
     public func authenticate(_ key: String) async throws -> APIKeyRecord? {
         guard APIKeyFormat.isWellFormed(key) else { return nil }
         return try await StorageSQL.run("check an API key", within: wait) {
-            let rows = try await client.query(
-                """
-                UPDATE api_keys SET last_used_at = CASE
-                    WHEN last_used_at IS NULL OR last_used_at < now() - interval '1 minute' THEN now()
-                    ELSE last_used_at END
-                WHERE key_hash = \(Self.hash(key)) AND revoked_at IS NULL
-                RETURNING \(unescaped: Self.columns)
-                """, logger: logger)
-            return try await Self.records(rows).first
+            let rows = try await client.query(try APIKeyStatements.authenticate(hash: Self.hash(key)), logger: logger)
+            return try await APIKeyStatements.records(rows).first
         }
     }
 
     static func hash(_ key: String) -> Data { Data(SHA256.hash(data: Data(key.utf8))) }
-
-    static let columns =
-        "id, name, display_prefix, scopes, rate_limit_per_second, created_at, last_used_at, revoked_at"
-
-    static func records(_ rows: PostgresRowSequence) async throws -> [APIKeyRecord] {
-        var records: [APIKeyRecord] = []
-        for try await row in rows.decode((Int64, String, String, [String], Int32?, Date, Date?, Date?).self) {
-            records.append(
-                APIKeyRecord(
-                    id: row.0, name: row.1, displayPrefix: row.2, scopes: row.3.compactMap(APIKeyScope.init(rawValue:)),
-                    rateLimitPerSecond: row.4.map(Int.init), createdAt: row.5, lastUsedAt: row.6, revokedAt: row.7))
-        }
-        return records
-    }
 }

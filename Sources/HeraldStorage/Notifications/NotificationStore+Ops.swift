@@ -1,67 +1,8 @@
-public import Foundation
-public import HeraldDomain
+import Foundation
+import HeraldDomain
 import Logging
 import PostgresNIO
 import PostgresQueue
-
-/// Which notifications the ops console's bulk cancel takes.
-public enum NotificationSelection: Sendable, Hashable {
-    /// Every notification the filter matches (at least one field set).
-    case filter(NotificationFilter)
-    /// These notifications (at most ``NotificationStore/maxActionIDs``).
-    case ids([NotificationID])
-}
-
-/// Which hub sends the ops console's retry takes.
-public enum HubSendSelection: Sendable, Hashable {
-    /// A failure group as `GET /v1/failures` lists it (``StatsStore/failures(window:)``): hub sends
-    /// still `Abandoned` whose latest final outcome (decision `abandoned`) was recorded in
-    /// `window` (from the start of its first bucket, as the failures read it), with this cause.
-    /// `httpStatus` and `error`: nil does not filter; `.some(nil)` is "no answer" / "no error text".
-    case failureGroup(window: StatsWindow, httpStatus: Int??, error: String??)
-    /// These hub sends (at most ``NotificationStore/maxActionIDs``).
-    case ids([Int64])
-}
-
-/// Who acts: an API key (an `admin` key acts on every notification, any other on its own).
-public struct OpsActor: Sendable, Hashable {
-    /// The API key's id (the audit row's `api_key_id`).
-    public var apiKeyID: Int64
-    /// Whether the key has the `admin` scope.
-    public var isAdmin: Bool
-
-    /// Creates an actor.
-    public init(apiKeyID: Int64, isAdmin: Bool) {
-        self.apiKeyID = apiKeyID
-        self.isAdmin = isAdmin
-    }
-}
-
-/// What a bulk cancel did (or, in a dry run, would do).
-public struct BulkCancelResult: Sendable, Hashable {
-    /// Notifications the selection matched that are not cancelled already.
-    public var matched: Int
-    /// Notifications cancelled (every hub send was still waiting).
-    public var cancelled: Int
-    /// Matched notifications of which a hub send has gone out or is going out.
-    public var notCancellable: Int
-    /// Waiting notifications were left for another call (over ``NotificationStore/maxActionItems``).
-    public var more: Bool
-}
-
-/// What a hub-send retry did (or, in a dry run, would do).
-public struct HubSendRetryResult: Sendable, Hashable {
-    /// Hub sends the selection matched.
-    public var matched: Int
-    /// Hub sends put back to `Queued` with a new `notification.send` job.
-    public var retried: Int
-    /// Abandoned hub sends whose notification's deadline has passed: never sent late.
-    public var deadlinePassed: Int
-    /// Matched hub sends that are not `Abandoned` (any more), or whose notification was cancelled.
-    public var notAbandoned: Int
-    /// Matching hub sends were left for another call (over ``NotificationStore/maxActionItems``).
-    public var more: Bool
-}
 
 extension NotificationStore {
     /// The most notifications (or hub sends) one ops action changes; the answer's `more` says
@@ -269,7 +210,7 @@ extension NotificationStore {
             client, logger: logger, "retry hub sends", within: StorageSQL.maintenanceDeadline
         ) { connection in
             var from: Date?
-            if let groupWindow { from = try await StatsStore.bounds(of: groupWindow, on: connection, logger: logger).0 }
+            if let groupWindow { from = try await StatsStatements.bounds(of: groupWindow, on: connection, logger: logger).0 }
             var candidates: [(id: Int64, notification: UUID, state: String, late: Bool, cancelled: Bool)] = []
             for try await row in try await connection.query(candidateQuery(from), logger: logger).decode(
                 (Int64, UUID, String, Bool, Bool).self)

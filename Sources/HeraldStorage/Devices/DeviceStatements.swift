@@ -1,15 +1,8 @@
 import Foundation
+import HeraldDomain
 import Logging
 import PostgresNIO
 import PostgresQueue
-
-/// Runs the stores' hot statements (the device `PUT`, the sign-in lookup, the device sync, the
-/// send path) as named prepared statements: PostgresNIO parses and plans each once per
-/// connection, where an unnamed statement is parsed and planned at every execution. With
-/// prepared statements off (``StorageConfiguration/preparedStatements``, for a transaction
-/// pooler such as PgBouncer before 1.21) the same SQL and bindings run unnamed. The queue's
-/// runner, so the stores and the queue's own statements follow the same setting the same way.
-typealias StatementRunner = PreparedStatementRunner
 
 /// The device `PUT`'s and the device sync's statements. Every parameter carries a cast, so a
 /// `NULL` bound first (its type unknown to PostgresNIO) still prepares with the right type.
@@ -98,8 +91,8 @@ enum DeviceStatements {
     /// The count is correlated with the user's row (`u.id`), not with `$2`: PostgreSQL keeps
     /// planning a prepared statement per call while a plan for the given values (a "custom"
     /// plan) looks cheaper than the plan for any values, and with `$2` in the count the
-    /// estimate followed the owner's device count, so 80 % of the calls were planned again
-    /// (`pg_stat_statements` over `scripts/bench-api.sh`). Correlated, both plans cost the same
+    /// estimate followed the owner's device count, so most calls were planned again (see
+    /// docs/benchmarks.md). Correlated, both plans cost the same
     /// and the generic one is kept after the first five calls.
     struct LockForRegistration: PostgresPreparedStatement {
         static let name = String(reflecting: Self.self)
@@ -287,7 +280,7 @@ enum DeviceStatements {
 
         typealias Row = DeviceRecord
 
-        static let sql = "SELECT \(DeviceStore.columns) FROM devices WHERE id = $1::uuid"
+        static let sql = "SELECT \(DeviceStatements.columns) FROM devices WHERE id = $1::uuid"
 
         var id: UUID
 
@@ -297,7 +290,7 @@ enum DeviceStatements {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> DeviceRecord { try DeviceStore.record(row) }
+        func decodeRow(_ row: PostgresRow) throws -> DeviceRecord { try DeviceStatements.record(row) }
     }
 
     /// The devices with any of the ids, deleted or not (``DeviceSyncReader``'s batches).
@@ -306,7 +299,7 @@ enum DeviceStatements {
 
         typealias Row = DeviceRecord
 
-        static let sql = "SELECT \(DeviceStore.columns) FROM devices WHERE id = ANY($1::uuid[])"
+        static let sql = "SELECT \(DeviceStatements.columns) FROM devices WHERE id = ANY($1::uuid[])"
 
         var ids: [UUID]
 
@@ -316,7 +309,7 @@ enum DeviceStatements {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> DeviceRecord { try DeviceStore.record(row) }
+        func decodeRow(_ row: PostgresRow) throws -> DeviceRecord { try DeviceStatements.record(row) }
     }
 
     /// The hub calls of a sync attempt as the columns of an `unnest` (PostgresNIO binds no
@@ -485,25 +478,50 @@ enum DeviceStatements {
     }
 }
 
-/// The sign-in lookup every device request makes.
-enum UserStatements {
-    /// The credential of the user with a name.
-    struct CredentialByName: PostgresPreparedStatement {
-        static let name = String(reflecting: Self.self)
+extension DeviceStatements {
+    static let columns = """
+        id, user_id, kind, platform, handle, tags, template_body, template_headers::text AS template_headers,
+        installation_id, templates::text AS templates, hub_registration_id, hub_expires_at, sync_state, last_error,
+        version, synced_version, deleted_at, created_at, updated_at, synced_at
+        """
 
-        typealias Row = (Int64, String, String?, Bool, Int64)
+    static func records(_ rows: PostgresRowSequence) async throws -> [DeviceRecord] {
+        var records: [DeviceRecord] = []
+        for try await row in rows { records.append(try record(row)) }
+        return records
+    }
 
-        static let sql =
-            "SELECT id, name, password_hash, disabled, credential_version FROM users WHERE name = $1::text"
-
-        var name: String
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            bindings.append(name)
-            return bindings
+    /// The device in a row of ``columns``.
+    static func record(_ row: PostgresRow) throws -> DeviceRecord {
+        let r = row.makeRandomAccess()
+        let templateBody = try r["template_body"].decode(String?.self)
+        let headers = try r["template_headers"].decode(String?.self).map {
+            try JSONDecoder().decode([String: String].self, from: Data($0.utf8))
         }
-
-        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+        let templates = try r["templates"].decode(String?.self).map {
+            try JSONDecoder().decode([String: InstallationTemplateSpec].self, from: Data($0.utf8))
+        }
+        return DeviceRecord(
+            id: DeviceID(try r["id"].decode(UUID.self)),
+            userID: try r["user_id"].decode(Int64.self),
+            kind: try DeviceKind(stored: try r["kind"].decode(String.self), column: "devices.kind"),
+            platform: try r["platform"].decode(String?.self).map { text throws(StorageError) in
+                try Platform(stored: text, column: "devices.platform")
+            },
+            handle: try r["handle"].decode(String.self),
+            tags: try r["tags"].decode([String].self),
+            template: templateBody.map { DeviceTemplate(body: $0, headers: headers ?? [:]) },
+            installationID: try r["installation_id"].decode(String?.self),
+            templates: templates ?? [:],
+            hubRegistrationID: try r["hub_registration_id"].decode(String?.self),
+            hubExpiresAt: try r["hub_expires_at"].decode(Date?.self),
+            syncState: try DeviceSyncState(stored: try r["sync_state"].decode(String.self), column: "devices.sync_state"),
+            lastError: try r["last_error"].decode(String?.self),
+            version: try r["version"].decode(Int64.self),
+            syncedVersion: try r["synced_version"].decode(Int64?.self),
+            deletedAt: try r["deleted_at"].decode(Date?.self),
+            createdAt: try r["created_at"].decode(Date.self),
+            updatedAt: try r["updated_at"].decode(Date.self),
+            syncedAt: try r["synced_at"].decode(Date?.self))
     }
 }

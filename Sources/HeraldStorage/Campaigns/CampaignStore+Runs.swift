@@ -1,0 +1,209 @@
+import Foundation
+public import HeraldDomain
+import Logging
+import PostgresNIO
+import PostgresQueue
+
+extension CampaignStore {
+    // MARK: Runs
+
+    /// A campaign's runs, newest first, in keyset pages, with live counts for the runs still
+    /// going (one batched read) and stored counts for finished ones.
+    public func runs(campaignID: CampaignID, cursor: String? = nil, limit: Int? = nil) async throws -> CampaignRunPage {
+        let limit = try PageCursor.pageSize(limit, default: Self.defaultPageSize, max: Self.maxPageSize)
+        let before = try cursor.map(PageCursor.id(of:)) ?? Int64.max
+        return try await StorageSQL.run("list campaign runs", within: wait) {
+            var runs: [CampaignRun] = []
+            for try await row in try await client.query(
+                """
+                SELECT \(unescaped: CampaignStatements.runColumns) FROM campaign_runs r
+                WHERE r.campaign_id = \(campaignID) AND r.id < \(before)
+                ORDER BY r.id DESC LIMIT \(Int64(limit + 1))
+                """, logger: logger)
+            {
+                runs.append(try CampaignStatements.run(row))
+            }
+            var next: String?
+            if runs.count > limit {
+                runs.removeLast()
+                next = runs.last.map { PageCursor.make(id: $0.id) }
+            }
+            try await Self.fillLiveCounts(&runs, logger: logger, client: client)
+            return CampaignRunPage(runs: runs, nextCursor: next)
+        }
+    }
+
+    /// Run `runID` of campaign `campaignID` with live counts while it runs; nil when there is none.
+    public func run(campaignID: CampaignID, runID: CampaignRunID) async throws -> CampaignRun? {
+        try await StorageSQL.run("read a campaign run", within: wait) {
+            try await client.withConnection { connection in
+                var found: CampaignRun?
+                for try await row in try await connection.query(
+                    """
+                    SELECT \(unescaped: CampaignStatements.runColumns) FROM campaign_runs r
+                    WHERE r.id = \(runID) AND r.campaign_id = \(campaignID)
+                    """, logger: logger)
+                {
+                    found = try CampaignStatements.run(row)
+                }
+                guard let run = found else { return nil }
+                var runs = [run]
+                try await Self.fillLiveCounts(&runs, logger: logger, connection: connection)
+                runs[0].waves = try await Self.waves(of: runID, on: connection, logger: logger)
+                return runs[0]
+            }
+        }
+    }
+
+    /// Cancels a run: its hub sends that have not started (waiting, not in flight) become
+    /// `Cancelled` and never reach the hub; sends already in flight finish. The run ends
+    /// `Cancelled` with its counts. Cancelling a final run other than a cancelled one is
+    /// `DomainError` `not_cancellable` (409); cancelling twice succeeds again.
+    public func cancelRun(campaignID: CampaignID, runID: CampaignRunID) async throws -> CampaignRun {
+        try await StorageSQL.transaction(client, logger: logger, "cancel a campaign run", within: wait) { connection in
+            var found: (String, [NotificationID])?
+            for try await row in try await connection.query(
+                """
+                SELECT r.state, array(SELECT n.id FROM notifications n WHERE n.campaign_run_id = r.id ORDER BY n.id)
+                FROM campaign_runs r WHERE r.id = \(runID) AND r.campaign_id = \(campaignID) FOR UPDATE
+                """, logger: logger
+            ).decode((String, [UUID]).self) {
+                found = row
+            }
+            guard let (state, notificationIDs) = found else {
+                throw DomainError(code: .notFound, message: "campaign \(campaignID) has no run \(runID)", kind: .notFound)
+            }
+            if state != CampaignRunState.running.rawValue, state != CampaignRunState.cancelled.rawValue {
+                throw DomainError(
+                    code: .notCancellable, message: "the run is \(state): nothing is left to cancel", kind: .conflict)
+            }
+            // Every notification of the run: a local-time run's waves that have not gone out yet
+            // (still waiting for their instant) are cancelled whole.
+            if state == CampaignRunState.running.rawValue {
+                for notificationID in notificationIDs {
+                    guard try await NotificationStore.lockNotification(notificationID, on: connection, logger: logger) else {
+                        throw StorageError(.query, "run \(runID)'s notification vanished")
+                    }
+                    _ = try await NotificationStore.cancelWaitingSends(of: notificationID, on: connection, logger: logger)
+                    try await NotificationStore.refreshState(of: notificationID, on: connection, logger: logger)
+                }
+            }
+            try await connection.query(
+                """
+                UPDATE campaign_runs SET state = 'Cancelled', finished_at = coalesce(finished_at, now())
+                WHERE id = \(runID)
+                """, logger: logger)
+            let counts = try await CampaignStatements.liveCounts(of: [runID], on: connection, logger: logger)[runID] ?? .empty
+            for try await row in try await connection.query(
+                "SELECT \(unescaped: CampaignStatements.runColumns) FROM campaign_runs r WHERE r.id = \(runID)", logger: logger)
+            {
+                var run = try CampaignStatements.run(row)
+                run.counts = counts
+                run.waves = try await Self.waves(of: runID, on: connection, logger: logger)
+                return run
+            }
+            throw StorageError(.query, "run \(runID) vanished")
+        }
+    }
+
+    /// Ends running runs whose notification is final (`Completed`, or `PartiallyFailed` when a
+    /// hub send failed), storing their counts; and stores the final counts of cancelled runs
+    /// once nothing of theirs is in flight. Returns how many running runs it ended, by state.
+    public func settleRuns(limit: Int = 100) async throws -> [CampaignRunState: Int] {
+        try await StorageSQL.transaction(client, logger: logger, "settle campaign runs", within: wait) { connection in
+            var ids: [Int64] = []
+            var failed: [Int64: Bool] = [:]
+            var cancelled: Set<Int64> = []
+            // Running runs whose notifications (one, or one per wave of a local-time run) are
+            // all final, and cancelled ones whose last sends (in flight when the run was
+            // cancelled) have ended and whose counts are not stored.
+            for try await (id, runState, states) in try await connection.query(
+                """
+                SELECT r.id, r.state, array(SELECT n.state FROM notifications n WHERE n.campaign_run_id = r.id)
+                FROM campaign_runs r
+                WHERE (r.state = 'Running' OR (r.state = 'Cancelled' AND r.counts IS NULL))
+                  AND EXISTS (SELECT 1 FROM notifications n WHERE n.campaign_run_id = r.id)
+                  AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.campaign_run_id = r.id AND n.finished_at IS NULL)
+                ORDER BY r.id LIMIT \(Int64(limit)) FOR UPDATE OF r SKIP LOCKED
+                """, logger: logger
+            ).decode((Int64, String, [String]).self) {
+                ids.append(id)
+                failed[id] = try states.contains {
+                    try NotificationState(stored: $0, column: "notifications.state").isFailure
+                }
+                if runState == CampaignRunState.cancelled.rawValue { cancelled.insert(id) }
+            }
+            guard !ids.isEmpty else { return [:] }
+            let counts = try await CampaignStatements.liveCounts(of: ids, on: connection, logger: logger)
+            var states: [String] = []
+            var countTexts: [String] = []
+            var settled: [CampaignRunState: Int] = [:]
+            let encoder = NotificationRows.encoder()
+            for id in ids {
+                let runCounts = counts[id] ?? .empty
+                // A run with any failed hub send is partially failed (the notification's state
+                // shows the worst one).
+                let failures = try runCounts.hubSends.filter {
+                    try NotificationState(stored: $0.key, column: "hub_sends.state").isFailure
+                }
+                let state: CampaignRunState =
+                    cancelled.contains(id) ? .cancelled : failed[id] == true || !failures.isEmpty ? .partiallyFailed : .completed
+                if !cancelled.contains(id) { settled[state, default: 0] += 1 }
+                states.append(state.rawValue)
+                countTexts.append(String(decoding: try encoder.encode(runCounts), as: UTF8.self))
+            }
+            try await connection.query(
+                """
+                UPDATE campaign_runs r SET state = u.state, counts = u.counts::jsonb, finished_at = coalesce(r.finished_at, now())
+                FROM unnest(\(ids)::int8[], \(states)::text[], \(countTexts)::text[]) AS u(id, state, counts)
+                WHERE r.id = u.id
+                """, logger: logger)
+            // Waves keep their notification's final state (retention may prune the notification).
+            try await connection.query(
+                """
+                UPDATE campaign_waves w SET final_state = n.state FROM notifications n
+                WHERE w.run_id = ANY(\(ids)::int8[]) AND n.id = w.notification_id
+                """, logger: logger)
+            return settled
+        }
+    }
+
+    /// Runs by state, for the metrics.
+    public func runsByState() async throws -> [CampaignRunState: Int] {
+        try await StorageSQL.run("count campaign runs", within: wait) {
+            var counts: [CampaignRunState: Int] = [:]
+            for try await (state, count) in try await client.query(
+                "SELECT state, count(*) FROM campaign_runs GROUP BY state", logger: logger
+            ).decode((String, Int64).self) {
+                counts[try CampaignRunState(stored: state, column: "campaign_runs.state")] = Int(count)
+            }
+            return counts
+        }
+    }
+
+    /// Replaces the counts of runs without stored final counts (running, or cancelled before
+    /// their counts were stored) by live ones, in one batched read.
+    static func fillLiveCounts(
+        _ runs: inout [CampaignRun], logger: Logger, connection: PostgresConnection
+    ) async throws {
+        let live = runs.filter(\.needsLiveCounts).map(\.id)
+        guard !live.isEmpty else { return }
+        let counts = try await CampaignStatements.liveCounts(of: live, on: connection, logger: logger)
+        for index in runs.indices where runs[index].needsLiveCounts {
+            runs[index].counts = counts[runs[index].id] ?? .empty
+        }
+    }
+
+    /// ``fillLiveCounts(_:logger:connection:)`` on a connection of `client`.
+    static func fillLiveCounts(_ runs: inout [CampaignRun], logger: Logger, client: PostgresClient) async throws {
+        guard runs.contains(where: \.needsLiveCounts) else { return }
+        var copy = runs
+        copy = try await client.withConnection { connection in
+            var filled = copy
+            try await fillLiveCounts(&filled, logger: logger, connection: connection)
+            return filled
+        }
+        runs = copy
+    }
+
+}

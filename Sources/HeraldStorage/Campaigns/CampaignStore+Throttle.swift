@@ -1,0 +1,62 @@
+public import Foundation
+public import HeraldDomain
+import Logging
+import PostgresNIO
+import PostgresQueue
+
+extension CampaignStore {
+    // MARK: Throttle
+
+    /// Reserves the instant hub send `hubSendID` of campaign `campaignID` may call the hub at,
+    /// under the campaign's throttle, and returns it (on the database's clock: the worker waits
+    /// for it on its wall clock, which keeps the reply's latency out of the spacing); nil when
+    /// there is nothing to wait for.
+    ///
+    /// Reservations are `spacingFactor / rate` seconds apart (``CampaignThrottle``), serialized
+    /// on the campaign's row, so the cap holds across every worker. The reservation is kept on
+    /// the hub send (`throttle_slot`) until its attempt starts: a send that waited for it (a
+    /// sleep, or a snoozed job) asks again and gets zero while it is within
+    /// ``CampaignThrottle/lateness`` of its instant. One that comes back later than that (a
+    /// slow wake-up on a loaded machine) gives its instant up and reserves a new one, so late
+    /// sends never bunch up with the ones on time. The next attempt of a retried send reserves
+    /// anew. A send that is no longer waiting, or a campaign without a throttle, reserves nothing.
+    public func reserveThrottleSlot(hubSendID: Int64, campaignID: CampaignID) async throws -> Date? {
+        try await StorageSQL.transaction(client, logger: logger, "reserve a throttled send", within: wait) {
+            connection in
+            var found: (slot: Date?, waiting: Bool)?
+            for try await row in try await connection.query(
+                "SELECT throttle_slot, state IN ('Scheduled', 'Queued') FROM hub_sends WHERE id = \(hubSendID) FOR UPDATE",
+                logger: logger
+            ).decode((Date?, Bool).self) {
+                found = row
+            }
+            guard let found, found.waiting else { return nil }
+            let lateness = CampaignThrottle.lateness.seconds
+            if let slot = found.slot {
+                for try await late in try await connection.query(
+                    "SELECT clock_timestamp() - \(slot) > make_interval(secs => \(lateness))", logger: logger
+                ).decode(Bool.self) where !late {
+                    return slot
+                }
+            }
+            for try await slot in try await connection.query(
+                """
+                WITH reserved AS (
+                    UPDATE campaigns
+                    SET throttle_next = greatest(throttle_next, clock_timestamp())
+                                        + make_interval(secs => \(CampaignThrottle.spacingFactor) / throttle_per_second)
+                    WHERE id = \(campaignID) AND throttle_per_second IS NOT NULL
+                    RETURNING throttle_next - make_interval(secs => \(CampaignThrottle.spacingFactor) / throttle_per_second)
+                              AS slot
+                )
+                UPDATE hub_sends h SET throttle_slot = reserved.slot FROM reserved WHERE h.id = \(hubSendID)
+                RETURNING reserved.slot
+                """, logger: logger
+            ).decode(Date.self) {
+                return slot
+            }
+            return nil
+        }
+    }
+
+}

@@ -1,0 +1,184 @@
+import Foundation
+public import HeraldDomain
+import Logging
+import PostgresNIO
+import PostgresQueue
+
+/// Campaigns and their runs. Firing a slot writes the run row, its notification, hub sends and
+/// jobs in one transaction, and `UNIQUE (campaign, slot)` lets only one of any number of
+/// concurrent firings of a slot create a run.
+public struct CampaignStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+    let notifications: NotificationStore
+    /// The longest one operation waits for the database.
+    let wait: Duration
+    /// The zone of users who set none: every local-time run has a wave for it.
+    let defaultTimeZone: String
+
+    /// The default page size.
+    public static let defaultPageSize = 50
+    /// The largest page size.
+    public static let maxPageSize = 500
+    /// The next slots a campaign's detail shows.
+    public static let nextRunsShown = 5
+    /// The most missed slots one tick records as runs for one campaign; older ones are
+    /// counted in the log and the metrics only (a campaign firing every minute whose workers
+    /// were down for a week would otherwise write ten thousand rows).
+    public static let maxMissedRecorded = 1000
+
+    // MARK: Definitions
+
+    /// Saves a new campaign, checked with ``CampaignDefinition/validated(now:)`` on the
+    /// database clock, active, its next slot computed. A name in use (regardless of case) is
+    /// `DomainError` `name_taken` (409).
+    public func create(_ definition: CampaignDefinition, by apiKeyID: Int64? = nil) async throws -> Campaign {
+        try await StorageSQL.transaction(client, logger: logger, "create a campaign", attempts: 1, within: wait) {
+            connection in
+            let now = try await CampaignStatements.databaseNow(connection, logger: logger)
+            let checked = try definition.validated(now: now)
+            let values = try CampaignStatements.columnValues(checked, now: now)
+            let rows = try await connection.query(
+                """
+                INSERT INTO campaigns (name, audience, content, options, ttl_seconds, schedule_at, cron, time_zone,
+                                       catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, local_time)
+                VALUES (\(checked.name), \(values.audience)::jsonb, \(values.content)::jsonb, \(values.options)::jsonb,
+                        \(checked.ttl), \(values.at), \(values.cron), \(values.zone), \(checked.catchUp),
+                        \(checked.throttlePerSecond), 'active', \(values.nextSlot), \(apiKeyID),
+                        \(checked.localTime?.description))
+                ON CONFLICT DO NOTHING
+                RETURNING \(unescaped: CampaignStatements.columns)
+                """, logger: logger)
+            for try await row in rows { return try CampaignStatements.campaign(row) }
+            throw Self.nameTaken(checked.name)
+        }
+    }
+
+    /// The campaign `id`; nil when there is none.
+    public func campaign(id: CampaignID) async throws -> Campaign? {
+        try await StorageSQL.run("read a campaign", within: wait) {
+            for try await row in try await client.query(
+                "SELECT \(unescaped: CampaignStatements.columns) FROM campaigns WHERE id = \(id)", logger: logger)
+            {
+                return try CampaignStatements.campaign(row)
+            }
+            return nil
+        }
+    }
+
+    /// The campaign named `name` (regardless of case); nil when there is none.
+    public func campaign(named name: String) async throws -> Campaign? {
+        try await StorageSQL.run("read a campaign", within: wait) {
+            for try await row in try await client.query(
+                "SELECT \(unescaped: CampaignStatements.columns) FROM campaigns WHERE lower(name) = lower(\(name))", logger: logger)
+            {
+                return try CampaignStatements.campaign(row)
+            }
+            return nil
+        }
+    }
+
+    /// Campaigns, oldest first, in keyset pages; archived ones only when asked.
+    public func list(includeArchived: Bool = false, cursor: String? = nil, limit: Int? = nil) async throws -> CampaignPage {
+        let limit = try PageCursor.pageSize(limit, default: Self.defaultPageSize, max: Self.maxPageSize)
+        let after = try cursor.map(PageCursor.id(of:)) ?? 0
+        return try await StorageSQL.run("list campaigns", within: wait) {
+            var campaigns: [Campaign] = []
+            for try await row in try await client.query(
+                """
+                SELECT \(unescaped: CampaignStatements.columns) FROM campaigns
+                WHERE id > \(after) AND (\(includeArchived) OR state <> 'archived')
+                ORDER BY id LIMIT \(Int64(limit + 1))
+                """, logger: logger)
+            {
+                campaigns.append(try CampaignStatements.campaign(row))
+            }
+            var next: String?
+            if campaigns.count > limit {
+                campaigns.removeLast()
+                next = campaigns.last.map { PageCursor.make(id: $0.id) }
+            }
+            return CampaignPage(campaigns: campaigns, nextCursor: next)
+        }
+    }
+
+    /// Replaces a campaign's definition (checked as on create) and recomputes its next slot
+    /// from now. An archived campaign is `DomainError` `campaign_archived` (409).
+    public func update(id: CampaignID, _ definition: CampaignDefinition) async throws -> Campaign {
+        try await update(id: id) { _ in definition }
+    }
+
+    /// Changes a campaign's definition under its row lock: `change` gets the stored definition
+    /// and returns the new one (a PATCH merges its fields here, so two concurrent PATCHes of
+    /// different fields both take effect). Checked and saved as ``update(id:_:)`` does; an
+    /// error thrown by `change` passes through and nothing changes.
+    public func update(
+        id: CampaignID, merging change: @escaping @Sendable (CampaignDefinition) throws -> CampaignDefinition
+    ) async throws -> Campaign {
+        try await StorageSQL.transaction(client, logger: logger, "update a campaign", attempts: 1, within: wait) {
+            connection in
+            let (current, now) = try await CampaignStatements.lock(id, on: connection, logger: logger)
+            guard current.state != .archived else { throw Self.archived(current) }
+            let checked = try change(current.definition).validated(now: now)
+            let values = try CampaignStatements.columnValues(checked, now: now)
+            let rows = try await connection.query(
+                """
+                UPDATE campaigns SET name = \(checked.name), audience = \(values.audience)::jsonb,
+                    content = \(values.content)::jsonb, options = \(values.options)::jsonb, ttl_seconds = \(checked.ttl),
+                    schedule_at = \(values.at), cron = \(values.cron), time_zone = \(values.zone),
+                    catch_up_seconds = \(checked.catchUp), throttle_per_second = \(checked.throttlePerSecond),
+                    next_slot = \(values.nextSlot), local_time = \(checked.localTime?.description), updated_at = now()
+                WHERE id = \(id) AND NOT EXISTS (SELECT 1 FROM campaigns o WHERE lower(o.name) = lower(\(checked.name))
+                                                AND o.id <> \(id))
+                RETURNING \(unescaped: CampaignStatements.columns)
+                """, logger: logger)
+            for try await row in rows { return try CampaignStatements.campaign(row) }
+            throw Self.nameTaken(checked.name)
+        }
+    }
+
+    /// Moves a campaign to `state`: `paused` stops firing; `active` resumes it with its next
+    /// slot computed from now (slots that passed while paused are not sent); `archived` (what
+    /// DELETE does) keeps it and its runs for history and fires nothing again. Resuming or
+    /// pausing an archived campaign is `DomainError` `campaign_archived` (409); archiving twice
+    /// succeeds again.
+    public func setState(id: CampaignID, _ state: CampaignState) async throws -> Campaign {
+        try await StorageSQL.transaction(client, logger: logger, "change a campaign's state", attempts: 1, within: wait) {
+            connection in
+            let (current, now) = try await CampaignStatements.lock(id, on: connection, logger: logger)
+            if current.state == .archived {
+                guard state == .archived else { throw Self.archived(current) }
+                return current
+            }
+            let nextSlot: Date? =
+                switch state {
+                case .active: current.state == .active ? current.nextSlot : current.definition.schedule.nextSlot(after: now)
+                case .paused: current.nextSlot
+                case .archived: nil
+                }
+            let rows = try await connection.query(
+                """
+                UPDATE campaigns SET state = \(state.rawValue), next_slot = \(nextSlot), updated_at = now()
+                WHERE id = \(id) RETURNING \(unescaped: CampaignStatements.columns)
+                """, logger: logger)
+            for try await row in rows { return try CampaignStatements.campaign(row) }
+            throw Self.notFound(id)
+        }
+    }
+
+
+
+
+    static func notFound(_ id: CampaignID) -> DomainError {
+        DomainError(code: .notFound, message: "no campaign \(id)", kind: .notFound)
+    }
+
+    static func nameTaken(_ name: String) -> DomainError {
+        DomainError(code: .nameTaken, message: "a campaign named \"\(name)\" exists", kind: .conflict)
+    }
+
+    static func archived(_ campaign: Campaign) -> DomainError {
+        DomainError(
+            code: .campaignArchived, message: "campaign \"\(campaign.definition.name)\" is archived", kind: .conflict)
+    }
+}

@@ -1,0 +1,228 @@
+public import Foundation
+public import HeraldDomain
+import Logging
+import PostgresNIO
+import PostgresQueue
+
+extension DeviceStore {
+    // MARK: Reads
+
+    /// The device with `id`, deleted or not.
+    public func device(id: DeviceID) async throws -> DeviceRecord? {
+        try await StorageSQL.run("read a device", within: wait) {
+            try await statements.rows(DeviceStatements.DeviceByID(id: id.uuid), client: client, logger: logger).first
+        }
+    }
+
+    /// The devices with `ids`, deleted or not, in the order of `ids` (nil where there is none).
+    public func devices(ids: [DeviceID]) async throws -> [DeviceRecord?] {
+        let rows = try await StorageSQL.run("read devices", within: wait) {
+            try await statements.rows(DeviceStatements.DevicesByID(ids: ids.map(\.uuid)), client: client, logger: logger)
+        }
+        var byID: [DeviceID: DeviceRecord] = [:]
+        for row in rows { byID[row.id] = row }
+        return ids.map { byID[$0] }
+    }
+
+    /// A user's devices, oldest first; deleted ones only when asked.
+    public func devices(userID: Int64, includeDeleted: Bool = false) async throws -> [DeviceRecord] {
+        try await StorageSQL.run("read devices", within: wait) {
+            let rows = try await client.query(
+                """
+                SELECT \(unescaped: DeviceStatements.columns) FROM devices
+                WHERE user_id = \(userID) AND (\(includeDeleted) OR deleted_at IS NULL)
+                ORDER BY created_at, id
+                """, logger: logger)
+            return try await DeviceStatements.records(rows)
+        }
+    }
+
+    /// The live devices holding `handle` (at most one, by the unique index).
+    public func devices(handle: String) async throws -> [DeviceRecord] {
+        try await StorageSQL.run("read devices", within: wait) {
+            let rows = try await client.query(
+                """
+                SELECT \(unescaped: DeviceStatements.columns) FROM devices
+                WHERE handle = \(handle) AND platform IS NOT NULL AND deleted_at IS NULL
+                """, logger: logger)
+            return try await DeviceStatements.records(rows)
+        }
+    }
+
+    // MARK: Sync-job writes (fenced on the version the job read)
+
+    /// Records `candidate` as the device's hub registration id unless it already has one;
+    /// returns the id the device ends with (a concurrent job's, if it won).
+    public func adoptHubRegistrationID(_ candidate: String, for id: DeviceID) async throws -> String {
+        try await StorageSQL.run("record a hub registration id", within: wait) {
+            // One UPDATE, not a CTE plus a SELECT: a concurrent adopter holds the row lock, and
+            // after it commits the UPDATE re-reads the row's newest version (the SET and
+            // RETURNING see the winner's id), while a SELECT in the same statement would still
+            // see the snapshot from before, with no id.
+            let rows = try await client.query(
+                """
+                UPDATE devices SET hub_registration_id = COALESCE(hub_registration_id, \(candidate))
+                WHERE id = \(id.uuid) RETURNING hub_registration_id
+                """, logger: logger)
+            for try await current in rows.decode(String?.self) { if let current { return current } }
+            return candidate
+        }
+    }
+
+    /// Replaces the hub registration id `old` (gone at the hub) with `new`; returns the id the
+    /// device ends with (a concurrent job's, if it replaced it first).
+    public func replaceHubRegistrationID(_ old: String, with new: String, for id: DeviceID) async throws -> String {
+        try await StorageSQL.run("record a hub registration id", within: wait) {
+            // One UPDATE, for the reason given in adoptHubRegistrationID.
+            let rows = try await client.query(
+                """
+                UPDATE devices SET hub_registration_id = CASE
+                    WHEN hub_registration_id = \(old) OR hub_registration_id IS NULL THEN \(new)
+                    ELSE hub_registration_id END
+                WHERE id = \(id.uuid) RETURNING hub_registration_id
+                """, logger: logger)
+            for try await current in rows.decode(String?.self) { if let current { return current } }
+            return new
+        }
+    }
+
+    /// whether or not the fence holds) to the `device_hub_calls` audit, in one statement;
+    /// false when the device changed since (a newer job will sync it).
+    public func markSynced(
+        id: DeviceID, version: Int64, hubID: String?, expiresAt: Date?, calls: [DeviceHubCall] = []
+    ) async throws -> Bool {
+        try await markSynced([SyncResult(id: id, version: version, hubID: hubID, expiresAt: expiresAt, calls: calls)])[0]
+    }
+
+    /// ``markSynced(id:version:hubID:expiresAt:calls:)`` for many syncs in one transaction (one
+    /// commit): one statement marks the devices and records every call, then the jobs of the
+    /// results whose fence held and that carry their job's end (``SyncResult/jobFinish``) move
+    /// to the queue's history. Returns, for each result in order, whether its fence held.
+    public func markSynced(_ results: [SyncResult]) async throws -> [Bool] {
+        guard !results.isEmpty else { return [] }
+        let statement = DeviceStatements.MarkSynced(results)
+        let finishing = results.contains { $0.jobFinish != nil }
+        @Sendable func held(_ result: SyncResult, _ synced: Set<SyncedVersion>) -> Bool {
+            synced.contains(SyncedVersion(id: result.id.uuid, version: result.version))
+        }
+        let synced: Set<SyncedVersion>
+        if finishing {
+            synced = try await StorageSQL.transaction(client, logger: logger, "record syncs", within: wait) { connection in
+                let synced = Set(try await statements.rows(statement, on: connection, logger: logger))
+                try await queue.finish(results.filter { held($0, synced) }.compactMap(\.jobFinish), on: connection)
+                return synced
+            }
+        } else {
+            // One statement: its own transaction, no BEGIN and COMMIT round trips.
+            synced = try await StorageSQL.run("record a sync", within: wait) {
+                Set(try await statements.rows(statement, client: client, logger: logger))
+            }
+        }
+        return results.map { held($0, synced) }
+    }
+
+    /// Marks a deleted device as gone from the hub at `version` and appends `calls` to the
+    /// audit, in one statement; false when it changed since.
+    public func markRemovedFromHub(id: DeviceID, version: Int64, calls: [DeviceHubCall] = []) async throws -> Bool {
+        let statement = DeviceStatements.MarkRemovedFromHub(
+            id: id.uuid, version: version, calls: DeviceStatements.HubCallColumns(calls))
+        return try await StorageSQL.run("record a sync", within: wait) {
+            !(try await statements.rows(statement, client: client, logger: logger).isEmpty)
+        }
+    }
+
+    /// Marks the sync of `version` failed for good with `error`; false when the device changed
+    /// since (the newer version's job tries again).
+    public func markFailed(id: DeviceID, version: Int64, error: String) async throws -> Bool {
+        try await StorageSQL.run("record a sync failure", within: wait) {
+            let rows = try await client.query(
+                """
+                UPDATE devices SET sync_state = 'failed', last_error = \(String(error.prefix(1000)))
+                WHERE id = \(id.uuid) AND version = \(version) RETURNING id
+                """, logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    /// Notes the latest error of a sync that will be retried, without changing its state.
+    public func noteError(id: DeviceID, error: String) async throws {
+        try await StorageSQL.run("record a sync error", within: wait) {
+            try await client.query(
+                "UPDATE devices SET last_error = \(String(error.prefix(1000))) WHERE id = \(id.uuid)", logger: logger)
+        }
+    }
+
+    /// Appends hub calls to the `device_hub_calls` audit, in order, in one statement.
+    public func recordHubCalls(_ calls: [DeviceHubCall]) async throws {
+        guard !calls.isEmpty else { return }
+        let statement = DeviceStatements.RecordHubCalls(calls: DeviceStatements.HubCallColumns(calls))
+        try await StorageSQL.run("record hub calls", within: wait) {
+            _ = try await statements.rows(statement, client: client, logger: logger)
+        }
+    }
+
+    /// The last `limit` hub calls of each of `deviceIDs`, newest first (one statement).
+    public func recentHubCalls(deviceIDs: [DeviceID], limit: Int = 20) async throws -> [DeviceID: [DeviceHubCall]] {
+        guard !deviceIDs.isEmpty else { return [:] }
+        let ids = deviceIDs.map(\.uuid)
+        let limit = max(1, limit)
+        return try await StorageSQL.run("read hub calls", within: wait) {
+            let rows = try await client.query(
+                """
+                SELECT d.id, c.operation, c.hub_id, c.http_status, c.duration_ms, c.tracking_id, c.error, c.at
+                FROM unnest(\(ids)::uuid[]) AS d(id)
+                CROSS JOIN LATERAL (SELECT * FROM device_hub_calls WHERE device_id = d.id
+                                    ORDER BY id DESC LIMIT \(limit)) c
+                ORDER BY d.id, c.id DESC
+                """, logger: logger)
+            var calls: [DeviceID: [DeviceHubCall]] = [:]
+            for try await row in rows.decode((UUID, String, String?, Int32?, Double, String?, String?, Date).self) {
+                let id = DeviceID(row.0)
+                calls[id, default: []].append(
+                    DeviceHubCall(
+                        deviceID: id, operation: row.1, hubID: row.2, httpStatus: row.3.map(Int.init),
+                        durationMilliseconds: row.4, trackingID: row.5, error: row.6, at: row.7))
+            }
+            return calls
+        }
+    }
+
+    /// The hub calls made for a device, oldest first.
+    public func hubCalls(deviceID: DeviceID) async throws -> [DeviceHubCall] {
+        try await StorageSQL.run("read hub calls", within: wait) {
+            let rows = try await client.query(
+                """
+                SELECT operation, hub_id, http_status, duration_ms, tracking_id, error, at
+                FROM device_hub_calls WHERE device_id = \(deviceID.uuid) ORDER BY id
+                """, logger: logger)
+            var calls: [DeviceHubCall] = []
+            for try await row in rows.decode((String, String?, Int32?, Double, String?, String?, Date).self) {
+                calls.append(
+                    DeviceHubCall(
+                        deviceID: deviceID, operation: row.0, hubID: row.1, httpStatus: row.2.map(Int.init),
+                        durationMilliseconds: row.3, trackingID: row.4, error: row.5, at: row.6))
+            }
+            return calls
+        }
+    }
+
+    /// The live device whose hub registration is `hubRegistrationID`, if any.
+    ///
+    /// The worker deletes a registration it found at the hub for a handle (a duplicate left
+    /// by an older backend, or the registration of a device the handle moved away from) only
+    /// when no live device refers to it, so a delete job that runs late never removes a
+    /// registration a device adopted or got back meanwhile.
+    public func liveDevice(hubRegistrationID: String) async throws -> DeviceID? {
+        try await StorageSQL.run("read a device by hub registration id", within: wait) {
+            let rows = try await client.query(
+                """
+                SELECT id FROM devices
+                WHERE hub_registration_id = \(hubRegistrationID) AND deleted_at IS NULL
+                LIMIT 1
+                """, logger: logger)
+            for try await id in rows.decode(UUID.self) { return DeviceID(id) }
+            return nil
+        }
+    }
+}

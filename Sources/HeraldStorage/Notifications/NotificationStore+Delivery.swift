@@ -1,0 +1,128 @@
+import Foundation
+import HeraldDomain
+import PostgresNIO
+import PostgresQueue
+
+extension NotificationStore {
+    /// Starts a send attempt, fenced, in one statement: only a hub send in `Scheduled` or
+    /// `Queued` whose notification is not cancelled and whose deadline has not passed gets
+    /// `attempts + 1`, `in_flight_since = now()` and `in_flight_job_id = jobID` (and `Queued`),
+    /// and the attempt's data comes back. Otherwise the answer says why; a passed deadline marks the hub send
+    /// `Expired` with an outcome row (a second, rare transaction).
+    ///
+    /// A cancel (which sets the hub sends `Cancelled` only while none is in flight) and this
+    /// start serialize on the hub send's row: whichever commits first wins. The start locks
+    /// the row with `SKIP LOCKED`: a row another transaction holds is answered
+    /// ``AttemptStart/busy`` at once instead of waited for.
+    public func beginAttempt(hubSendID: Int64, jobID: Int64, jobAttempt: Int16? = nil) async throws -> AttemptStart {
+        try await beginAttempts([AttemptRequest(hubSendID: hubSendID, jobID: jobID, jobAttempt: jobAttempt)])[hubSendID]
+            ?? .gone
+    }
+
+    /// ``beginAttempt(hubSendID:jobID:)`` for many hub sends in one statement (one commit); see
+    /// ``NotificationAttemptStarter``. Ids with no hub send are missing from the answer.
+    public func beginAttempts(_ requests: [AttemptRequest]) async throws -> [Int64: AttemptStart] {
+        guard !requests.isEmpty else { return [:] }
+        let statement = NotificationStatements.StartAttempts(
+            hubSendIDs: requests.map(\.hubSendID), jobIDs: requests.map(\.jobID),
+            jobAttempts: requests.map { $0.jobAttempt ?? -1 }, sendKind: HubSendResult.Kind.send.rawValue,
+            lostReason: NotificationStore.lostAttemptReason, unknownDecision: HubSendResult.Decision.unknown.rawValue)
+        let rows = try await StorageSQL.run("start send attempts", within: wait) {
+            try await statements.rows(statement, client: client, logger: logger)
+        }
+        var starts: [Int64: AttemptStart] = [:]
+        for row in rows {
+            if let attempt = try row.startedAttempt() {
+                starts[row.hubSendID] = .go(attempt)
+                continue
+            }
+            if row.busy {
+                starts[row.hubSendID] = .busy
+                continue
+            }
+            let state = try NotificationState(stored: row.sendState, column: "hub_sends.state")
+            if state == .cancelled || row.notificationState == NotificationState.cancelled.rawValue {
+                starts[row.hubSendID] = .cancelled
+            } else if (state != .scheduled && state != .queued) || !row.deadlinePassed {
+                starts[row.hubSendID] = .alreadyPast(state)
+            } else {
+                // Rare: a send found past its deadline before the expiry sweep got to it.
+                let expired = try await expire(hubSendID: row.hubSendID, notificationID: row.notificationID)
+                starts[row.hubSendID] = expired ? .expired(try row.sendFormat()) : .alreadyPast(state)
+            }
+        }
+        return starts
+    }
+    /// Marks one waiting hub send `Expired` with an outcome row and refreshes its
+    /// notification; false when it was no longer waiting.
+    func expire(hubSendID: Int64, notificationID: NotificationID) async throws -> Bool {
+        try await StorageSQL.transaction(client, logger: logger, "expire a hub send", within: wait) { connection in
+            guard try await Self.lockNotification(notificationID, on: connection, logger: logger) else { return false }
+            return try await expireWaitingSends(.hubSend(hubSendID, of: notificationID), on: connection) > 0
+        }
+    }
+
+    /// Writes results of many hub sends in one transaction: locks their notifications (in id
+    /// order, so concurrent writers cannot deadlock), updates the hub sends, appends one
+    /// outcome row each, refreshes the notifications' states and enqueues telemetry jobs.
+    ///
+    /// Fenced by attempt and state (issue 12, defect 3): a result applies only while
+    /// `hub_sends.attempts` still equals its ``HubSendResult/attempt`` and, for a `send`
+    /// result, the hub send is still `Scheduled`/`Queued` with that attempt in flight; a
+    /// `telemetry` result only to one `Enqueued`/`Processing`. A result that does not apply (a
+    /// stale worker's, whose job was rescued and started again; or one written twice) changes
+    /// nothing: no state, no outcome row, no telemetry job.
+    ///
+    /// A result that carries its job's end (``HubSendResult/jobFinish``) moves that job to the
+    /// queue's history in the same transaction.
+    ///
+    /// Returns, for each result in order, whether it applied. Prefer
+    /// ``NotificationOutcomeWriter``, which batches concurrent callers into one call.
+    @discardableResult
+    public func record(_ results: [HubSendResult]) async throws -> [Bool] {
+        guard !results.isEmpty else { return [] }
+        let columns = NotificationStatements.ResultColumns(results)
+        // `UUID`'s own order is its bytes', as PostgreSQL orders `uuid`; comparing `uuidString`s
+        // formats two strings per comparison (see docs/benchmarks.md).
+        let lockIDs = Array(Set(columns.notificationIDs)).sorted()
+        return try await StorageSQL.transaction(client, logger: logger, "record hub send results", within: wait) { connection in
+            _ = try await statements.rows(NotificationStatements.LockNotifications(ids: lockIDs), on: connection, logger: logger)
+            // The UPDATE is the fence; only the results it applied get their outcome rows (one
+            // statement, so a result cannot land in one table and not the other).
+            let ords = try await statements.rows(
+                NotificationStatements.RecordResults(columns: columns), on: connection, logger: logger)
+            var applied = Array(repeating: false, count: results.count)
+            for ord in ords where ord >= 1 && ord <= results.count {
+                applied[Int(ord) - 1] = true
+            }
+            try await Self.refreshStates(of: lockIDs, on: connection, logger: logger, statements: statements)
+            let jobs = zip(results, applied).compactMap { result, applied in
+                applied
+                    ? result.telemetryAfter.map {
+                        NewJob.notificationTelemetry(HubSendArgs(hubSendID: result.hubSendID), after: $0)
+                    } : nil
+            }
+            if !jobs.isEmpty { try await queue.enqueue(jobs, on: connection) }
+            // The jobs end with their results: a result that was stale still ends its job (the
+            // queue fences that write by the job's attempt and worker, as the executor would).
+            try await queue.finish(results.compactMap(\.jobFinish), on: connection)
+            return applied
+        }
+    }
+    /// The hub sends telemetry jobs poll, in the order of `hubSendIDs` (nil where one is gone),
+    /// in one statement; ``TelemetryTargetReader`` gathers the polls that start together.
+    public func telemetryTargets(hubSendIDs: [Int64]) async throws -> [TelemetryTarget?] {
+        let rows = try await StorageSQL.run("read hub sends", within: wait) {
+            try await statements.rows(
+                NotificationStatements.ReadTelemetryTargets(hubSendIDs: hubSendIDs), client: client, logger: logger)
+        }
+        var byID: [Int64: TelemetryTarget] = [:]
+        for (id, notificationID, hubID, state, attempt, format) in rows {
+            byID[id] = TelemetryTarget(
+                hubSendID: id, notificationID: notificationID, hubNotificationID: hubID.isEmpty ? nil : hubID,
+                state: try NotificationState(stored: state, column: "hub_sends.state"), attempt: Int(attempt),
+                format: try NotificationFormat(stored: format, column: "hub_sends.format"))
+        }
+        return hubSendIDs.map { byID[$0] }
+    }
+}

@@ -1,0 +1,193 @@
+import Foundation
+import HeraldDomain
+import PostgresNIO
+import PostgresQueue
+
+extension NotificationStore {
+    // MARK: Expiry and retention
+
+    /// Marks hub sends that still wait (`Scheduled`/`Queued`, not in flight) after their
+    /// notification's deadline `Expired`, with an outcome row each, for at most `batch`
+    /// notifications, and refreshes those notifications. So a backlog that no worker reached
+    /// in time still ends `Expired`. Their jobs, when they run, find nothing to send.
+    ///
+    /// A hub send left in flight by a crashed worker is not touched here: its rescued job
+    /// starts again and expires it then, or, when that job will not run again,
+    /// ``settleLostAttempts(batch:)`` ends it. The batch takes only notifications with a send
+    /// this sweep can expire (waiting, not in flight), so any number of overdue notifications
+    /// whose sends are all in flight cannot fill every batch and starve the rest (issue 12,
+    /// defect 2). Returns the hub sends expired.
+    @discardableResult
+    public func expireOverdue(batch: Int = 1000) async throws -> Int {
+        try await StorageSQL.transaction(
+            client, logger: logger, "expire overdue sends", within: StorageSQL.maintenanceDeadline
+        ) { connection in
+            var ids: [UUID] = []
+            let rows = try await connection.query(
+                """
+                SELECT n.id FROM notifications n
+                WHERE n.state IN ('Scheduled', 'Queued') AND n.deadline <= now()
+                  AND EXISTS (SELECT 1 FROM hub_sends h
+                              WHERE h.notification_id = n.id AND h.state IN ('Scheduled', 'Queued')
+                                AND h.in_flight_since IS NULL)
+                ORDER BY n.id LIMIT \(batch) FOR UPDATE SKIP LOCKED
+                """, logger: logger)
+            for try await id in rows.decode(UUID.self) { ids.append(id) }
+            guard !ids.isEmpty else { return 0 }
+            return try await expireWaitingSends(.notifications(ids), on: connection)
+        }
+    }
+
+    /// Why an expired hub send was never sent: its `last_error` and its outcome row's `error`.
+    static let expiryReason = "the deadline passed before the hub took it"
+
+    /// Which waiting hub sends ``expireWaitingSends(_:on:)`` expires.
+    enum ExpiryScope {
+        /// One hub send whose attempt start found its deadline passed; also when it is marked
+        /// in flight, since its own (rescued) job is the one asking.
+        case hubSend(Int64, of: NotificationID)
+        /// The waiting hub sends of these notifications that are not in flight (the sweep
+        /// leaves those to their jobs).
+        case notifications([NotificationID])
+    }
+
+    /// Marks the waiting (`Scheduled`/`Queued`) hub sends of `scope` `Expired`, with an
+    /// outcome row each, in one statement, and refreshes their notifications' states when any
+    /// expired. The caller holds the notifications' row locks. Returns the hub sends expired.
+    func expireWaitingSends(_ scope: ExpiryScope, on connection: PostgresConnection) async throws -> Int {
+        let (notificationIDs, hubSendID): ([NotificationID], Int64?) =
+            switch scope {
+            case .hubSend(let id, let notificationID): ([notificationID], id)
+            case .notifications(let ids): (ids, nil)
+            }
+        let expiredState = NotificationState.expired.rawValue
+        let rows = try await connection.query(
+            """
+            WITH expired AS (
+                UPDATE hub_sends SET state = \(expiredState), in_flight_since = NULL, in_flight_job_id = NULL,
+                    updated_at = now(), last_error = \(Self.expiryReason)
+                WHERE notification_id = ANY(\(notificationIDs)::uuid[]) AND state IN ('Scheduled', 'Queued')
+                  AND (id = \(hubSendID)::int8 OR (\(hubSendID)::int8 IS NULL AND in_flight_since IS NULL))
+                RETURNING id, notification_id, attempts
+            )
+            INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
+                                               decision, state)
+            SELECT id, notification_id, \(HubSendResult.Kind.send.rawValue), attempts, 0, \(Self.expiryReason),
+                   \(HubSendResult.Decision.expired.rawValue), \(expiredState)
+            FROM expired
+            RETURNING id
+            """, logger: logger)
+        let count = try await rows.count()
+        if count > 0 { try await Self.refreshStates(of: notificationIDs, on: connection, logger: logger) }
+        return count
+    }
+
+    // MARK: Lost attempts
+
+    /// Why an attempt that never reported a result ended `Unknown`: its `last_error` and
+    /// its outcome row's `error`.
+    static let lostAttemptReason =
+        "the attempt never reported a result (its worker stopped or lost its lease after starting it); the send may have gone out"
+
+    /// How old an attempt in flight without a job id (begun before migration 0005, by a worker
+    /// of an older build) must be before it counts as lost: such a worker may still be running
+    /// its hub call, which lasts seconds, not an hour.
+    static let lostAttemptWithoutJobAge = 3600
+
+    /// Ends `Unknown` at most `batch` hub sends whose attempt is in flight but whose
+    /// `notification.send` job has left the queue (issue 12, defect 2), with an outcome row each
+    /// (decision `unknown`, the attempt's number and start), and refreshes their notifications.
+    /// Returns the hub sends it ended; call again while it returns `batch`.
+    ///
+    /// Such a send had its worker stop during the hub call (crash, kill, a stall past its
+    /// lease) on the job's last attempt: the queue's rescuer discarded the job, so nothing will
+    /// start the send again or record its result, and the call may have gone out. (The same
+    /// holds when a worker could not write a result and its job then finished.) A job still in
+    /// the queue's claim table (``QueueSchema/jobsTable``: waiting, running or waiting to retry)
+    /// is left alone: its next start takes the send on (``beginAttempt(hubSendID:jobID:)`` does
+    /// not look at `in_flight_since`).
+    ///
+    /// Why here and not in a hook of the queue's rescuer: this sweep joins the queue's claim
+    /// table in the same statement that ends the send, so it needs no new queue API, is safe to
+    /// run in every worker at once (the notifications are locked with `SKIP LOCKED`, every
+    /// condition is checked again under the lock, and a job that left the claim table never
+    /// comes back), and finds sends whatever finished their jobs — a hook called after the
+    /// rescuer's commit would be lost with a crash between the two. The batch takes only sends
+    /// it ends, so however many lost sends there are, every run makes progress.
+    @discardableResult
+    public func settleLostAttempts(batch: Int = 1000) async throws -> Int {
+        // The one condition for "lost", used to pick the batch and checked again under the
+        // notifications' locks when ending them. Built from constants only, hence `unescaped:`.
+        let lost = """
+            h.in_flight_since IS NOT NULL AND h.state IN ('Scheduled', 'Queued')
+              AND NOT EXISTS (SELECT 1 FROM \(QueueSchema.jobsTable) j WHERE j.id = h.in_flight_job_id)
+              AND (h.in_flight_job_id IS NOT NULL
+                   OR h.in_flight_since < now() - make_interval(secs => \(Self.lostAttemptWithoutJobAge)))
+            """
+        let unknown = NotificationState.unknown.rawValue
+        return try await StorageSQL.transaction(
+            client, logger: logger, "settle lost send attempts", within: StorageSQL.maintenanceDeadline
+        ) { connection in
+            var ids: [UUID] = []
+            let rows = try await connection.query(
+                """
+                SELECT n.id FROM notifications n
+                WHERE n.id IN (SELECT h.notification_id FROM hub_sends h WHERE \(unescaped: lost)
+                               ORDER BY h.in_flight_since LIMIT \(batch))
+                ORDER BY n.id FOR UPDATE OF n SKIP LOCKED
+                """, logger: logger)
+            for try await id in rows.decode(UUID.self) { ids.append(id) }
+            guard !ids.isEmpty else { return 0 }
+            // `s` reads each send's `in_flight_since` before the update clears it: the
+            // attempt's start, kept as the outcome row's `started_at`.
+            let settled = try await connection.query(
+                """
+                WITH settled AS (
+                    UPDATE hub_sends h SET state = \(unknown), in_flight_since = NULL, in_flight_job_id = NULL,
+                        updated_at = now(), last_status = NULL, last_error = \(Self.lostAttemptReason)
+                    FROM (SELECT id, in_flight_since AS started_at FROM hub_sends
+                          WHERE notification_id = ANY(\(ids)::uuid[])) s
+                    WHERE h.id = s.id AND \(unescaped: lost)
+                    RETURNING h.id, h.notification_id, h.attempts, s.started_at
+                )
+                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
+                                                   decision, state, started_at)
+                SELECT id, notification_id, \(HubSendResult.Kind.send.rawValue), attempts, 0, \(Self.lostAttemptReason),
+                       \(HubSendResult.Decision.unknown.rawValue), \(unknown), started_at
+                FROM settled
+                RETURNING id
+                """, logger: logger)
+            let count = try await settled.count()
+            if count > 0 { try await Self.refreshStates(of: ids, on: connection, logger: logger) }
+            return count
+        }
+    }
+
+    /// Deletes at most `batch` notifications (their hub sends and outcomes cascade) that
+    /// finished longer than `retention` ago, and notifications left `Enqueued`/`Processing`
+    /// (no telemetry asked for, or telemetry stopped: not available on the tier, or given up) whose last change is that
+    /// old: nothing moves them any more. Call until it returns less than `batch`.
+    @discardableResult
+    public func pruneFinished(olderThan retention: Duration, batch: Int = 1000) async throws -> Int {
+        let seconds = retention.seconds
+        return try await StorageSQL.run("prune notifications", within: StorageSQL.maintenanceDeadline) {
+            let rows = try await client.query(
+                """
+                DELETE FROM notifications WHERE id IN (
+                    (SELECT id FROM notifications
+                     WHERE finished_at < now() - make_interval(secs => \(seconds))
+                     ORDER BY finished_at LIMIT \(batch))
+                    UNION ALL
+                    (SELECT id FROM notifications
+                     WHERE state IN ('Enqueued', 'Processing')
+                       AND created_at < now() - make_interval(secs => \(seconds))
+                       AND updated_at < now() - make_interval(secs => \(seconds))
+                     ORDER BY created_at LIMIT \(batch))
+                )
+                RETURNING id
+                """, logger: logger)
+            let count = try await rows.count()
+            return count
+        }
+    }
+}
