@@ -228,23 +228,28 @@ struct CampaignCommandTests {
         }
     }
 
+    /// A daily local-time campaign at 09:00 to every device, as YAML.
+    static func localTimeYAML(name: String) -> String {
+        """
+        name: \(name)
+        audience:
+          all: true
+        content:
+          apple:
+            aps:
+              alert: Good morning
+        schedule:
+          cron: "0 0 * * *"
+        localTime: "09:00"
+        """
+    }
+
     @Test("a local-time campaign from YAML: show names the local time; fire and `campaign run` list the waves")
     func localTime() async throws {
         try await TestDatabase.with { db in
             let folder = try Self.folder()
             defer { folder.remove() }
-            let yaml = """
-                name: local-news
-                audience:
-                  all: true
-                content:
-                  apple:
-                    aps:
-                      alert: Good morning
-                schedule:
-                  cron: "0 0 * * *"
-                localTime: "09:00"
-                """
+            let yaml = Self.localTimeYAML(name: "local-news")
             let created = try await Self.ctl(db, ["campaign", "create", "--file", try folder.file("local.yaml", yaml)])
             #expect(created.status == 0, "\(created.stderr)")
             let shown = try await Self.ctl(db, ["campaign", "show", "local-news"])
@@ -279,18 +284,7 @@ struct CampaignCommandTests {
         try await TestDatabase.with { db in
             let folder = try Self.folder()
             defer { folder.remove() }
-            let yaml = """
-                name: local-later
-                audience:
-                  all: true
-                content:
-                  apple:
-                    aps:
-                      alert: Good morning
-                schedule:
-                  cron: "0 0 * * *"
-                localTime: "09:00"
-                """
+            let yaml = Self.localTimeYAML(name: "local-later")
             let created = try await Self.ctl(db, ["campaign", "create", "--file", try folder.file("later.yaml", yaml)])
             #expect(created.status == 0, "\(created.stderr)")
             let slot = Date().addingTimeInterval(30 * 86_400).formatted(.iso8601)

@@ -5,20 +5,31 @@ public import PostgresNIO
 public struct StorageError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// A short, stable code for metrics and logs.
     public struct Code: Sendable, Hashable, CustomStringConvertible {
-        let raw: String
+        private enum Base: String, Sendable {
+            case unavailable
+            case schemaBehind = "schema_behind"
+            case schemaMismatch = "schema_mismatch"
+            case query
+            case corruptRow = "corrupt_row"
+        }
+
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
         /// The database could not be reached.
-        public static let unavailable = Code(raw: "unavailable")
+        public static let unavailable = Code(.unavailable)
         /// The schema is older than this build expects: run `heraldctl migrate`.
-        public static let schemaBehind = Code(raw: "schema_behind")
+        public static let schemaBehind = Code(.schemaBehind)
         /// The database holds migrations this build does not know (a newer build migrated it),
         /// or an applied migration's text changed.
-        public static let schemaMismatch = Code(raw: "schema_mismatch")
+        public static let schemaMismatch = Code(.schemaMismatch)
         /// A statement failed.
-        public static let query = Code(raw: "query")
+        public static let query = Code(.query)
         /// A stored row holds a value this build does not know (``StorageError/corruptRow(column:value:)``).
-        public static let corruptRow = Code(raw: "corrupt_row")
-        /// The code's text.
-        public var description: String { raw }
+        public static let corruptRow = Code(.corruptRow)
+
+        /// The code as a lower-case snake-case string, e.g. `schema_behind`.
+        public var description: String { base.rawValue }
     }
 
     /// What kind of failure.
