@@ -16,6 +16,263 @@ enum CampaignStatements {
         (SELECT n.id FROM notifications n WHERE n.campaign_run_id = r.id LIMIT 1), r.created_at, r.started_at, \
         r.finished_at
         """
+    // MARK: Definitions
+
+    /// Adds a checked campaign, active, unless its name (ignoring case) is taken; one
+    /// ``campaign(_:)`` row when added.
+    static func create(_ checked: CampaignDefinition, values: ColumnValues, apiKeyID: Int64?) -> PostgresQuery {
+        """
+        INSERT INTO campaigns (name, audience, content, options, ttl_seconds, schedule_at, cron, time_zone,
+                               catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, local_time)
+        VALUES (\(checked.name), \(values.audience)::jsonb, \(values.content)::jsonb, \(values.options)::jsonb,
+                \(checked.ttl), \(values.at), \(values.cron), \(values.zone), \(checked.catchUp),
+                \(checked.throttlePerSecond), 'active', \(values.nextSlot), \(apiKeyID),
+                \(checked.localTime?.description))
+        ON CONFLICT DO NOTHING
+        RETURNING \(unescaped: columns)
+        """
+    }
+
+    /// Campaign `id`, as a ``campaign(_:)`` row.
+    static func campaign(id: CampaignID) -> PostgresQuery {
+        "SELECT \(unescaped: columns) FROM campaigns WHERE id = \(id)"
+    }
+
+    /// The campaign named `name` ignoring case, as a ``campaign(_:)`` row.
+    static func campaign(named name: String) -> PostgresQuery {
+        "SELECT \(unescaped: columns) FROM campaigns WHERE lower(name) = lower(\(name))"
+    }
+
+    /// A keyset page of campaigns after id `after`, as ``campaign(_:)`` rows.
+    static func list(after: Int64, includeArchived: Bool, limit: Int64) -> PostgresQuery {
+        """
+        SELECT \(unescaped: columns) FROM campaigns
+        WHERE id > \(after) AND (\(includeArchived) OR state <> 'archived')
+        ORDER BY id LIMIT \(limit)
+        """
+    }
+
+    /// Replaces campaign `id`'s definition unless another campaign has its name (ignoring case);
+    /// one ``campaign(_:)`` row when replaced.
+    static func update(id: CampaignID, _ checked: CampaignDefinition, values: ColumnValues) -> PostgresQuery {
+        """
+        UPDATE campaigns SET name = \(checked.name), audience = \(values.audience)::jsonb,
+            content = \(values.content)::jsonb, options = \(values.options)::jsonb, ttl_seconds = \(checked.ttl),
+            schedule_at = \(values.at), cron = \(values.cron), time_zone = \(values.zone),
+            catch_up_seconds = \(checked.catchUp), throttle_per_second = \(checked.throttlePerSecond),
+            next_slot = \(values.nextSlot), local_time = \(checked.localTime?.description), updated_at = now()
+        WHERE id = \(id) AND NOT EXISTS (SELECT 1 FROM campaigns o WHERE lower(o.name) = lower(\(checked.name))
+                                        AND o.id <> \(id))
+        RETURNING \(unescaped: columns)
+        """
+    }
+
+    /// Sets campaign `id`'s state and next slot; one ``campaign(_:)`` row.
+    static func setState(id: CampaignID, _ state: CampaignState, nextSlot: Date?) -> PostgresQuery {
+        """
+        UPDATE campaigns SET state = \(state.rawValue), next_slot = \(nextSlot), updated_at = now()
+        WHERE id = \(id) RETURNING \(unescaped: columns)
+        """
+    }
+
+    // MARK: Firing
+
+    /// Adds a run of `campaignID` unless its slot or idempotency key has one; its `id` when added.
+    static func insertRun(
+        campaignID: CampaignID, slot: Date, firedBy: CampaignFiring, state: CampaignRunState, apiKeyID: Int64?,
+        idempotencyKey: String?, startedAt: Date?, finishedAt: Date?
+    ) -> PostgresQuery {
+        """
+        INSERT INTO campaign_runs (campaign_id, slot, fired_by, state, api_key_id, idempotency_key, started_at,
+                                   finished_at)
+        VALUES (\(campaignID), \(slot), \(firedBy.rawValue), \(state.rawValue), \(apiKeyID),
+                \(idempotencyKey), \(startedAt), \(finishedAt))
+        ON CONFLICT DO NOTHING
+        RETURNING id
+        """
+    }
+
+    /// The run that holds `slot` or `idempotencyKey` (the key's first), as a ``run(_:)`` row.
+    static func existingRun(campaignID: CampaignID, slot: Date, idempotencyKey: String) -> PostgresQuery {
+        """
+        SELECT \(unescaped: runColumns) FROM campaign_runs r
+        WHERE r.campaign_id = \(campaignID)
+          AND (r.slot = \(slot) OR r.idempotency_key = \(idempotencyKey))
+        ORDER BY (r.idempotency_key = \(idempotencyKey)) DESC NULLS LAST LIMIT 1
+        """
+    }
+
+    /// The distinct `tz:` tags of live devices, of the users `names` when given; one text column.
+    static func zoneTags(users names: [String]?) -> PostgresQuery {
+        """
+        SELECT DISTINCT t FROM devices d, unnest(d.tags) AS t
+        WHERE d.deleted_at IS NULL AND d.platform IS NOT NULL AND t LIKE 'tz:%'
+          AND (\(names == nil) OR d.user_id IN (SELECT id FROM users WHERE name = ANY(\(names ?? []))))
+        ORDER BY t
+        """
+    }
+
+    /// Adds run `runID`'s waves (an empty notification text for a wave without a notification).
+    static func insertWaves(
+        runID: CampaignRunID, zones: [String], instants: [Date], starts: [String], notificationIDs: [String]
+    ) -> PostgresQuery {
+        """
+        INSERT INTO campaign_waves (run_id, zone, instant, start, notification_id)
+        SELECT \(runID), w.zone, w.instant, w.start, NULLIF(w.notification, '')::uuid
+        FROM unnest(\(zones)::text[], \(instants)::timestamptz[],
+                    \(starts)::text[], \(notificationIDs)::text[])
+             AS w(zone, instant, start, notification)
+        """
+    }
+
+    /// Run `runID`'s waves by instant: zone, instant, start, notification id, state.
+    static func waves(of runID: CampaignRunID) -> PostgresQuery {
+        """
+        SELECT w.zone, w.instant, w.start, w.notification_id, coalesce(n.state, w.final_state, w.start)
+        FROM campaign_waves w LEFT JOIN notifications n ON n.id = w.notification_id
+        WHERE w.run_id = \(runID) ORDER BY w.instant, w.zone
+        """
+    }
+
+    /// Hub sends of notifications `ids` by notification and state: id, state, count.
+    static func hubSendCounts(of ids: [UUID]) -> PostgresQuery {
+        """
+        SELECT notification_id, state, count(*) FROM hub_sends WHERE notification_id = ANY(\(ids)::uuid[])
+        GROUP BY 1, 2
+        """
+    }
+
+    /// Active campaigns with a due slot, locked (`SKIP LOCKED`), as ``campaign(_:)`` rows followed
+    /// by the database's clock.
+    static func dueCampaigns(limit: Int64) -> PostgresQuery {
+        """
+        SELECT \(unescaped: columns), now() FROM campaigns
+        WHERE state = 'active' AND next_slot <= now()
+        ORDER BY next_slot LIMIT \(limit) FOR UPDATE SKIP LOCKED
+        """
+    }
+
+    /// Moves campaign `id`'s next slot.
+    static func setNextSlot(id: CampaignID, _ nextSlot: Date?) -> PostgresQuery {
+        """
+        UPDATE campaigns SET next_slot = \(nextSlot)
+        WHERE id = \(id)
+        """
+    }
+
+    /// Seconds the oldest due slot of an active campaign has waited (0 when none); one float8.
+    static func oldestDueSlotAge() -> PostgresQuery {
+        """
+        SELECT coalesce(extract(epoch FROM now() - min(next_slot)), 0)::float8 FROM campaigns
+        WHERE state = 'active' AND next_slot <= now()
+        """
+    }
+
+    // MARK: Runs
+
+    /// A keyset page of `campaignID`'s runs before id `before`, newest first, as ``run(_:)`` rows.
+    static func runs(campaignID: CampaignID, before: Int64, limit: Int64) -> PostgresQuery {
+        """
+        SELECT \(unescaped: runColumns) FROM campaign_runs r
+        WHERE r.campaign_id = \(campaignID) AND r.id < \(before)
+        ORDER BY r.id DESC LIMIT \(limit)
+        """
+    }
+
+    /// Run `runID` of `campaignID`, as a ``run(_:)`` row.
+    static func run(id runID: CampaignRunID, campaignID: CampaignID) -> PostgresQuery {
+        """
+        SELECT \(unescaped: runColumns) FROM campaign_runs r
+        WHERE r.id = \(runID) AND r.campaign_id = \(campaignID)
+        """
+    }
+
+    /// Run `runID`, as a ``run(_:)`` row.
+    static func run(id runID: CampaignRunID) -> PostgresQuery {
+        "SELECT \(unescaped: runColumns) FROM campaign_runs r WHERE r.id = \(runID)"
+    }
+
+    /// Locks run `runID` of `campaignID` (`FOR UPDATE`): its state and its notifications' ids.
+    static func lockRun(id runID: CampaignRunID, campaignID: CampaignID) -> PostgresQuery {
+        """
+        SELECT r.state, array(SELECT n.id FROM notifications n WHERE n.campaign_run_id = r.id ORDER BY n.id)
+        FROM campaign_runs r WHERE r.id = \(runID) AND r.campaign_id = \(campaignID) FOR UPDATE
+        """
+    }
+
+    /// Ends run `runID` as cancelled.
+    static func markCancelled(runID: CampaignRunID) -> PostgresQuery {
+        """
+        UPDATE campaign_runs SET state = 'Cancelled', finished_at = coalesce(finished_at, now())
+        WHERE id = \(runID)
+        """
+    }
+
+    /// Runs ready to settle, locked (`SKIP LOCKED`): id, state, their notifications' states.
+    static func settleableRuns(limit: Int64) -> PostgresQuery {
+        """
+        SELECT r.id, r.state, array(SELECT n.state FROM notifications n WHERE n.campaign_run_id = r.id)
+        FROM campaign_runs r
+        WHERE (r.state = 'Running' OR (r.state = 'Cancelled' AND r.counts IS NULL))
+          AND EXISTS (SELECT 1 FROM notifications n WHERE n.campaign_run_id = r.id)
+          AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.campaign_run_id = r.id AND n.finished_at IS NULL)
+        ORDER BY r.id LIMIT \(limit) FOR UPDATE OF r SKIP LOCKED
+        """
+    }
+
+    /// Ends runs `ids` with their states and counts (JSON texts), in one statement.
+    static func settle(ids: [Int64], states: [String], counts: [String]) -> PostgresQuery {
+        """
+        UPDATE campaign_runs r SET state = u.state, counts = u.counts::jsonb, finished_at = coalesce(r.finished_at, now())
+        FROM unnest(\(ids)::int8[], \(states)::text[], \(counts)::text[]) AS u(id, state, counts)
+        WHERE r.id = u.id
+        """
+    }
+
+    /// Copies the notifications' final states onto the waves of runs `ids`.
+    static func keepWaveStates(of ids: [Int64]) -> PostgresQuery {
+        """
+        UPDATE campaign_waves w SET final_state = n.state FROM notifications n
+        WHERE w.run_id = ANY(\(ids)::int8[]) AND n.id = w.notification_id
+        """
+    }
+
+    /// Runs by state: state, count.
+    static func runsByState() -> PostgresQuery {
+        "SELECT state, count(*) FROM campaign_runs GROUP BY state"
+    }
+
+    // MARK: Throttle
+
+    /// Locks hub send `id` (`FOR UPDATE`): its reserved throttle slot, and whether it still waits.
+    static func lockThrottledSend(id: Int64) -> PostgresQuery {
+        "SELECT throttle_slot, state IN ('Scheduled', 'Queued') FROM hub_sends WHERE id = \(id) FOR UPDATE"
+    }
+
+    /// Whether `slot` is more than `lateness` seconds ago on the transaction-independent clock.
+    static func isLate(_ slot: Date, lateness: Double) -> PostgresQuery {
+        "SELECT clock_timestamp() - \(slot) > make_interval(secs => \(lateness))"
+    }
+
+    /// Reserves the next throttle instant of `campaignID` (when it has a throttle) for hub send
+    /// `hubSendID`; the instant when reserved.
+    static func reserveThrottleSlot(hubSendID: Int64, campaignID: CampaignID, spacingFactor: Double) -> PostgresQuery {
+        """
+        WITH reserved AS (
+            UPDATE campaigns
+            SET throttle_next = greatest(throttle_next, clock_timestamp())
+                                + make_interval(secs => \(spacingFactor) / throttle_per_second)
+            WHERE id = \(campaignID) AND throttle_per_second IS NOT NULL
+            RETURNING throttle_next - make_interval(secs => \(spacingFactor) / throttle_per_second)
+                      AS slot
+        )
+        UPDATE hub_sends h SET throttle_slot = reserved.slot FROM reserved WHERE h.id = \(hubSendID)
+        RETURNING reserved.slot
+        """
+    }
+
+    // MARK: Rows
+
     /// Live counts of runs from their hub sends and outcome rows (three grouped reads over the
     /// runs' hub sends, by `hub_sends_campaign_run`).
     static func liveCounts(
@@ -78,11 +335,12 @@ enum CampaignStatements {
         throw CampaignStore.notFound(id)
     }
 
-    static func columnValues(
-        _ definition: CampaignDefinition, now: Date
-    ) throws -> (
+    /// A definition's stored forms: its JSON columns, its schedule's columns and its next slot.
+    typealias ColumnValues = (
         audience: String, content: String, options: String, at: Date?, cron: String?, zone: String, nextSlot: Date?
-    ) {
+    )
+
+    static func columnValues(_ definition: CampaignDefinition, now: Date) throws -> ColumnValues {
         let encoder = NotificationRows.encoder()
         let audience = String(decoding: try encoder.encode(definition.audience), as: UTF8.self)
         let content = String(decoding: try encoder.encode(definition.content), as: UTF8.self)

@@ -65,26 +65,19 @@ extension CampaignStore {
         let startedAt: Date? = state == .running ? now : nil
         let finishedAt: Date? = state == .running ? nil : now
         let inserted = try await connection.query(
-            """
-            INSERT INTO campaign_runs (campaign_id, slot, fired_by, state, api_key_id, idempotency_key, started_at,
-                                       finished_at)
-            VALUES (\(campaign.id), \(slot), \(firing.rawValue), \(state.rawValue), \(apiKeyID),
-                    \(idempotencyKey?.rawValue), \(startedAt), \(finishedAt))
-            ON CONFLICT DO NOTHING
-            RETURNING id
-            """, logger: logger)
+            CampaignStatements.insertRun(
+                campaignID: campaign.id, slot: slot, firedBy: firing, state: state, apiKeyID: apiKeyID,
+                idempotencyKey: idempotencyKey?.rawValue, startedAt: startedAt, finishedAt: finishedAt),
+            logger: logger)
         var runID: CampaignRunID?
         for try await id in inserted.decode(Int64.self) { runID = id }
         guard let runID else {
             // The slot, or the key, has its run: read it (the winner has committed: the insert
             // waited on its index entry).
             let rows = try await connection.query(
-                """
-                SELECT \(unescaped: CampaignStatements.runColumns) FROM campaign_runs r
-                WHERE r.campaign_id = \(campaign.id)
-                  AND (r.slot = \(slot) OR r.idempotency_key = \(idempotencyKey?.rawValue ?? ""))
-                ORDER BY (r.idempotency_key = \(idempotencyKey?.rawValue ?? "")) DESC NULLS LAST LIMIT 1
-                """, logger: logger)
+                CampaignStatements.existingRun(
+                    campaignID: campaign.id, slot: slot, idempotencyKey: idempotencyKey?.rawValue ?? ""),
+                logger: logger)
             for try await row in rows { return .existing(try CampaignStatements.run(row)) }
             throw StorageError(.query, "campaign \(campaign.id): slot \(slot) conflicted but has no run")
         }
@@ -115,12 +108,7 @@ extension CampaignStore {
         let names: [String]? = if case .users(let names) = audience { names } else { nil }
         var zones: [String] = []
         for try await tag in try await connection.query(
-            """
-            SELECT DISTINCT t FROM devices d, unnest(d.tags) AS t
-            WHERE d.deleted_at IS NULL AND d.platform IS NOT NULL AND t LIKE 'tz:%'
-              AND (\(names == nil) OR d.user_id IN (SELECT id FROM users WHERE name = ANY(\(names ?? []))))
-            ORDER BY t
-            """, logger: logger
+            CampaignStatements.zoneTags(users: names), logger: logger
         ).decode(String.self) {
             if let zone = ZoneTag.zone(fromTag: tag) { zones.append(zone) }
         }
@@ -152,13 +140,10 @@ extension CampaignStore {
             rows, sender: .campaignRun(runID, campaign: campaign.id),
             throttlePerSecond: campaign.definition.throttlePerSecond, on: connection)
         try await connection.query(
-            """
-            INSERT INTO campaign_waves (run_id, zone, instant, start, notification_id)
-            SELECT \(runID), w.zone, w.instant, w.start, NULLIF(w.notification, '')::uuid
-            FROM unnest(\(waves.map(\.zone))::text[], \(waves.map(\.instant))::timestamptz[],
-                        \(waves.map(\.start.rawValue))::text[], \(notificationIDs)::text[])
-                 AS w(zone, instant, start, notification)
-            """, logger: logger)
+            CampaignStatements.insertWaves(
+                runID: runID, zones: waves.map(\.zone), instants: waves.map(\.instant),
+                starts: waves.map(\.start.rawValue), notificationIDs: notificationIDs),
+            logger: logger)
         return rows.ids.first
     }
 
@@ -168,11 +153,7 @@ extension CampaignStore {
     ) async throws -> [CampaignWave] {
         var waves: [CampaignWave] = []
         for try await (zone, instant, start, notificationID, state) in try await connection.query(
-            """
-            SELECT w.zone, w.instant, w.start, w.notification_id, coalesce(n.state, w.final_state, w.start)
-            FROM campaign_waves w LEFT JOIN notifications n ON n.id = w.notification_id
-            WHERE w.run_id = \(runID) ORDER BY w.instant, w.zone
-            """, logger: logger
+            CampaignStatements.waves(of: runID), logger: logger
         ).decode((String, Date, String, UUID?, String).self) {
             waves.append(
                 CampaignWave(
@@ -185,10 +166,7 @@ extension CampaignStore {
         guard !ids.isEmpty else { return waves }
         var counts: [UUID: [String: Int]] = [:]
         for try await (id, state, count) in try await connection.query(
-            """
-            SELECT notification_id, state, count(*) FROM hub_sends WHERE notification_id = ANY(\(ids)::uuid[])
-            GROUP BY 1, 2
-            """, logger: logger
+            CampaignStatements.hubSendCounts(of: ids), logger: logger
         ).decode((UUID, String, Int64).self) {
             counts[id, default: [:]][state] = Int(count)
         }
@@ -206,12 +184,7 @@ extension CampaignStore {
     public func fireDueSlots(limit: Int = 100) async throws -> CampaignTick {
         try await StorageSQL.transaction(client, logger: logger, "fire due campaign slots", within: wait) { connection in
             var tick = CampaignTick()
-            let rows = try await connection.query(
-                """
-                SELECT \(unescaped: CampaignStatements.columns), now() FROM campaigns
-                WHERE state = 'active' AND next_slot <= now()
-                ORDER BY next_slot LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED
-                """, logger: logger)
+            let rows = try await connection.query(CampaignStatements.dueCampaigns(limit: Int64(limit)), logger: logger)
             var due: [(Campaign, Date)] = []
             for try await row in rows {
                 due.append((try CampaignStatements.campaign(row), try row.makeRandomAccess()[17].decode(Date.self)))
@@ -252,10 +225,8 @@ extension CampaignStore {
                     }
                 }
                 try await connection.query(
-                    """
-                    UPDATE campaigns SET next_slot = \(schedule.nextSlot(after: max(cursor, now)))
-                    WHERE id = \(campaign.id)
-                    """, logger: logger)
+                    CampaignStatements.setNextSlot(id: campaign.id, schedule.nextSlot(after: max(cursor, now))),
+                    logger: logger)
             }
             return tick
         }
@@ -266,10 +237,7 @@ extension CampaignStore {
     public func oldestDueSlotAge() async throws -> Double {
         try await StorageSQL.run("read the oldest due slot", within: wait) {
             for try await age in try await client.query(
-                """
-                SELECT coalesce(extract(epoch FROM now() - min(next_slot)), 0)::float8 FROM campaigns
-                WHERE state = 'active' AND next_slot <= now()
-                """, logger: logger
+                CampaignStatements.oldestDueSlotAge(), logger: logger
             ).decode(Double.self) {
                 return age
             }

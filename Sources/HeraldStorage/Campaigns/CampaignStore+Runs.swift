@@ -15,11 +15,7 @@ extension CampaignStore {
         return try await StorageSQL.run("list campaign runs", within: wait) {
             var runs: [CampaignRun] = []
             for try await row in try await client.query(
-                """
-                SELECT \(unescaped: CampaignStatements.runColumns) FROM campaign_runs r
-                WHERE r.campaign_id = \(campaignID) AND r.id < \(before)
-                ORDER BY r.id DESC LIMIT \(Int64(limit + 1))
-                """, logger: logger)
+                CampaignStatements.runs(campaignID: campaignID, before: before, limit: Int64(limit + 1)), logger: logger)
             {
                 runs.append(try CampaignStatements.run(row))
             }
@@ -39,10 +35,7 @@ extension CampaignStore {
             try await client.withConnection { connection in
                 var found: CampaignRun?
                 for try await row in try await connection.query(
-                    """
-                    SELECT \(unescaped: CampaignStatements.runColumns) FROM campaign_runs r
-                    WHERE r.id = \(runID) AND r.campaign_id = \(campaignID)
-                    """, logger: logger)
+                    CampaignStatements.run(id: runID, campaignID: campaignID), logger: logger)
                 {
                     found = try CampaignStatements.run(row)
                 }
@@ -63,10 +56,7 @@ extension CampaignStore {
         try await StorageSQL.transaction(client, logger: logger, "cancel a campaign run", within: wait) { connection in
             var found: (String, [NotificationID])?
             for try await row in try await connection.query(
-                """
-                SELECT r.state, array(SELECT n.id FROM notifications n WHERE n.campaign_run_id = r.id ORDER BY n.id)
-                FROM campaign_runs r WHERE r.id = \(runID) AND r.campaign_id = \(campaignID) FOR UPDATE
-                """, logger: logger
+                CampaignStatements.lockRun(id: runID, campaignID: campaignID), logger: logger
             ).decode((String, [UUID]).self) {
                 found = row
             }
@@ -88,14 +78,10 @@ extension CampaignStore {
                     try await NotificationStore.refreshState(of: notificationID, on: connection, logger: logger)
                 }
             }
-            try await connection.query(
-                """
-                UPDATE campaign_runs SET state = 'Cancelled', finished_at = coalesce(finished_at, now())
-                WHERE id = \(runID)
-                """, logger: logger)
+            try await connection.query(CampaignStatements.markCancelled(runID: runID), logger: logger)
             let counts = try await CampaignStatements.liveCounts(of: [runID], on: connection, logger: logger)[runID] ?? .empty
             for try await row in try await connection.query(
-                "SELECT \(unescaped: CampaignStatements.runColumns) FROM campaign_runs r WHERE r.id = \(runID)", logger: logger)
+                CampaignStatements.run(id: runID), logger: logger)
             {
                 var run = try CampaignStatements.run(row)
                 run.counts = counts
@@ -118,14 +104,7 @@ extension CampaignStore {
             // all final, and cancelled ones whose last sends (in flight when the run was
             // cancelled) have ended and whose counts are not stored.
             for try await (id, runState, states) in try await connection.query(
-                """
-                SELECT r.id, r.state, array(SELECT n.state FROM notifications n WHERE n.campaign_run_id = r.id)
-                FROM campaign_runs r
-                WHERE (r.state = 'Running' OR (r.state = 'Cancelled' AND r.counts IS NULL))
-                  AND EXISTS (SELECT 1 FROM notifications n WHERE n.campaign_run_id = r.id)
-                  AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.campaign_run_id = r.id AND n.finished_at IS NULL)
-                ORDER BY r.id LIMIT \(Int64(limit)) FOR UPDATE OF r SKIP LOCKED
-                """, logger: logger
+                CampaignStatements.settleableRuns(limit: Int64(limit)), logger: logger
             ).decode((Int64, String, [String]).self) {
                 ids.append(id)
                 failed[id] = try states.contains {
@@ -153,17 +132,9 @@ extension CampaignStore {
                 countTexts.append(String(decoding: try encoder.encode(runCounts), as: UTF8.self))
             }
             try await connection.query(
-                """
-                UPDATE campaign_runs r SET state = u.state, counts = u.counts::jsonb, finished_at = coalesce(r.finished_at, now())
-                FROM unnest(\(ids)::int8[], \(states)::text[], \(countTexts)::text[]) AS u(id, state, counts)
-                WHERE r.id = u.id
-                """, logger: logger)
+                CampaignStatements.settle(ids: ids, states: states, counts: countTexts), logger: logger)
             // Waves keep their notification's final state (retention may prune the notification).
-            try await connection.query(
-                """
-                UPDATE campaign_waves w SET final_state = n.state FROM notifications n
-                WHERE w.run_id = ANY(\(ids)::int8[]) AND n.id = w.notification_id
-                """, logger: logger)
+            try await connection.query(CampaignStatements.keepWaveStates(of: ids), logger: logger)
             return settled
         }
     }
@@ -173,7 +144,7 @@ extension CampaignStore {
         try await StorageSQL.run("count campaign runs", within: wait) {
             var counts: [CampaignRunState: Int] = [:]
             for try await (state, count) in try await client.query(
-                "SELECT state, count(*) FROM campaign_runs GROUP BY state", logger: logger
+                CampaignStatements.runsByState(), logger: logger
             ).decode((String, Int64).self) {
                 counts[try CampaignRunState(stored: state, column: "campaign_runs.state")] = Int(count)
             }

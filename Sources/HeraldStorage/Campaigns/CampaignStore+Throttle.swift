@@ -25,8 +25,7 @@ extension CampaignStore {
             connection in
             var found: (slot: Date?, waiting: Bool)?
             for try await row in try await connection.query(
-                "SELECT throttle_slot, state IN ('Scheduled', 'Queued') FROM hub_sends WHERE id = \(hubSendID) FOR UPDATE",
-                logger: logger
+                CampaignStatements.lockThrottledSend(id: hubSendID), logger: logger
             ).decode((Date?, Bool).self) {
                 found = row
             }
@@ -34,24 +33,15 @@ extension CampaignStore {
             let lateness = CampaignThrottle.lateness.seconds
             if let slot = found.slot {
                 for try await late in try await connection.query(
-                    "SELECT clock_timestamp() - \(slot) > make_interval(secs => \(lateness))", logger: logger
+                    CampaignStatements.isLate(slot, lateness: lateness), logger: logger
                 ).decode(Bool.self) where !late {
                     return slot
                 }
             }
             for try await slot in try await connection.query(
-                """
-                WITH reserved AS (
-                    UPDATE campaigns
-                    SET throttle_next = greatest(throttle_next, clock_timestamp())
-                                        + make_interval(secs => \(CampaignThrottle.spacingFactor) / throttle_per_second)
-                    WHERE id = \(campaignID) AND throttle_per_second IS NOT NULL
-                    RETURNING throttle_next - make_interval(secs => \(CampaignThrottle.spacingFactor) / throttle_per_second)
-                              AS slot
-                )
-                UPDATE hub_sends h SET throttle_slot = reserved.slot FROM reserved WHERE h.id = \(hubSendID)
-                RETURNING reserved.slot
-                """, logger: logger
+                CampaignStatements.reserveThrottleSlot(
+                    hubSendID: hubSendID, campaignID: campaignID, spacingFactor: CampaignThrottle.spacingFactor),
+                logger: logger
             ).decode(Date.self) {
                 return slot
             }

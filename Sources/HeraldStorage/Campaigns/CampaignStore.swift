@@ -39,16 +39,7 @@ public struct CampaignStore: Sendable {
             let checked = try definition.validated(now: now)
             let values = try CampaignStatements.columnValues(checked, now: now)
             let rows = try await connection.query(
-                """
-                INSERT INTO campaigns (name, audience, content, options, ttl_seconds, schedule_at, cron, time_zone,
-                                       catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, local_time)
-                VALUES (\(checked.name), \(values.audience)::jsonb, \(values.content)::jsonb, \(values.options)::jsonb,
-                        \(checked.ttl), \(values.at), \(values.cron), \(values.zone), \(checked.catchUp),
-                        \(checked.throttlePerSecond), 'active', \(values.nextSlot), \(apiKeyID),
-                        \(checked.localTime?.description))
-                ON CONFLICT DO NOTHING
-                RETURNING \(unescaped: CampaignStatements.columns)
-                """, logger: logger)
+                CampaignStatements.create(checked, values: values, apiKeyID: apiKeyID), logger: logger)
             for try await row in rows { return try CampaignStatements.campaign(row) }
             throw Self.nameTaken(checked.name)
         }
@@ -58,7 +49,7 @@ public struct CampaignStore: Sendable {
     public func campaign(id: CampaignID) async throws -> Campaign? {
         try await StorageSQL.run("read a campaign", within: wait) {
             for try await row in try await client.query(
-                "SELECT \(unescaped: CampaignStatements.columns) FROM campaigns WHERE id = \(id)", logger: logger)
+                CampaignStatements.campaign(id: id), logger: logger)
             {
                 return try CampaignStatements.campaign(row)
             }
@@ -70,7 +61,7 @@ public struct CampaignStore: Sendable {
     public func campaign(named name: String) async throws -> Campaign? {
         try await StorageSQL.run("read a campaign", within: wait) {
             for try await row in try await client.query(
-                "SELECT \(unescaped: CampaignStatements.columns) FROM campaigns WHERE lower(name) = lower(\(name))", logger: logger)
+                CampaignStatements.campaign(named: name), logger: logger)
             {
                 return try CampaignStatements.campaign(row)
             }
@@ -85,11 +76,7 @@ public struct CampaignStore: Sendable {
         return try await StorageSQL.run("list campaigns", within: wait) {
             var campaigns: [Campaign] = []
             for try await row in try await client.query(
-                """
-                SELECT \(unescaped: CampaignStatements.columns) FROM campaigns
-                WHERE id > \(after) AND (\(includeArchived) OR state <> 'archived')
-                ORDER BY id LIMIT \(Int64(limit + 1))
-                """, logger: logger)
+                CampaignStatements.list(after: after, includeArchived: includeArchived, limit: Int64(limit + 1)), logger: logger)
             {
                 campaigns.append(try CampaignStatements.campaign(row))
             }
@@ -122,16 +109,7 @@ public struct CampaignStore: Sendable {
             let checked = try change(current.definition).validated(now: now)
             let values = try CampaignStatements.columnValues(checked, now: now)
             let rows = try await connection.query(
-                """
-                UPDATE campaigns SET name = \(checked.name), audience = \(values.audience)::jsonb,
-                    content = \(values.content)::jsonb, options = \(values.options)::jsonb, ttl_seconds = \(checked.ttl),
-                    schedule_at = \(values.at), cron = \(values.cron), time_zone = \(values.zone),
-                    catch_up_seconds = \(checked.catchUp), throttle_per_second = \(checked.throttlePerSecond),
-                    next_slot = \(values.nextSlot), local_time = \(checked.localTime?.description), updated_at = now()
-                WHERE id = \(id) AND NOT EXISTS (SELECT 1 FROM campaigns o WHERE lower(o.name) = lower(\(checked.name))
-                                                AND o.id <> \(id))
-                RETURNING \(unescaped: CampaignStatements.columns)
-                """, logger: logger)
+                CampaignStatements.update(id: id, checked, values: values), logger: logger)
             for try await row in rows { return try CampaignStatements.campaign(row) }
             throw Self.nameTaken(checked.name)
         }
@@ -139,7 +117,7 @@ public struct CampaignStore: Sendable {
 
     /// Moves a campaign to `state`: `paused` stops firing; `active` resumes it with its next
     /// slot computed from now (slots that passed while paused are not sent); `archived` (what
-    /// DELETE does) keeps it and its runs for history and fires nothing again. Resuming or
+    /// the API's delete does) keeps it and its runs for history and fires nothing again. Resuming or
     /// pausing an archived campaign is `DomainError` `campaign_archived` (409); archiving twice
     /// succeeds again.
     public func setState(id: CampaignID, _ state: CampaignState) async throws -> Campaign {
@@ -157,10 +135,7 @@ public struct CampaignStore: Sendable {
                 case .archived: nil
                 }
             let rows = try await connection.query(
-                """
-                UPDATE campaigns SET state = \(state.rawValue), next_slot = \(nextSlot), updated_at = now()
-                WHERE id = \(id) RETURNING \(unescaped: CampaignStatements.columns)
-                """, logger: logger)
+                CampaignStatements.setState(id: id, state, nextSlot: nextSlot), logger: logger)
             for try await row in rows { return try CampaignStatements.campaign(row) }
             throw Self.notFound(id)
         }

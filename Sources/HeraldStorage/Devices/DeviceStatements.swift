@@ -4,7 +4,8 @@ import Logging
 import PostgresNIO
 import PostgresQueue
 
-/// The device `PUT`'s and the device sync's statements. Every parameter carries a cast, so a
+/// Devices' SQL and the decoding of their rows: the device `PUT`'s here, the sync's in
+/// `DeviceStatements+Sync.swift`, the zones' in `DeviceStatements+TimeZones.swift`. Every parameter carries a cast, so a
 /// `NULL` bound first (its type unknown to PostgresNIO) still prepares with the right type.
 enum DeviceStatements {
     /// The usual registration `PUT` in one statement, so one implicit transaction: the caller's
@@ -311,174 +312,73 @@ enum DeviceStatements {
 
         func decodeRow(_ row: PostgresRow) throws -> DeviceRecord { try DeviceStatements.record(row) }
     }
-
-    /// The hub calls of a sync attempt as the columns of an `unnest` (PostgresNIO binds no
-    /// `NULL` array elements: `''` and `-1` stand for `NULL`, read back with `NULLIF`).
-    struct HubCallColumns: Sendable {
-        var deviceIDs: [UUID] = []
-        var operations: [String] = []
-        var hubIDs: [String] = []
-        var statuses: [Int32] = []
-        var durations: [Double] = []
-        var trackingIDs: [String] = []
-        var errors: [String] = []
-
-        init(_ calls: [DeviceHubCall]) {
-            for call in calls {
-                deviceIDs.append(call.deviceID.uuid)
-                operations.append(call.operation)
-                hubIDs.append(call.hubID ?? "")
-                statuses.append(call.httpStatus.map(Int32.init(clamping:)) ?? -1)
-                durations.append(call.durationMilliseconds)
-                trackingIDs.append(call.trackingID ?? "")
-                errors.append(call.error.map { String($0.prefix(1000)) } ?? "")
-            }
-        }
-
-        func append(to bindings: inout PostgresBindings) {
-            bindings.append(deviceIDs)
-            bindings.append(operations)
-            bindings.append(hubIDs)
-            bindings.append(statuses)
-            bindings.append(durations)
-            bindings.append(trackingIDs)
-            bindings.append(errors)
-        }
-
-        /// The `INSERT` of the calls bound from parameter `first` on (seven arrays), in order.
-        static func insertSQL(from first: Int) -> String {
-            let p = (first..<first + 7).map { "$\($0)" }
-            return """
-                INSERT INTO device_hub_calls (device_id, operation, hub_id, http_status, duration_ms, tracking_id, error)
-                SELECT c.device_id, c.operation, NULLIF(c.hub_id, ''), NULLIF(c.status, -1), c.duration,
-                       NULLIF(c.tracking_id, ''), NULLIF(c.error, '')
-                FROM unnest(\(p[0])::uuid[], \(p[1])::text[], \(p[2])::text[], \(p[3])::int4[], \(p[4])::float8[],
-                            \(p[5])::text[], \(p[6])::text[])
-                     WITH ORDINALITY AS c(device_id, operation, hub_id, status, duration, tracking_id, error, n)
-                ORDER BY c.n
-                """
-        }
-    }
-
-    /// Marks devices synced, each at the version its sync read (the fence), and appends the
-    /// syncs' hub calls to the audit, in one statement: the calls are recorded whether or not
-    /// a fence held. One row (the id and version) per device whose fence held: a batch may
-    /// hold two syncs of one device at different versions, of which only the current one
-    /// synced. The expiries are bound with a flag each (PostgresNIO binds no `NULL` array
-    /// elements).
-    ///
-    /// The devices are locked in id order first (`locked`; the update touches only rows it
-    /// has locked): up to four batches are written at once and two syncs of one device can be
-    /// in flight together, and batches that locked the same devices in the orders their
-    /// results arrived in deadlocked.
-    struct MarkSynced: PostgresPreparedStatement {
-        static let name = String(reflecting: Self.self)
-
-        typealias Row = DeviceStore.SyncedVersion
-
-        static let sql = """
-            WITH locked AS (
-                SELECT id FROM devices WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
-            ),
-            calls AS (
-            \(HubCallColumns.insertSQL(from: 6))
-            )
-            UPDATE devices d SET sync_state = 'synced', synced_version = d.version, synced_at = now(), last_error = NULL,
-                hub_registration_id = COALESCE(NULLIF(r.hub_id, ''), d.hub_registration_id),
-                hub_expires_at = CASE WHEN r.expires THEN r.expires_at END
-            FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::bool[], $5::timestamptz[])
-                 AS r(id, version, hub_id, expires, expires_at)
-            WHERE d.id = r.id AND d.version = r.version AND d.id IN (SELECT id FROM locked)
-            RETURNING d.id, d.version
-            """
-
-        var ids: [UUID] = []
-        var versions: [Int64] = []
-        var hubIDs: [String] = []
-        var hasExpiry: [Bool] = []
-        var expiries: [Date] = []
-        var calls: HubCallColumns
-
-        init(_ results: [DeviceStore.SyncResult]) {
-            for result in results {
-                ids.append(result.id.uuid)
-                versions.append(result.version)
-                hubIDs.append(result.hubID ?? "")
-                hasExpiry.append(result.expiresAt != nil)
-                expiries.append(result.expiresAt ?? Date(timeIntervalSince1970: 0))
-            }
-            calls = HubCallColumns(results.flatMap(\.calls))
-        }
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 12)
-            bindings.append(ids)
-            bindings.append(versions)
-            bindings.append(hubIDs)
-            bindings.append(hasExpiry)
-            bindings.append(expiries)
-            calls.append(to: &bindings)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> Row {
-            let (id, version) = try row.decode((UUID, Int64).self)
-            return Row(id: id, version: version)
-        }
-    }
-
-    /// Marks a deleted device removed from the hub at a version (the fence) and appends the
-    /// attempt's hub calls, in one statement. One row when the fence held.
-    struct MarkRemovedFromHub: PostgresPreparedStatement {
-        static let name = String(reflecting: Self.self)
-
-        typealias Row = UUID
-
-        static let sql = """
-            WITH calls AS (
-            \(HubCallColumns.insertSQL(from: 3))
-            )
-            UPDATE devices SET sync_state = 'deleted', synced_version = version, synced_at = now(), last_error = NULL,
-                hub_registration_id = NULL, hub_expires_at = NULL
-            WHERE id = $1::uuid AND version = $2::int8 AND deleted_at IS NOT NULL RETURNING id
-            """
-
-        var id: UUID
-        var version: Int64
-        var calls: HubCallColumns
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 9)
-            bindings.append(id)
-            bindings.append(version)
-            calls.append(to: &bindings)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> UUID { try row.decode(UUID.self) }
-    }
-
-    /// Appends hub calls to the audit (one statement, whatever their number).
-    struct RecordHubCalls: PostgresPreparedStatement {
-        static let name = String(reflecting: Self.self)
-
-        typealias Row = Void
-
-        static let sql = HubCallColumns.insertSQL(from: 1)
-
-        var calls: HubCallColumns
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 7)
-            calls.append(to: &bindings)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws {}
-    }
 }
 
 extension DeviceStatements {
+    // MARK: Registration
+
+    /// The id of `ownerID`'s registration holding one of `forms` of a handle, a live one first.
+    static func registrationID(ownerID: Int64, handleForms forms: [String]) -> PostgresQuery {
+        """
+        SELECT id FROM devices WHERE user_id = \(ownerID) AND kind = 'registration' AND handle = ANY(\(forms))
+        ORDER BY (deleted_at IS NULL) DESC, created_at LIMIT 1
+        """
+    }
+
+    /// Adds a registration with no platform yet (`new`), for the id-first registration flow.
+    static func addUnregistered(id: UUID, ownerID: Int64, handle: String) -> PostgresQuery {
+        """
+        INSERT INTO devices (id, user_id, kind, handle, sync_state)
+        VALUES (\(id), \(ownerID), 'registration', \(handle), 'new')
+        """
+    }
+
+    /// Locks the device with installation id `installationID` (`FOR UPDATE`): its id and owner.
+    static func lockInstallation(_ installationID: String) -> PostgresQuery {
+        "SELECT id, user_id FROM devices WHERE installation_id = \(installationID) FOR UPDATE"
+    }
+
+    /// Adds or replaces installation `id` of `ownerID` (only when it is theirs), pending a sync;
+    /// one ``record(_:)`` row when written.
+    static func upsertInstallation(
+        id: UUID, ownerID: Int64, platform: String, handle: String, tags: [String], installationID: String,
+        templatesJSON: String
+    ) -> PostgresQuery {
+        """
+        INSERT INTO devices (id, user_id, kind, platform, handle, tags, installation_id, templates)
+        VALUES (\(id), \(ownerID), 'installation', \(platform), \(handle),
+                \(tags), \(installationID), \(templatesJSON)::jsonb)
+        ON CONFLICT (id) DO UPDATE SET
+            platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
+            templates = EXCLUDED.templates, deleted_at = NULL, sync_state = 'pending', last_error = NULL,
+            version = devices.version + 1, updated_at = now()
+        WHERE devices.user_id = EXCLUDED.user_id
+        RETURNING \(unescaped: columns)
+        """
+    }
+
+    /// Deletes device `id` (kept as a tombstone), pending its hub-side removal when it was
+    /// registered; one row: whether it has a platform.
+    static func delete(id: UUID) -> PostgresQuery {
+        """
+        UPDATE devices SET deleted_at = now(), version = version + 1, updated_at = now(),
+            sync_state = CASE WHEN platform IS NULL THEN 'deleted' ELSE 'pending' END
+        WHERE id = \(id) RETURNING platform IS NOT NULL
+        """
+    }
+
+    /// Locks device `id` (`FOR UPDATE`): its owner, kind and whether it is deleted.
+    static func lock(id: UUID) -> PostgresQuery {
+        "SELECT user_id, kind, deleted_at IS NOT NULL FROM devices WHERE id = \(id) FOR UPDATE"
+    }
+
+    /// How many live devices `ownerID` has.
+    static func liveCount(ownerID: Int64) -> PostgresQuery {
+        "SELECT count(*) FROM devices WHERE user_id = \(ownerID) AND deleted_at IS NULL"
+    }
+
+    // MARK: Rows
+
     static let columns = """
         id, user_id, kind, platform, handle, tags, template_body, template_headers::text AS template_headers,
         installation_id, templates::text AS templates, hub_registration_id, hub_expires_at, sync_state, last_error,

@@ -15,14 +15,7 @@ extension DeviceStore {
         let seconds = retention.seconds
         return try await StorageSQL.run("purge deleted devices", within: StorageSQL.maintenanceDeadline) {
             let rows = try await client.query(
-                """
-                DELETE FROM devices WHERE id IN (
-                    SELECT id FROM devices
-                    WHERE deleted_at < now() - make_interval(secs => \(seconds)) AND sync_state = 'deleted'
-                    ORDER BY deleted_at LIMIT \(max(1, batch))
-                    FOR UPDATE SKIP LOCKED)
-                RETURNING id
-                """, logger: logger)
+                DeviceStatements.purgeDeleted(olderThan: seconds, limit: max(1, batch)), logger: logger)
             let count = try await rows.count()
             return count
         }
@@ -34,12 +27,7 @@ extension DeviceStore {
         let seconds = retention.seconds
         return try await StorageSQL.run("prune hub calls", within: StorageSQL.maintenanceDeadline) {
             let rows = try await client.query(
-                """
-                DELETE FROM device_hub_calls WHERE id IN (
-                    SELECT id FROM device_hub_calls WHERE at < now() - make_interval(secs => \(seconds))
-                    ORDER BY at LIMIT \(max(1, batch)))
-                RETURNING id
-                """, logger: logger)
+                DeviceStatements.pruneHubCalls(olderThan: seconds, limit: max(1, batch)), logger: logger)
             let count = try await rows.count()
             return count
         }

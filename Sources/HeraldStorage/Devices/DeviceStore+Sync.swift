@@ -28,11 +28,7 @@ extension DeviceStore {
     public func devices(userID: Int64, includeDeleted: Bool = false) async throws -> [DeviceRecord] {
         try await StorageSQL.run("read devices", within: wait) {
             let rows = try await client.query(
-                """
-                SELECT \(unescaped: DeviceStatements.columns) FROM devices
-                WHERE user_id = \(userID) AND (\(includeDeleted) OR deleted_at IS NULL)
-                ORDER BY created_at, id
-                """, logger: logger)
+                DeviceStatements.devices(userID: userID, includeDeleted: includeDeleted), logger: logger)
             return try await DeviceStatements.records(rows)
         }
     }
@@ -41,10 +37,7 @@ extension DeviceStore {
     public func devices(handle: String) async throws -> [DeviceRecord] {
         try await StorageSQL.run("read devices", within: wait) {
             let rows = try await client.query(
-                """
-                SELECT \(unescaped: DeviceStatements.columns) FROM devices
-                WHERE handle = \(handle) AND platform IS NOT NULL AND deleted_at IS NULL
-                """, logger: logger)
+                DeviceStatements.devices(handle: handle), logger: logger)
             return try await DeviceStatements.records(rows)
         }
     }
@@ -55,15 +48,9 @@ extension DeviceStore {
     /// returns the id the device ends with (a concurrent job's, if it won).
     public func adoptHubRegistrationID(_ candidate: String, for id: DeviceID) async throws -> String {
         try await StorageSQL.run("record a hub registration id", within: wait) {
-            // One UPDATE, not a CTE plus a SELECT: a concurrent adopter holds the row lock, and
-            // after it commits the UPDATE re-reads the row's newest version (the SET and
-            // RETURNING see the winner's id), while a SELECT in the same statement would still
-            // see the snapshot from before, with no id.
+            // One statement, so a concurrent adopter's id wins (see the statement).
             let rows = try await client.query(
-                """
-                UPDATE devices SET hub_registration_id = COALESCE(hub_registration_id, \(candidate))
-                WHERE id = \(id.uuid) RETURNING hub_registration_id
-                """, logger: logger)
+                DeviceStatements.adoptHubRegistrationID(candidate, id: id.uuid), logger: logger)
             for try await current in rows.decode(String?.self) { if let current { return current } }
             return candidate
         }
@@ -73,14 +60,9 @@ extension DeviceStore {
     /// device ends with (a concurrent job's, if it replaced it first).
     public func replaceHubRegistrationID(_ old: String, with new: String, for id: DeviceID) async throws -> String {
         try await StorageSQL.run("record a hub registration id", within: wait) {
-            // One UPDATE, for the reason given in adoptHubRegistrationID.
+            // One statement, for the reason given in adoptHubRegistrationID.
             let rows = try await client.query(
-                """
-                UPDATE devices SET hub_registration_id = CASE
-                    WHEN hub_registration_id = \(old) OR hub_registration_id IS NULL THEN \(new)
-                    ELSE hub_registration_id END
-                WHERE id = \(id.uuid) RETURNING hub_registration_id
-                """, logger: logger)
+                DeviceStatements.replaceHubRegistrationID(old, with: new, id: id.uuid), logger: logger)
             for try await current in rows.decode(String?.self) { if let current { return current } }
             return new
         }
@@ -136,10 +118,7 @@ extension DeviceStore {
     public func markFailed(id: DeviceID, version: Int64, error: String) async throws -> Bool {
         try await StorageSQL.run("record a sync failure", within: wait) {
             let rows = try await client.query(
-                """
-                UPDATE devices SET sync_state = 'failed', last_error = \(String(error.prefix(1000)))
-                WHERE id = \(id.uuid) AND version = \(version) RETURNING id
-                """, logger: logger)
+                DeviceStatements.markFailed(id: id.uuid, version: version, error: String(error.prefix(1000))), logger: logger)
             for try await _ in rows { return true }
             return false
         }
@@ -149,7 +128,7 @@ extension DeviceStore {
     public func noteError(id: DeviceID, error: String) async throws {
         try await StorageSQL.run("record a sync error", within: wait) {
             try await client.query(
-                "UPDATE devices SET last_error = \(String(error.prefix(1000))) WHERE id = \(id.uuid)", logger: logger)
+                DeviceStatements.noteError(id: id.uuid, error: String(error.prefix(1000))), logger: logger)
         }
     }
 
@@ -168,42 +147,16 @@ extension DeviceStore {
         let ids = deviceIDs.map(\.uuid)
         let limit = max(1, limit)
         return try await StorageSQL.run("read hub calls", within: wait) {
-            let rows = try await client.query(
-                """
-                SELECT d.id, c.operation, c.hub_id, c.http_status, c.duration_ms, c.tracking_id, c.error, c.at
-                FROM unnest(\(ids)::uuid[]) AS d(id)
-                CROSS JOIN LATERAL (SELECT * FROM device_hub_calls WHERE device_id = d.id
-                                    ORDER BY id DESC LIMIT \(limit)) c
-                ORDER BY d.id, c.id DESC
-                """, logger: logger)
-            var calls: [DeviceID: [DeviceHubCall]] = [:]
-            for try await row in rows.decode((UUID, String, String?, Int32?, Double, String?, String?, Date).self) {
-                let id = DeviceID(row.0)
-                calls[id, default: []].append(
-                    DeviceHubCall(
-                        deviceID: id, operation: row.1, hubID: row.2, httpStatus: row.3.map(Int.init),
-                        durationMilliseconds: row.4, trackingID: row.5, error: row.6, at: row.7))
-            }
-            return calls
+            let rows = try await client.query(DeviceStatements.recentHubCalls(of: ids, limit: limit), logger: logger)
+            return try await DeviceStatements.recentHubCalls(rows)
         }
     }
 
     /// The hub calls made for a device, oldest first.
     public func hubCalls(deviceID: DeviceID) async throws -> [DeviceHubCall] {
         try await StorageSQL.run("read hub calls", within: wait) {
-            let rows = try await client.query(
-                """
-                SELECT operation, hub_id, http_status, duration_ms, tracking_id, error, at
-                FROM device_hub_calls WHERE device_id = \(deviceID.uuid) ORDER BY id
-                """, logger: logger)
-            var calls: [DeviceHubCall] = []
-            for try await row in rows.decode((String, String?, Int32?, Double, String?, String?, Date).self) {
-                calls.append(
-                    DeviceHubCall(
-                        deviceID: deviceID, operation: row.0, hubID: row.1, httpStatus: row.2.map(Int.init),
-                        durationMilliseconds: row.3, trackingID: row.4, error: row.5, at: row.6))
-            }
-            return calls
+            let rows = try await client.query(DeviceStatements.hubCalls(of: deviceID.uuid), logger: logger)
+            return try await DeviceStatements.hubCalls(rows, of: deviceID)
         }
     }
 
@@ -216,11 +169,7 @@ extension DeviceStore {
     public func liveDevice(hubRegistrationID: String) async throws -> DeviceID? {
         try await StorageSQL.run("read a device by hub registration id", within: wait) {
             let rows = try await client.query(
-                """
-                SELECT id FROM devices
-                WHERE hub_registration_id = \(hubRegistrationID) AND deleted_at IS NULL
-                LIMIT 1
-                """, logger: logger)
+                DeviceStatements.liveDevice(hubRegistrationID: hubRegistrationID), logger: logger)
             for try await id in rows.decode(UUID.self) { return DeviceID(id) }
             return nil
         }

@@ -16,7 +16,7 @@ extension DeviceStore {
         try await StorageSQL.transaction(client, logger: logger, "set a user's time zone", within: wait) { connection in
             var found: (Int64, String)?
             for try await row in try await connection.query(
-                "UPDATE users SET time_zone = \(zone) WHERE name = \(name) RETURNING id, name", logger: logger
+                DeviceStatements.setTimeZone(userName: name, zone), logger: logger
             ).decode((Int64, String).self) {
                 found = row
             }
@@ -32,7 +32,7 @@ extension DeviceStore {
     public func timeZone(userName name: String) async throws -> UserTimeZone? {
         try await StorageSQL.run("read a user's time zone", within: wait) {
             for try await (stored, zone) in try await client.query(
-                "SELECT name, time_zone FROM users WHERE name = \(name)", logger: logger
+                DeviceStatements.timeZone(userName: name), logger: logger
             ).decode((String, String?).self) {
                 return UserTimeZone(name: stored, timeZone: zone)
             }
@@ -49,11 +49,7 @@ extension DeviceStore {
     public func retagZones(batch: Int = 1000) async throws -> Int {
         let zones = try await StorageSQL.run("read users' zones", within: StorageSQL.maintenanceDeadline) {
             try await client.query(
-                """
-                SELECT DISTINCT coalesce(u.time_zone, \(defaultTimeZone)) FROM users u
-                WHERE EXISTS (SELECT 1 FROM devices d WHERE d.user_id = u.id AND d.deleted_at IS NULL
-                              AND d.platform IS NOT NULL)
-                """, logger: logger
+                DeviceStatements.zonesInUse(defaultZone: defaultTimeZone), logger: logger
             ).decode(String.self).reduce(into: [String]()) { $0.append($1) }
         }
         var total = 0
@@ -64,23 +60,10 @@ extension DeviceStore {
                     client, logger: logger, "retag devices", within: StorageSQL.maintenanceDeadline
                 ) { connection in
                     let rows = try await connection.query(
-                        """
-                        UPDATE devices SET tags = \(unescaped: Self.withoutZoneTags("tags")) || \(tag)::text,
-                            version = version + 1, sync_state = 'pending', updated_at = now()
-                        WHERE id IN (
-                            SELECT d.id FROM devices d JOIN users u ON u.id = d.user_id
-                            WHERE coalesce(u.time_zone, \(defaultTimeZone)) = \(zone) AND d.deleted_at IS NULL
-                              AND d.platform IS NOT NULL
-                              AND d.tags IS DISTINCT FROM \(unescaped: Self.withoutZoneTags("d.tags")) || \(tag)::text
-                            ORDER BY d.id LIMIT \(Int64(max(1, batch)))
-                            -- The user's row too: a zone change waits, and one that committed
-                            -- first is seen (the condition is checked again on the locked rows).
-                            -- No SKIP LOCKED: a device a sync job is writing would be left
-                            -- stale; a deadlock with a zone change is retried.
-                            FOR UPDATE OF d FOR SHARE OF u)
-                        RETURNING id, kind
-                        """, logger: logger)
-                    let jobs = try await Self.syncJobs(rows)
+                        DeviceStatements.retagZone(
+                            zone, tag: tag, defaultZone: defaultTimeZone, limit: Int64(max(1, batch))),
+                        logger: logger)
+                    let jobs = try await DeviceStatements.syncJobs(rows)
                     if !jobs.isEmpty { _ = try await queue.enqueue(jobs, on: connection) }
                     return jobs.count
                 }
@@ -96,15 +79,8 @@ extension DeviceStore {
         userID: Int64, tag: String, except: DeviceID?, on connection: PostgresConnection
     ) async throws -> [NewJob] {
         let rows = try await connection.query(
-            """
-            UPDATE devices SET tags = \(unescaped: Self.withoutZoneTags("tags")) || \(tag)::text,
-                version = version + 1, sync_state = 'pending', updated_at = now()
-            WHERE user_id = \(userID) AND deleted_at IS NULL AND platform IS NOT NULL
-              AND (\(except?.uuid)::uuid IS NULL OR id <> \(except?.uuid))
-              AND tags IS DISTINCT FROM \(unescaped: Self.withoutZoneTags("tags")) || \(tag)::text
-            RETURNING id, kind
-            """, logger: logger)
-        return try await Self.syncJobs(rows)
+            DeviceStatements.retagUser(userID, tag: tag, except: except?.uuid), logger: logger)
+        return try await DeviceStatements.syncJobs(rows)
     }
 
     /// The zone tag a device of `owner` being saved carries: with `setting`, the owner's zone
@@ -118,8 +94,7 @@ extension DeviceStore {
         // waits for it, and then retags this device too (or went first, and is read here).
         var stored: String?
         for try await current in try await connection.query(
-            "SELECT time_zone FROM users WHERE id = \(owner.id) FOR \(unescaped: zone == nil ? "SHARE" : "UPDATE")",
-            logger: logger
+            DeviceStatements.lockTimeZone(userID: owner.id, forUpdate: zone != nil), logger: logger
         ).decode(String?.self) {
             stored = current
         }
@@ -127,7 +102,7 @@ extension DeviceStore {
     }
 
     /// ``zoneTag(owner:setting:except:jobs:on:)`` when the caller has read the owner's zone
-    /// (`stored`) and locked their row (`FOR UPDATE` when `setting` a zone).
+    /// (`stored`) and locked their row (exclusively when `setting` a zone).
     func zoneTag(
         owner: DeviceOwner, stored: String?, setting zone: String?, except id: DeviceID, jobs: inout [NewJob],
         on connection: PostgresConnection
@@ -135,25 +110,9 @@ extension DeviceStore {
         guard let zone else { return ZoneTag.tag(forZone: stored ?? defaultTimeZone) }
         let tag = ZoneTag.tag(forZone: zone)
         if zone != stored {
-            try await connection.query(
-                "UPDATE users SET time_zone = \(zone) WHERE id = \(owner.id)", logger: logger)
+            try await connection.query(DeviceStatements.setTimeZone(userID: owner.id, zone), logger: logger)
             jobs += try await retag(userID: owner.id, tag: tag, except: id, on: connection)
         }
         return tag
-    }
-
-    /// SQL for the tags of `column` without its `tz:` tags, the others in order (a zone tag is
-    /// then appended: `… || $tag::text`).
-    static func withoutZoneTags(_ column: String) -> String {
-        "array(SELECT t FROM unnest(\(column)) WITH ORDINALITY AS u(t, n) WHERE t NOT LIKE 'tz:%' ORDER BY n)"
-    }
-
-    static func syncJobs(_ rows: PostgresRowSequence) async throws -> [NewJob] {
-        var jobs: [NewJob] = []
-        for try await (id, kind) in rows.decode((UUID, String).self) {
-            jobs.append(
-                .deviceSync(DeviceSyncArgs(deviceID: DeviceID(id)), kind: try DeviceKind(stored: kind, column: "devices.kind")))
-        }
-        return jobs
     }
 }

@@ -31,18 +31,12 @@ public struct DeviceStore: Sendable {
         let forms = handle.storedForms
         return try await StorageSQL.transaction(client, logger: logger, "register a device", within: wait) { connection in
             let existing = try await connection.query(
-                """
-                SELECT id FROM devices WHERE user_id = \(owner.id) AND kind = 'registration' AND handle = ANY(\(forms))
-                ORDER BY (deleted_at IS NULL) DESC, created_at LIMIT 1
-                """, logger: logger)
+                DeviceStatements.registrationID(ownerID: owner.id, handleForms: forms), logger: logger)
             for try await id in existing.decode(UUID.self) { return DeviceID(id) }
             try await checkDeviceLimit(owner: owner, on: connection)
             let id = DeviceID.random()
             try await connection.query(
-                """
-                INSERT INTO devices (id, user_id, kind, handle, sync_state)
-                VALUES (\(id.uuid), \(owner.id), 'registration', \(handle.text), 'new')
-                """, logger: logger)
+                DeviceStatements.addUnregistered(id: id.uuid, ownerID: owner.id, handle: handle.text), logger: logger)
             return id
         }
     }
@@ -204,7 +198,7 @@ public struct DeviceStore: Sendable {
         let templatesJSON = try Self.json(installation.templates)
         return try await StorageSQL.transaction(client, logger: logger, "register an installation", within: wait) { connection in
             let existing = try await connection.query(
-                "SELECT id, user_id FROM devices WHERE installation_id = \(installationID) FOR UPDATE", logger: logger)
+                DeviceStatements.lockInstallation(installationID), logger: logger)
             var id = DeviceID.random()
             var found = false
             for try await (uuid, userID) in existing.decode((UUID, Int64).self) {
@@ -220,17 +214,10 @@ public struct DeviceStore: Sendable {
             // finds the winner's row above); the owner check keeps any other race from writing
             // into someone else's row.
             let rows = try await connection.query(
-                """
-                INSERT INTO devices (id, user_id, kind, platform, handle, tags, installation_id, templates)
-                VALUES (\(id.uuid), \(owner.id), 'installation', \(installation.platform.rawValue), \(handle),
-                        \(tags), \(installationID), \(templatesJSON)::jsonb)
-                ON CONFLICT (id) DO UPDATE SET
-                    platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
-                    templates = EXCLUDED.templates, deleted_at = NULL, sync_state = 'pending', last_error = NULL,
-                    version = devices.version + 1, updated_at = now()
-                WHERE devices.user_id = EXCLUDED.user_id
-                RETURNING \(unescaped: DeviceStatements.columns)
-                """, logger: logger)
+                DeviceStatements.upsertInstallation(
+                    id: id.uuid, ownerID: owner.id, platform: installation.platform.rawValue, handle: handle, tags: tags,
+                    installationID: installationID, templatesJSON: templatesJSON),
+                logger: logger)
             guard let record = try await DeviceStatements.records(rows).first else { throw Self.notYours }
             jobs.append(.deviceSync(DeviceSyncArgs(deviceID: id), kind: .installation))
             _ = try await queue.enqueue(jobs, on: connection)
@@ -238,7 +225,7 @@ public struct DeviceStore: Sendable {
         }
     }
 
-    /// `DELETE /api/register/{id}`: deletes the caller's device and enqueues the hub-side
+    /// The `/api/register/{id}` delete: deletes the caller's device and enqueues the hub-side
     /// delete. Idempotent: an unknown or already deleted id is fine. Throws `DomainError`
     /// `.gone` when the id belongs to another user.
     public func delete(owner: DeviceOwner, id: DeviceID) async throws {
@@ -246,12 +233,7 @@ public struct DeviceStore: Sendable {
             guard let current = try await lockDevice(id, on: connection) else { return }
             guard current.userID == owner.id else { throw Self.notYours }
             guard !current.deleted else { return }
-            let rows = try await connection.query(
-                """
-                UPDATE devices SET deleted_at = now(), version = version + 1, updated_at = now(),
-                    sync_state = CASE WHEN platform IS NULL THEN 'deleted' ELSE 'pending' END
-                WHERE id = \(id.uuid) RETURNING platform IS NOT NULL
-                """, logger: logger)
+            let rows = try await connection.query(DeviceStatements.delete(id: id.uuid), logger: logger)
             for try await registered in rows.decode(Bool.self) where registered {
                 _ = try await queue.enqueue(.deviceSync(DeviceSyncArgs(deviceID: id), kind: current.kind), on: connection)
             }
@@ -282,9 +264,7 @@ public struct DeviceStore: Sendable {
         kind: .gone)
 
     func lockDevice(_ id: DeviceID, on connection: PostgresConnection) async throws -> Locked? {
-        let rows = try await connection.query(
-            "SELECT user_id, kind, deleted_at IS NOT NULL FROM devices WHERE id = \(id.uuid) FOR UPDATE",
-            logger: logger)
+        let rows = try await connection.query(DeviceStatements.lock(id: id.uuid), logger: logger)
         for try await (userID, kind, deleted) in rows.decode((Int64, String, Bool).self) {
             return Locked(userID: userID, kind: try DeviceKind(stored: kind, column: "devices.kind"), deleted: deleted)
         }
@@ -293,7 +273,7 @@ public struct DeviceStore: Sendable {
 
     func checkDeviceLimit(owner: DeviceOwner, on connection: PostgresConnection) async throws {
         let rows = try await connection.query(
-            "SELECT count(*) FROM devices WHERE user_id = \(owner.id) AND deleted_at IS NULL", logger: logger)
+            DeviceStatements.liveCount(ownerID: owner.id), logger: logger)
         for try await count in rows.decode(Int64.self) { try checkDeviceLimit(live: count) }
     }
 

@@ -45,10 +45,9 @@ extension NotificationStore {
             var results = [AcceptedNotification?](repeating: nil, count: items.count)
             if let apiKeyID, !firstIndexForKey.isEmpty {
                 let rows = try await connection.query(
-                    """
-                    SELECT idempotency_key, id, state, request_hash FROM notifications
-                    WHERE api_key_id = \(apiKeyID) AND idempotency_key = ANY(\(firstIndexForKey.keys.map(\.rawValue)))
-                    """, logger: logger)
+                    NotificationStatements.idempotencyKeys(
+                        apiKeyID: apiKeyID, keys: firstIndexForKey.keys.map(\.rawValue)),
+                    logger: logger)
                 for try await (key, id, state, hash) in rows.decode((String, UUID, String, Data?).self) {
                     for (index, item) in items.enumerated() where item.idempotencyKey?.rawValue == key {
                         guard item.requestHash == hash else { throw Self.keyReused(key) }

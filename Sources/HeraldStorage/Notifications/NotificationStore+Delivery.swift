@@ -87,7 +87,7 @@ extension NotificationStore {
         let lockIDs = Array(Set(columns.notificationIDs)).sorted()
         return try await StorageSQL.transaction(client, logger: logger, "record hub send results", within: wait) { connection in
             _ = try await statements.rows(NotificationStatements.LockNotifications(ids: lockIDs), on: connection, logger: logger)
-            // The UPDATE is the fence; only the results it applied get their outcome rows (one
+            // The update is the fence; only the results it applied get their outcome rows (one
             // statement, so a result cannot land in one table and not the other).
             let ords = try await statements.rows(
                 NotificationStatements.RecordResults(columns: columns), on: connection, logger: logger)

@@ -23,15 +23,7 @@ extension NotificationStore {
             client, logger: logger, "expire overdue sends", within: StorageSQL.maintenanceDeadline
         ) { connection in
             var ids: [UUID] = []
-            let rows = try await connection.query(
-                """
-                SELECT n.id FROM notifications n
-                WHERE n.state IN ('Scheduled', 'Queued') AND n.deadline <= now()
-                  AND EXISTS (SELECT 1 FROM hub_sends h
-                              WHERE h.notification_id = n.id AND h.state IN ('Scheduled', 'Queued')
-                                AND h.in_flight_since IS NULL)
-                ORDER BY n.id LIMIT \(batch) FOR UPDATE SKIP LOCKED
-                """, logger: logger)
+            let rows = try await connection.query(NotificationStatements.overdue(limit: batch), logger: logger)
             for try await id in rows.decode(UUID.self) { ids.append(id) }
             guard !ids.isEmpty else { return 0 }
             return try await expireWaitingSends(.notifications(ids), on: connection)
@@ -60,23 +52,10 @@ extension NotificationStore {
             case .hubSend(let id, let notificationID): ([notificationID], id)
             case .notifications(let ids): (ids, nil)
             }
-        let expiredState = NotificationState.expired.rawValue
         let rows = try await connection.query(
-            """
-            WITH expired AS (
-                UPDATE hub_sends SET state = \(expiredState), in_flight_since = NULL, in_flight_job_id = NULL,
-                    updated_at = now(), last_error = \(Self.expiryReason)
-                WHERE notification_id = ANY(\(notificationIDs)::uuid[]) AND state IN ('Scheduled', 'Queued')
-                  AND (id = \(hubSendID)::int8 OR (\(hubSendID)::int8 IS NULL AND in_flight_since IS NULL))
-                RETURNING id, notification_id, attempts
-            )
-            INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
-                                               decision, state)
-            SELECT id, notification_id, \(HubSendResult.Kind.send.rawValue), attempts, 0, \(Self.expiryReason),
-                   \(HubSendResult.Decision.expired.rawValue), \(expiredState)
-            FROM expired
-            RETURNING id
-            """, logger: logger)
+            NotificationStatements.expireWaitingSends(
+                notificationIDs: notificationIDs, hubSendID: hubSendID, reason: Self.expiryReason),
+            logger: logger)
         let count = try await rows.count()
         if count > 0 { try await Self.refreshStates(of: notificationIDs, on: connection, logger: logger) }
         return count
@@ -116,47 +95,18 @@ extension NotificationStore {
     /// it ends, so however many lost sends there are, every run makes progress.
     @discardableResult
     public func settleLostAttempts(batch: Int = 1000) async throws -> Int {
-        // The one condition for "lost", used to pick the batch and checked again under the
-        // notifications' locks when ending them. Built from constants only, hence `unescaped:`.
-        let lost = """
-            h.in_flight_since IS NOT NULL AND h.state IN ('Scheduled', 'Queued')
-              AND NOT EXISTS (SELECT 1 FROM \(QueueSchema.jobsTable) j WHERE j.id = h.in_flight_job_id)
-              AND (h.in_flight_job_id IS NOT NULL
-                   OR h.in_flight_since < now() - make_interval(secs => \(Self.lostAttemptWithoutJobAge)))
-            """
-        let unknown = NotificationState.unknown.rawValue
+        let lost = NotificationStatements.lostAttempt(withoutJobAge: Self.lostAttemptWithoutJobAge)
         return try await StorageSQL.transaction(
             client, logger: logger, "settle lost send attempts", within: StorageSQL.maintenanceDeadline
         ) { connection in
             var ids: [UUID] = []
             let rows = try await connection.query(
-                """
-                SELECT n.id FROM notifications n
-                WHERE n.id IN (SELECT h.notification_id FROM hub_sends h WHERE \(unescaped: lost)
-                               ORDER BY h.in_flight_since LIMIT \(batch))
-                ORDER BY n.id FOR UPDATE OF n SKIP LOCKED
-                """, logger: logger)
+                NotificationStatements.lostAttemptNotifications(lost: lost, limit: batch), logger: logger)
             for try await id in rows.decode(UUID.self) { ids.append(id) }
             guard !ids.isEmpty else { return 0 }
-            // `s` reads each send's `in_flight_since` before the update clears it: the
-            // attempt's start, kept as the outcome row's `started_at`.
             let settled = try await connection.query(
-                """
-                WITH settled AS (
-                    UPDATE hub_sends h SET state = \(unknown), in_flight_since = NULL, in_flight_job_id = NULL,
-                        updated_at = now(), last_status = NULL, last_error = \(Self.lostAttemptReason)
-                    FROM (SELECT id, in_flight_since AS started_at FROM hub_sends
-                          WHERE notification_id = ANY(\(ids)::uuid[])) s
-                    WHERE h.id = s.id AND \(unescaped: lost)
-                    RETURNING h.id, h.notification_id, h.attempts, s.started_at
-                )
-                INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, error,
-                                                   decision, state, started_at)
-                SELECT id, notification_id, \(HubSendResult.Kind.send.rawValue), attempts, 0, \(Self.lostAttemptReason),
-                       \(HubSendResult.Decision.unknown.rawValue), \(unknown), started_at
-                FROM settled
-                RETURNING id
-                """, logger: logger)
+                NotificationStatements.settleLostAttempts(of: ids, lost: lost, reason: Self.lostAttemptReason),
+                logger: logger)
             let count = try await settled.count()
             if count > 0 { try await Self.refreshStates(of: ids, on: connection, logger: logger) }
             return count
@@ -172,20 +122,7 @@ extension NotificationStore {
         let seconds = retention.seconds
         return try await StorageSQL.run("prune notifications", within: StorageSQL.maintenanceDeadline) {
             let rows = try await client.query(
-                """
-                DELETE FROM notifications WHERE id IN (
-                    (SELECT id FROM notifications
-                     WHERE finished_at < now() - make_interval(secs => \(seconds))
-                     ORDER BY finished_at LIMIT \(batch))
-                    UNION ALL
-                    (SELECT id FROM notifications
-                     WHERE state IN ('Enqueued', 'Processing')
-                       AND created_at < now() - make_interval(secs => \(seconds))
-                       AND updated_at < now() - make_interval(secs => \(seconds))
-                     ORDER BY created_at LIMIT \(batch))
-                )
-                RETURNING id
-                """, logger: logger)
+                NotificationStatements.pruneFinished(olderThan: seconds, limit: batch), logger: logger)
             let count = try await rows.count()
             return count
         }

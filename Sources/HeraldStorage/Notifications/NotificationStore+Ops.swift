@@ -14,9 +14,10 @@ extension NotificationStore {
     static let actionChunk = 500
 
     /// Cancels every notification `selection` matches (of `actor`'s own unless it is admin)
-    /// whose hub sends have not gone out, with the statements `DELETE /v1/notifications/{id}`
-    /// uses (``cancelWaitingSends(of:on:logger:)`` under the notifications' row locks, then
-    /// ``refreshStates(of:on:logger:)``), all or nothing per notification: one whose send a worker
+    /// whose hub sends have not gone out, with the statements the notification delete route
+    /// (`/v1/notifications/{id}`) uses (``cancelWaitingSends(of:on:logger:)`` under the
+    /// notifications' row locks, then ``refreshStates(of:on:logger:)``), all or nothing per
+    /// notification: one whose send a worker
     /// starts meanwhile keeps all its sends. At most ``maxActionItems`` per call.
     ///
     /// One transaction, which also writes the `ops_actions` audit row (`filterJSON` as given,
@@ -24,44 +25,24 @@ extension NotificationStore {
     public func cancelMatching(
         _ selection: NotificationSelection, by actor: OpsActor, dryRun: Bool, filterJSON: String
     ) async throws -> BulkCancelResult {
-        var conditions = ""
-        var binds = PostgresBindings()
         switch selection {
         case .filter(let filter):
             guard !filter.isEmpty else {
                 throw DomainError(code: .invalidRequest, message: "give at least one filter field or ids")
             }
-            filter.appendConditions(to: &conditions, binds: &binds)
         case .ids(let ids):
             guard ids.count <= Self.maxActionIDs else {
                 throw DomainError(code: .invalidRequest, message: "ids lists at most \(Self.maxActionIDs) ids")
             }
-            binds.append(ids)
-            conditions += " AND id = ANY($\(binds.count)::uuid[])"
         }
-        if !actor.isAdmin {
-            binds.append(actor.apiKeyID)
-            conditions += " AND api_key_id = $\(binds.count)"
-        }
+        let (conditions, binds) = NotificationStatements.conditions(
+            of: selection, ownerID: actor.isAdmin ? nil : actor.apiKeyID)
         // Counted in full: the matched ones and those still waiting (the only ones that may be
         // cancellable; more of them than the cap leaves `more`).
-        let countQuery = PostgresQuery(
-            unsafeSQL: """
-                SELECT count(*) FILTER (WHERE state <> 'Cancelled'),
-                       count(*) FILTER (WHERE state IN ('Scheduled', 'Queued'))
-                FROM notifications WHERE true\(conditions)
-                """, binds: binds)
-        var candidateBinds = binds
-        candidateBinds.append(Int64(Self.maxActionItems + 1))
-        // Waiting notifications whose every hub send is still waiting and not in flight, in id
-        // order (the order `record` locks in, so the two cannot deadlock).
-        let candidateQuery = PostgresQuery(
-            unsafeSQL: """
-                SELECT id, NOT EXISTS (SELECT 1 FROM hub_sends h WHERE h.notification_id = notifications.id
-                                       AND NOT (h.state IN ('Scheduled', 'Queued') AND h.in_flight_since IS NULL))
-                FROM notifications WHERE state IN ('Scheduled', 'Queued')\(conditions)
-                ORDER BY id LIMIT $\(candidateBinds.count)\(dryRun ? "" : " FOR UPDATE")
-                """, binds: candidateBinds)
+        let countQuery = NotificationStatements.cancelCounts(conditions: conditions, binds: binds)
+        // Waiting notifications whose every hub send is still waiting and not in flight.
+        let candidateQuery = NotificationStatements.cancelCandidates(
+            conditions: conditions, binds: binds, limit: Int64(Self.maxActionItems + 1), lock: !dryRun)
         let logger = self.logger
         return try await StorageSQL.transaction(
             client, logger: logger, "cancel notifications", within: StorageSQL.maintenanceDeadline
@@ -117,24 +98,21 @@ extension NotificationStore {
     ) async throws -> Int {
         var ids = ids
         while !ids.isEmpty {
-            try await connection.query("SAVEPOINT ops_cancel", logger: logger)
+            try await connection.query(NotificationStatements.savepoint(), logger: logger)
             let cancelled = try await cancelWaitingSends(of: ids, on: connection, logger: logger)
             var totals: [NotificationID: Int] = [:]
             for try await (id, count) in try await connection.query(
-                """
-                SELECT notification_id, count(*) FROM hub_sends WHERE notification_id = ANY(\(ids)::uuid[])
-                GROUP BY notification_id
-                """, logger: logger
+                NotificationStatements.hubSendCounts(of: ids), logger: logger
             ).decode((UUID, Int64).self) {
                 totals[id] = Int(count)
             }
             let partial = Set(ids.filter { (cancelled[$0] ?? 0) != (totals[$0] ?? 0) })
             if partial.isEmpty {
-                try await connection.query("RELEASE SAVEPOINT ops_cancel", logger: logger)
+                try await connection.query(NotificationStatements.releaseSavepoint(), logger: logger)
                 try await refreshStates(of: ids, on: connection, logger: logger)
                 return ids.count
             }
-            try await connection.query("ROLLBACK TO SAVEPOINT ops_cancel", logger: logger)
+            try await connection.query(NotificationStatements.rollbackToSavepoint(), logger: logger)
             ids.removeAll { partial.contains($0) }
         }
         return 0
@@ -171,36 +149,15 @@ extension NotificationStore {
             let anyError = error == nil
             let errorText: String? = error.flatMap { $0 }
             candidateQuery = { from in
-                """
-                WITH finals AS (
-                    SELECT DISTINCT ON (o.hub_send_id) o.hub_send_id, o.http_status, o.error, o.decision
-                    FROM notification_outcomes o
-                    WHERE o.kind = 'send' AND o.decision IN ('abandoned', 'expired')
-                      AND o.at >= \(from)
-                    ORDER BY o.hub_send_id, o.id DESC
-                )
-                SELECT h.id, h.notification_id, h.state, n.deadline <= now(), n.state = 'Cancelled'
-                FROM finals f JOIN hub_sends h ON h.id = f.hub_send_id AND h.state = 'Abandoned'
-                JOIN notifications n ON n.id = h.notification_id
-                WHERE f.decision = 'abandoned'
-                  AND (\(anyStatus) OR f.http_status IS NOT DISTINCT FROM \(status))
-                  AND (\(anyError) OR f.error IS NOT DISTINCT FROM \(errorText))
-                  AND (\(owner)::int8 IS NULL OR n.api_key_id = \(owner))
-                ORDER BY h.id LIMIT \(limit)
-                """
+                NotificationStatements.retryCandidates(
+                    failuresFrom: from, anyStatus: anyStatus, status: status, anyError: anyError, error: errorText,
+                    owner: owner, limit: limit)
             }
         case .ids(let ids):
             guard ids.count <= Self.maxActionIDs else {
                 throw DomainError(code: .invalidRequest, message: "ids lists at most \(Self.maxActionIDs) ids")
             }
-            candidateQuery = { _ in
-                """
-                SELECT h.id, h.notification_id, h.state, n.deadline <= now(), n.state = 'Cancelled'
-                FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
-                WHERE h.id = ANY(\(ids)::int8[]) AND (\(owner)::int8 IS NULL OR n.api_key_id = \(owner))
-                ORDER BY h.id LIMIT \(limit)
-                """
-            }
+            candidateQuery = { _ in NotificationStatements.retryCandidates(ids: ids, owner: owner, limit: limit) }
         }
         let groupWindow = window
         let logger = self.logger
@@ -226,30 +183,17 @@ extension NotificationStore {
                 let notifications = Array(Set(abandoned.map { $0.notification })).sorted()
                 // The notifications' row locks, in id order (as `record` takes them); then only
                 // sends still Abandoned, of notifications still in time, go back to Queued.
-                try await connection.query(
-                    "SELECT 1 FROM notifications WHERE id = ANY(\(notifications)::uuid[]) ORDER BY id FOR UPDATE",
-                    logger: logger)
+                try await connection.query(NotificationStatements.lockInOrder(notifications), logger: logger)
                 var sendIDs: [Int64] = []
                 for try await id in try await connection.query(
-                    """
-                    UPDATE hub_sends h SET state = 'Queued', in_flight_since = NULL, in_flight_job_id = NULL,
-                        throttle_slot = NULL, updated_at = now()
-                    FROM notifications n
-                    WHERE h.id = ANY(\(abandoned.map { $0.id })::int8[]) AND n.id = h.notification_id
-                      AND h.state = 'Abandoned' AND n.state <> 'Cancelled' AND n.deadline > now()
-                    RETURNING h.id
-                    """, logger: logger
+                    NotificationStatements.requeueAbandoned(abandoned.map { $0.id }), logger: logger
                 ).decode(Int64.self) {
                     sendIDs.append(id)
                 }
                 // Read again under the locks: what the update did not take.
                 var late = 0
                 for try await count in try await connection.query(
-                    """
-                    SELECT count(*) FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
-                    WHERE h.id = ANY(\(abandoned.map { $0.id })::int8[]) AND h.state = 'Abandoned'
-                      AND n.state <> 'Cancelled' AND n.deadline <= now()
-                    """, logger: logger
+                    NotificationStatements.lateAbandoned(abandoned.map { $0.id }), logger: logger
                 ).decode(Int64.self) {
                     late = Int(count)
                 }
@@ -286,11 +230,8 @@ extension NotificationStore {
         let keys = counts.keys.sorted()
         let values = keys.map { Int64(counts[$0] ?? 0) }
         try await connection.query(
-            """
-            INSERT INTO ops_actions (api_key_id, action, filter, counts)
-            SELECT \(actor.apiKeyID), \(action), \(filterJSON)::jsonb,
-                   jsonb_object_agg(k, CASE WHEN k = 'more' THEN to_jsonb(v = 1) ELSE to_jsonb(v) END)
-            FROM unnest(\(keys)::text[], \(values)::int8[]) AS c(k, v)
-            """, logger: logger)
+            NotificationStatements.audit(
+                apiKeyID: actor.apiKeyID, action: action, filterJSON: filterJSON, keys: keys, values: values),
+            logger: logger)
     }
 }

@@ -12,69 +12,17 @@ extension NotificationStore {
     public func notification(id: NotificationID) async throws -> NotificationDetail? {
         try await StorageSQL.run("read a notification", within: wait) {
             try await client.withConnection { connection in
-                let rows = try await connection.query(
-                    """
-                    SELECT \(unescaped: NotificationStatements.summaryColumns), options::text,
-                           ARRAY(SELECT jsonb_object_keys(content))
-                    FROM notifications WHERE id = \(id)
-                    """, logger: logger)
-                var found: (NotificationSummary, NotificationOptions, [NotificationFormat])?
-                for try await row in rows {
-                    let (summary, _) = try NotificationStatements.summary(row)
-                    let cells = row.makeRandomAccess()
-                    let optionsText = try cells[14].decode(String.self)
-                    let formatNames = try cells[15].decode([String].self)
-                    let options = try JSONDecoder().decode(NotificationOptions.self, from: Data(optionsText.utf8))
-                    let formats = NotificationFormat.allCases.filter { formatNames.contains($0.rawValue) }
-                    found = (summary, options, formats)
-                }
+                let rows = try await connection.query(NotificationStatements.detail(id: id), logger: logger)
+                var found: (summary: NotificationSummary, options: NotificationOptions, formats: [NotificationFormat])?
+                for try await row in rows { found = try NotificationStatements.detail(row) }
                 guard let (summary, options, formats) = found else { return nil }
-                var sends: [HubSendDetail] = []
-                let sendRows = try await connection.query(
-                    """
-                    SELECT id, format, tag_expression, device_handle, state, attempts, hub_notification_id,
-                           last_status, last_error, telemetry::text, telemetry_note
-                    FROM hub_sends WHERE notification_id = \(id) ORDER BY id
-                    """, logger: logger)
-                for try await row in sendRows.decode(
-                    (Int64, String, String?, String?, String, Int32, String?, Int32?, String?, String?, String?).self)
-                {
-                    sends.append(
-                        HubSendDetail(
-                            id: row.0, format: try NotificationFormat(stored: row.1, column: "hub_sends.format"), tagExpression: row.2,
-                            deviceHandle: row.3, state: try NotificationState(stored: row.4, column: "hub_sends.state"),
-                            attempts: Int(row.5), hubNotificationID: row.6, lastStatus: row.7.map(Int.init),
-                            lastError: row.8, telemetryJSON: row.9, telemetryNote: row.10, outcomes: []))
-                }
-                let outcomeRows = try await connection.query(
-                    """
-                    SELECT hub_send_id, attempt, kind, http_status, hub_notification_id, tracking_id, duration_ms, error,
-                           decision, retry_after_ms, state, telemetry::text, at, started_at
-                    FROM notification_outcomes WHERE notification_id = \(id) ORDER BY id
-                    """, logger: logger)
+                var sends = try await NotificationStatements.hubSendDetails(
+                    try await connection.query(NotificationStatements.hubSends(of: id), logger: logger))
+                let outcomeRows = try await connection.query(NotificationStatements.outcomes(of: id), logger: logger)
                 for try await row in outcomeRows {
-                    let cells = row.makeRandomAccess()
-                    let head = (
-                        try cells[0].decode(Int64.self), try cells[1].decode(Int32.self), try cells[2].decode(String.self),
-                        try cells[3].decode(Int32?.self), try cells[4].decode(String?.self),
-                        try cells[5].decode(String?.self), try cells[6].decode(Double.self)
-                    )
-                    let tail = (
-                        try cells[7].decode(String?.self), try cells[8].decode(String.self),
-                        try cells[9].decode(Int64?.self), try cells[10].decode(String.self),
-                        try cells[11].decode(String?.self), try cells[12].decode(Date.self),
-                        try cells[13].decode(Date?.self)
-                    )
-                    guard let index = sends.firstIndex(where: { $0.id == head.0 }) else { continue }
-                    sends[index].outcomes.append(
-                        NotificationOutcomeRecord(
-                            attempt: Int(head.1),
-                            kind: try HubSendResult.Kind(stored: head.2, column: "notification_outcomes.kind"), httpStatus: head.3.map(Int.init),
-                            hubNotificationID: head.4, trackingID: head.5, durationMs: head.6, error: tail.0,
-                            decision: try HubSendResult.Decision(stored: tail.1, column: "notification_outcomes.decision"),
-                            retryAfterMs: tail.2,
-                            state: try NotificationState(stored: tail.3, column: "notification_outcomes.state"), telemetryJSON: tail.4, at: tail.5,
-                            startedAt: tail.6))
+                    let (hubSendID, outcome) = try NotificationStatements.outcome(row)
+                    guard let index = sends.firstIndex(where: { $0.id == hubSendID }) else { continue }
+                    sends[index].outcomes.append(outcome)
                 }
                 return NotificationDetail(summary: summary, formats: formats, options: options, hubSends: sends)
             }
@@ -126,14 +74,14 @@ extension NotificationStore {
         try await StorageSQL.transaction(client, logger: logger, "cancel a notification", within: wait) { connection in
             // The row lock (as `lockNotification` takes it), reading the owner at the same time.
             let rows = try await connection.query(
-                "SELECT api_key_id, state FROM notifications WHERE id = \(id) FOR UPDATE", logger: logger)
+                NotificationStatements.lockOwnerAndState(id: id), logger: logger)
             var found: (Int64?, String)?
             for try await row in rows.decode((Int64?, String).self) { found = row }
             guard let (owner, state) = found, isAdmin || owner == apiKeyID else { throw Self.notFound(id) }
             if state == NotificationState.cancelled.rawValue { return NotificationState.cancelled }
             var total = 0
             for try await count in try await connection.query(
-                "SELECT count(*) FROM hub_sends WHERE notification_id = \(id)", logger: logger
+                NotificationStatements.hubSendCount(of: id), logger: logger
             ).decode(Int64.self) { total = Int(count) }
             let cancelled = try await Self.cancelWaitingSends(of: id, on: connection, logger: logger)
             guard cancelled == total else {
@@ -163,12 +111,7 @@ extension NotificationStore {
         of ids: [NotificationID], on connection: PostgresConnection, logger: Logger
     ) async throws -> [NotificationID: Int] {
         guard !ids.isEmpty else { return [:] }
-        let rows = try await connection.query(
-            """
-            UPDATE hub_sends SET state = 'Cancelled', updated_at = now()
-            WHERE notification_id = ANY(\(ids)::uuid[]) AND state IN ('Scheduled', 'Queued') AND in_flight_since IS NULL
-            RETURNING notification_id
-            """, logger: logger)
+        let rows = try await connection.query(NotificationStatements.cancelWaitingSends(of: ids), logger: logger)
         var counts: [NotificationID: Int] = [:]
         for try await id in rows.decode(UUID.self) { counts[id, default: 0] += 1 }
         return counts

@@ -73,7 +73,7 @@ public struct NotificationStore: Sendable {
     ) async throws
         -> Bool
     {
-        let rows = try await connection.query("SELECT 1 FROM notifications WHERE id = \(id) FOR UPDATE", logger: logger)
+        let rows = try await connection.query(NotificationStatements.lock(id: id), logger: logger)
         for try await _ in rows { return true }
         return false
     }

@@ -16,13 +16,7 @@ extension NotificationStore {
             while true {
                 let deleted = try await StorageSQL.run("prune statistics", within: StorageSQL.maintenanceDeadline) {
                     try await client.query(
-                        """
-                        DELETE FROM \(unescaped: table) WHERE ctid = ANY(ARRAY(
-                            SELECT ctid FROM \(unescaped: table)
-                            WHERE bucket_seconds IN (60, 3600) AND bucket < now() - make_interval(secs => \(seconds))
-                            LIMIT \(batch)))
-                        RETURNING 1
-                        """, logger: logger
+                        StatsStatements.pruneRollups(table, olderThan: seconds, limit: batch), logger: logger
                     ).count()
                 }
                 total += deleted

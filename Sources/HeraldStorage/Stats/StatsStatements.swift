@@ -144,4 +144,61 @@ enum StatsStatements {
         for try await (state, count) in rows.decode((String, Int64).self) { out.append((state, Int(count))) }
         return out
     }
+
+    // MARK: Failures
+
+    /// Final failures since `from` grouped by cause, most hub sends first; ``failureGroups(_:)``
+    /// rows.
+    static func failures(from: Date, limit: Int) -> PostgresQuery {
+        """
+        WITH finals AS (
+            SELECT DISTINCT ON (o.hub_send_id) o.hub_send_id, o.notification_id, o.http_status, o.error,
+                   o.decision, o.at
+            FROM notification_outcomes o
+            WHERE o.kind = 'send' AND o.decision IN ('abandoned', 'expired') AND o.at >= \(from)
+            ORDER BY o.hub_send_id, o.id DESC
+        )
+        SELECT f.http_status, f.error, f.decision, count(*)::int8, count(DISTINCT f.notification_id)::int8,
+               max(f.at), (array_agg(DISTINCT f.notification_id))[1:5]
+        FROM finals f JOIN hub_sends h ON h.id = f.hub_send_id AND h.state IN ('Abandoned', 'Expired')
+        GROUP BY 1, 2, 3
+        ORDER BY 4 DESC, 6 DESC
+        LIMIT \(limit)
+        """
+    }
+
+    /// The groups in rows of ``failures(from:limit:)``.
+    static func failureGroups(_ rows: PostgresRowSequence) async throws -> [FailureGroup] {
+        var groups: [FailureGroup] = []
+        for try await row in rows.decode((Int32?, String?, String, Int64, Int64, Date, [UUID]).self) {
+            groups.append(
+                FailureGroup(
+                    httpStatus: row.0.map(Int.init), error: row.1,
+                    decision: try HubSendResult.Decision(stored: row.2, column: "notification_outcomes.decision"),
+                    count: Int(row.3),
+                    notifications: Int(row.4), lastAt: row.5, sampleNotificationIDs: row.6))
+        }
+        return groups
+    }
+
+    // MARK: Users
+
+    /// The id and stored name of the user whose name equals `name` ignoring case.
+    static func user(named name: String) -> PostgresQuery {
+        "SELECT id, name FROM users WHERE lower(name) = lower(\(name))"
+    }
+
+    // MARK: Rollups
+
+    /// Deletes up to `limit` minute and hour buckets of rollup `table` older than `seconds`; a
+    /// row per deleted bucket row.
+    static func pruneRollups(_ table: String, olderThan seconds: Double, limit: Int) -> PostgresQuery {
+        """
+        DELETE FROM \(unescaped: table) WHERE ctid = ANY(ARRAY(
+            SELECT ctid FROM \(unescaped: table)
+            WHERE bucket_seconds IN (60, 3600) AND bucket < now() - make_interval(secs => \(seconds))
+            LIMIT \(limit)))
+        RETURNING 1
+        """
+    }
 }

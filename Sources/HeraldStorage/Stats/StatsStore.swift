@@ -93,30 +93,8 @@ public struct StatsStore: Sendable {
             try await client.withConnection { connection in
                 let (from, to) = try await StatsStatements.bounds(of: window, on: connection, logger: logger)
                 let rows = try await connection.query(
-                    """
-                    WITH finals AS (
-                        SELECT DISTINCT ON (o.hub_send_id) o.hub_send_id, o.notification_id, o.http_status, o.error,
-                               o.decision, o.at
-                        FROM notification_outcomes o
-                        WHERE o.kind = 'send' AND o.decision IN ('abandoned', 'expired') AND o.at >= \(from)
-                        ORDER BY o.hub_send_id, o.id DESC
-                    )
-                    SELECT f.http_status, f.error, f.decision, count(*)::int8, count(DISTINCT f.notification_id)::int8,
-                           max(f.at), (array_agg(DISTINCT f.notification_id))[1:5]
-                    FROM finals f JOIN hub_sends h ON h.id = f.hub_send_id AND h.state IN ('Abandoned', 'Expired')
-                    GROUP BY 1, 2, 3
-                    ORDER BY 4 DESC, 6 DESC
-                    LIMIT \(Self.failureGroups)
-                    """, logger: logger)
-                var groups: [FailureGroup] = []
-                for try await row in rows.decode((Int32?, String?, String, Int64, Int64, Date, [UUID]).self) {
-                    groups.append(
-                        FailureGroup(
-                            httpStatus: row.0.map(Int.init), error: row.1,
-                            decision: try HubSendResult.Decision(stored: row.2, column: "notification_outcomes.decision"),
-                            count: Int(row.3),
-                            notifications: Int(row.4), lastAt: row.5, sampleNotificationIDs: row.6))
-                }
+                    StatsStatements.failures(from: from, limit: Self.failureGroups), logger: logger)
+                let groups = try await StatsStatements.failureGroups(rows)
                 return FailureReport(window: window, from: from, to: to, groups: groups)
             }
         }
@@ -127,8 +105,7 @@ public struct StatsStore: Sendable {
     public func userDevices(name: String) async throws -> UserDevices? {
         let user: (Int64, String)? = try await StorageSQL.run("read a user", within: wait) {
             () async throws -> (Int64, String)? in
-            let rows = try await client.query(
-                "SELECT id, name FROM users WHERE lower(name) = lower(\(name))", logger: logger)
+            let rows = try await client.query(StatsStatements.user(named: name), logger: logger)
             for try await row in rows.decode((Int64, String).self) { return row }
             return nil
         }
