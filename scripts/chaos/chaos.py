@@ -42,7 +42,22 @@ SIZES = {
     "gone.devices": (90, 1000),
     "stall.sends": (400, 2000),
     "schema.examples": (15, 60),
+    # The partitions (make test runs partition.db only; the others run at their reduced sizes
+    # when named with --only). A database partition longer than HERALD_DATABASE_WAIT_SECONDS (5 s)
+    # plus two probe timeouts (2 s) shows both the bounded wait and the gate's 503s.
+    "partition.hub.sends": (400, 2000),
+    "partition.hub.seconds": (15, 60),
+    "partition.db.seconds": (10, 20),
+    "reset.db.seconds": (15, 60),
 }
+
+# The documented bounds the partitions check (docs/configuration.md, docs/operations.md).
+DATABASE_WAIT_SECONDS = 5  # HERALD_DATABASE_WAIT_SECONDS: the longest a request waits for the database
+PROBE_TIMEOUT_SECONDS = 2  # HERALD_DATABASE_PROBE_TIMEOUT_SECONDS
+SCHEDULING_SECONDS = 1  # what a loaded machine adds to a bound before the answer reaches the client
+# A worker resumes within one probe cycle (two unanswered probes and the next that answers)
+# plus one bounded database wait after a partition heals.
+RESUME_SECONDS = DATABASE_WAIT_SECONDS + 2 * PROBE_TIMEOUT_SECONDS + 1
 
 SECRETS = set()  # every secret the harness handles, to be found in no log line
 
@@ -100,6 +115,11 @@ class Database:
         text = self.psql(sql)
         return [line.split("|") for line in text.splitlines() if line]
 
+    def via(self, port):
+        """This database's URL through a proxy on loopback `port` (same credentials and options)."""
+        userinfo = self.base.netloc.rpartition("@")[0]
+        return urllib.parse.urlunsplit(self.base._replace(netloc=f"{userinfo}@127.0.0.1:{port}", path="/" + self.name))
+
     def recreate(self):
         self.psql(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)', database="postgres")
         self.psql(f'CREATE DATABASE "{self.name}"', database="postgres")
@@ -128,10 +148,11 @@ def find_psql():
 class Process:
     """A child process whose stdout and stderr go to one log file."""
 
-    def __init__(self, name, argv, env, log_dir):
+    def __init__(self, name, argv, env, log_dir, stdin=False):
         self.name = name
         self.argv = argv
         self.env = env
+        self.stdin = stdin  # whether the harness writes to its standard input (commands)
         self.log_path = os.path.join(log_dir, f"{name}.log")
         self.out_path = os.path.join(log_dir, f"{name}.out")
         self.start()
@@ -144,7 +165,8 @@ class Process:
         self.offset = os.path.getsize(self.log_path)
         self.out_offset = os.path.getsize(self.out_path)
         self.popen = subprocess.Popen(self.argv, env=self.env, stdout=self.out, stderr=self.log,
-                                      stdin=subprocess.DEVNULL, start_new_session=True)
+                                      stdin=subprocess.PIPE if self.stdin else subprocess.DEVNULL,
+                                      start_new_session=True)
 
     @property
     def pid(self):
@@ -187,8 +209,57 @@ class Process:
             except (subprocess.TimeoutExpired, ProcessLookupError):
                 self.signal(signal.SIGKILL)
                 self.popen.wait(timeout=10)
+        if self.popen.stdin:
+            try:
+                self.popen.stdin.close()
+            except OSError:
+                pass
         self.log.close()
         self.out.close()
+
+
+class FaultProxy:
+    """scripts/chaos/faultproxy.py between a process and its upstream (a TCP port on loopback).
+
+    A Process of the harness: its log (connections and mode changes, never the bytes) goes to
+    the scenario's log folder, where the secrets scan reads it. `mode` sends one command
+    (`pass`, `blackhole`, `slow MS`, `reset P`, `halfopen`) and returns the proxy's answer.
+    """
+
+    def __init__(self, name, upstream_host, upstream_port, log_dir, seed=1):
+        script = os.path.join(ROOT, "scripts", "chaos", "faultproxy.py")
+        log_path = os.path.join(log_dir, f"{name}.log")
+        self.process = Process(name, [sys.executable, script, "--upstream", f"{upstream_host}:{upstream_port}",
+                                      "--port", "0", "--seed", str(seed), "--log", log_path],
+                               dict(os.environ), log_dir, stdin=True)
+        self.port = int(self.process.wait_line(r"listening (\d+)", 30, stdout=True).group(1))
+        self.answered = os.path.getsize(self.process.out_path)  # answers already read
+        self.lock = threading.Lock()
+
+    def mode(self, command):
+        with self.lock:
+            try:
+                self.process.popen.stdin.write((command + "\n").encode())
+                self.process.popen.stdin.flush()
+            except OSError as error:
+                raise Failure(f"{self.process.name} does not take commands: {error}")
+
+            def answer():
+                if self.process.popen.poll() is not None:
+                    raise Failure(f"{self.process.name} exited ({self.process.popen.returncode})")
+                with open(self.process.out_path, "rb") as f:
+                    f.seek(self.answered)
+                    text = f.read().decode("utf-8", "replace")
+                return text if text.endswith("\n") else None
+            line = wait_for(f"{self.process.name} to answer {command}", answer, 10, 0.02)
+            self.answered += len(line.encode())
+            line = line.strip()
+            check(line.startswith("ok"), f"{self.process.name} refused {command}: {line}")
+            return line
+
+    def stats(self):
+        """The proxy's counters: connections, open, resets, held_bytes."""
+        return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", self.mode("stats"))}
 
 
 # ---------------------------------------------------------------- HTTP
@@ -218,7 +289,10 @@ def http(method, url, body=None, headers=None, timeout=10):
 class System:
     """One scenario's processes: a fresh database, nh-emulator, herald-api, herald-worker(s)."""
 
-    def __init__(self, name, bin_dir, base_url, worker_env=None, api_env=None, emulator_args=()):
+    def __init__(self, name, bin_dir, base_url, worker_env=None, api_env=None, emulator_args=(), proxies=()):
+        """`proxies`: "hub" puts a FaultProxy between the workers and nh-emulator (`hub_proxy`);
+        "db" one between herald-api and PostgreSQL and one between the workers and PostgreSQL
+        (`db_proxies`: "api", "worker"). heraldctl and the harness's own queries go direct."""
         self.name = name
         self.bin = bin_dir
         self.log_dir = os.path.join(LOGS, name)
@@ -242,24 +316,50 @@ class System:
         self.emulator_url = re.search(r"Endpoint=(http://[^/;]+)/", connection).group(1)
         self.hub = re.search(r"HERALD_HUB_NAME=(\S+)", text).group(1)
         self.env.update(HERALD_HUB_CONNECTION_STRING=connection, HERALD_HUB_NAME=self.hub)
+        self.hub_proxy = None
+        self.db_proxies = {}
+        hub_env, api_db_env, worker_db_env = {}, {}, {}
+        if "hub" in proxies:
+            emulator = urllib.parse.urlsplit(self.emulator_url)
+            self.hub_proxy = self.proxy("faultproxy-hub", emulator.hostname, emulator.port)
+            # The SAS token's audience is the host without its port, so only the port changes.
+            hub_env["HERALD_HUB_CONNECTION_STRING"] = connection.replace(
+                f"Endpoint={self.emulator_url}/", f"Endpoint=http://{emulator.hostname}:{self.hub_proxy.port}/")
+        if "db" in proxies:
+            for role, env in (("api", api_db_env), ("worker", worker_db_env)):
+                self.db_proxies[role] = self.proxy(f"faultproxy-db-{role}", self.db.base.hostname, self.db.base.port)
+                env["HERALD_DATABASE_URL"] = self.db.via(self.db_proxies[role].port)
+                SECRETS.add(env["HERALD_DATABASE_URL"])
         self.key = self.ctl("keys", "create", "--name", "chaos", "--scopes", "send,read").strip().splitlines()[-1]
         SECRETS.add(self.key)
         # The load here is the harness's own: per-key and per-user limits would only slow it.
         self.api_env = dict(self.env, HERALD_API_PORT="0", HERALD_API_KEY_RATE_LIMIT="10000",
                             HERALD_TUTORIAL_SEND_RATE_LIMIT="10000", HERALD_DEVICE_WRITE_RATE_PER_MINUTE="100000",
-                            **(api_env or {}))
+                            **api_db_env, **(api_env or {}))
         self.api = self.spawn("herald-api", [os.path.join(bin_dir, "herald-api")], self.api_env)
         port = self.api.wait_line(r"port=(\d+).*herald\.api\.listening", 60).group(1)
         self.api_url = f"http://127.0.0.1:{port}"
-        self.worker_env = dict(self.env, HERALD_WORKER_METRICS_PORT="0", **(worker_env or {}))
+        self.worker_env = dict(self.env, HERALD_WORKER_METRICS_PORT="0", **hub_env, **worker_db_env,
+                               **(worker_env or {}))
         if os.environ.get("CHAOS_WORKER_LOG_LEVEL"):
             self.worker_env["HERALD_LOG_LEVEL"] = os.environ["CHAOS_WORKER_LOG_LEVEL"]
         self.workers = []
+        self.answer_seconds = []  # how long each API request took to answer (v1)
 
     def spawn(self, name, argv, env):
         process = Process(name, argv, env, self.log_dir)
         self.processes.append(process)
         return process
+
+    def proxy(self, name, host, port):
+        proxy = FaultProxy(name, host, port, self.log_dir)
+        self.processes.append(proxy.process)
+        return proxy
+
+    def db_mode(self, command):
+        """Sets `command` on every database proxy."""
+        for proxy in self.db_proxies.values():
+            proxy.mode(command)
 
     def ctl(self, *args, stdin=None):
         out = subprocess.run([os.path.join(self.bin, "heraldctl"), *args], env=self.env, input=stdin,
@@ -274,17 +374,45 @@ class System:
         worker = self.spawn(f"herald-worker-{len(self.workers) + 1}", [os.path.join(self.bin, "herald-worker")],
                             self.worker_env)
         worker.wait_line(r"herald\.worker\.started", 60)
+        worker.metrics_port = int(worker.wait_line(r"port=(\d+).*herald\.worker\.metrics_listening", 60).group(1))
         self.workers.append(worker)
         return worker
 
     def restart_worker(self, worker):
         worker.start()
         worker.wait_line(r"herald\.worker\.started", 60)
+        worker.metrics_port = int(worker.wait_line(r"port=(\d+).*herald\.worker\.metrics_listening", 60).group(1))
+
+    def worker_metrics(self, worker):
+        """The worker's /metrics as {(name, frozenset of label pairs): value}."""
+        status, text, _, _ = http("GET", f"http://127.0.0.1:{worker.metrics_port}/metrics",
+                                  headers={"Authorization": "Bearer " + self.key})
+        check(status == 200, f"{worker.name} /metrics answered {status}: {text[:200]}")
+        samples = {}
+        for line in text.splitlines():
+            match = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$", line)
+            if match and not line.startswith("#"):
+                labels = frozenset(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+                samples[(match.group(1), labels)] = float(match.group(3))
+        return samples
+
+    def hub_calls(self, operation="send"):
+        """{status: count} of the workers' herald_hub_calls_total for `operation` (status is the
+        HTTP status, or the failure code when no answer came: `timeout`, `connection`, …)."""
+        counts = {}
+        for worker in self.workers:
+            for (name, labels), value in self.worker_metrics(worker).items():
+                labels = dict(labels)
+                if name == "herald_hub_calls_total" and labels.get("operation") == operation:
+                    counts[labels["status"]] = counts.get(labels["status"], 0) + int(value)
+        return counts
 
     # API
     def v1(self, method, path, body=None, headers=None, timeout=30):
-        return http(method, self.api_url + path, body,
-                    dict({"Authorization": "Bearer " + self.key}, **(headers or {})), timeout)
+        answer = http(method, self.api_url + path, body,
+                      dict({"Authorization": "Bearer " + self.key}, **(headers or {})), timeout)
+        self.answer_seconds.append(answer[3])
+        return answer
 
     def send_batch(self, handles, alert="chaos"):
         """Accepts one direct send per handle (batches of 1,000); returns the notification ids."""
@@ -699,6 +827,268 @@ def scenario_schema(bin_dir, base_url, size):
         system.close()
 
 
+# ---------------------------------------------------------------- partitions
+
+
+class Load:
+    """Single sends from four clients while a fault lasts: each request's (started, status,
+    seconds, handle, notification id, Retry-After); a client that gets no 202 pauses 50 ms."""
+
+    def __init__(self, system, prefix, clients=4):  # prefix: hex digits, as handles are
+        self.system = system
+        self.results = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.counter = iter(range(10**9))
+        self.run = prefix + secrets.token_hex(4)
+        self.threads = [threading.Thread(target=self.client, daemon=True) for _ in range(clients)]
+        for thread in self.threads:
+            thread.start()
+
+    def client(self):
+        while not self.stopping.is_set():
+            with self.lock:
+                handle = f"{self.run}{next(self.counter):08x}".ljust(64, "0").upper()
+            started = time.monotonic()
+            body = {"target": {"deviceHandle": handle, "platform": "apple"},
+                    "content": {"apple": {"aps": {"alert": "partition"}}}, "telemetry": True}
+            status, text, headers, seconds = self.system.v1(
+                "POST", "/v1/notifications", body, {"Idempotency-Key": handle}, timeout=30)
+            notification = json.loads(text).get("id") if status == 202 else None
+            with self.lock:
+                self.results.append((started, status, seconds, handle, notification, headers.get("Retry-After")))
+            if status != 202:
+                time.sleep(0.05)
+
+    def accepted_since(self, instant):
+        with self.lock:
+            return sum(1 for r in self.results if r[1] == 202 and r[0] > instant)
+
+    def stop(self):
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
+        return list(self.results)
+
+
+def send_timeline(system):
+    """(at, started_at) in epoch seconds of every hub send the hub accepted, as the workers wrote
+    them (started_at: when the call started), in the order written."""
+    rows = system.db.rows("SELECT extract(epoch FROM at), coalesce(extract(epoch FROM started_at), 0) "
+                          "FROM notification_outcomes WHERE kind = 'send' AND http_status BETWEEN 200 AND 299 "
+                          "ORDER BY at")
+    return [(float(at), float(started)) for at, started in rows]
+
+
+def sending_figures(system, healed_at):
+    """(longest gap without a completed send, seconds from the heal to the first completed send
+    whose call started after it; None when none did)."""
+    timeline = send_timeline(system)
+    ats = [at for at, _ in timeline]
+    gap = max((b - a for a, b in zip(ats, ats[1:])), default=0.0)
+    after = [at for at, started in timeline if started >= healed_at]
+    return gap, (min(after) - healed_at) if after else None
+
+
+def check_alive(system):
+    """Every process still runs, and herald-api and each worker answer /health/live and
+    /health/ready with 200 (the worker's on its metrics listener)."""
+    for process in system.processes:
+        check(process.popen.poll() is None, f"{process.name} exited ({process.popen.returncode})")
+    urls = [system.api_url] + [f"http://127.0.0.1:{w.metrics_port}" for w in system.workers]
+    for url in urls:
+        for path in ("/health/live", "/health/ready"):
+            wait_for(f"{url}{path} to answer 200", lambda: http("GET", url + path, timeout=5)[0] == 200, 30, 0.5)
+
+
+def scenario_partition_hub(bin_dir, base_url, size):
+    """The hub black-holed (connections accepted, nothing answered) mid-batch, then healed.
+
+    Hub calls are bounded by HERALD_HUB_TIMEOUT_SECONDS (2 s here), so every send the worker
+    tries during the partition times out and is retried with backoff; sends get 30 attempts, as
+    in the storm, so that a long partition cannot use them up. When the partition heals, the
+    proxy delivers what it held: a call that timed out may still have gone out, so the repeats
+    are bounded by the worker's counted timeouts.
+    """
+    n = size["partition.hub.sends"]
+    outage = size["partition.hub.seconds"]
+    timeout = 2
+    system = System("partition.hub", bin_dir, base_url, api_env={"HERALD_SEND_MAX_ATTEMPTS": "30"},
+                    worker_env={"HERALD_WORKER_CONCURRENCY": "16", "HERALD_HUB_TIMEOUT_SECONDS": str(timeout)},
+                    proxies=("hub",))
+    try:
+        # Slower answers spread the batch over a few seconds, so the partition finds it mid-way.
+        system.faults([{"method": "POST", "pathPattern": "messages/?$", "delayMs": 40}])
+        system.start_worker()
+        targets = [h.upper() for h in handles("f", n)]
+        ids = system.send_batch(targets)
+        check(len(ids) == n, f"{len(ids)} of {n} accepted")
+        wait_for("20% of the sends to be attempted",
+                 lambda: system.db.value("SELECT count(*) FROM hub_sends WHERE attempts > 0") >= 0.2 * n, 120, 0.05)
+        system.hub_proxy.mode("blackhole")
+        time.sleep(outage)
+        held = system.hub_proxy.stats()
+        system.hub_proxy.mode("pass")
+        healed_at = time.time()
+        states = system.wait_final(n, 600)
+        lost, duplicates = system.delivery_gaps(targets)
+        final = sum(n for state, n in states.items() if state in FINAL)
+        gap, resumed = sending_figures(system, healed_at)
+        calls = system.hub_calls("send")
+        timeouts = calls.get("timeout", 0)
+        other_failures = {k: v for k, v in calls.items() if k not in ("timeout",) and not k.startswith("2")}
+        unanswered = system.db.value("SELECT count(*) FROM notification_outcomes WHERE kind = 'send' "
+                                     "AND http_status IS NULL")
+        longest_call = system.db.value("SELECT coalesce(ceil(max(duration_ms)), 0) FROM notification_outcomes "
+                                       "WHERE kind = 'send'") / 1000
+        figures = (f"sends={n} partition={outage}s accepted={len(ids)} final={final} {summary(states)} lost={lost} "
+                   f"duplicates={duplicates} 503=0 longest_answer={max(system.answer_seconds):.2f}s "
+                   f"longest_gap={gap:.1f}s resumed_after={-1 if resumed is None else resumed:.2f}s "
+                   f"hub_timeouts={timeouts} unanswered_outcomes={unanswered} other_failures={json.dumps(other_failures)} "
+                   f"longest_hub_call={longest_call:.1f}s held_at_heal={held.get('held_bytes', 0)}B")
+        check(states.get("Completed", 0) == n, f"not all Completed: {figures}")
+        check(lost == 0, f"deliveries lost: {figures}")
+        check(timeouts > 0, f"no hub timeout counted during the partition: {figures}")
+        check(timeouts == unanswered, f"calls without an answer not all counted as timeouts: {figures}")
+        check(duplicates <= timeouts, f"more repeats than timed-out calls: {figures}")
+        check(longest_call <= timeout + SCHEDULING_SECONDS, f"a hub call outlived HERALD_HUB_TIMEOUT_SECONDS: {figures}")
+        check(resumed is not None and resumed <= RESUME_SECONDS, f"sending did not resume within {RESUME_SECONDS}s: {figures}")
+        check_alive(system)
+        return figures
+    finally:
+        system.close()
+
+
+def database_partition_checks(system, results):
+    """What both database scenarios check of the load: (figures, failures) — every request
+    answered 202, or 503 with Retry-After, within HERALD_DATABASE_WAIT_SECONDS; every
+    notification in the database (accepted, or committed as its 503 was written) ends final;
+    every accepted one Completed and delivered."""
+    bound = DATABASE_WAIT_SECONDS + SCHEDULING_SECONDS
+    accepted = [r for r in results if r[1] == 202]
+    refused = [r for r in results if r[1] == 503]
+    other = sorted(set(r[1] for r in results if r[1] not in (202, 503)))
+    slow = [r for r in results if r[2] > bound]
+    states = system.wait_final(system.db.value("SELECT count(*) FROM notifications"), 300)
+    completed = set(system.db.psql("SELECT id FROM notifications WHERE state = 'Completed'").split())
+    known = set(system.db.psql("SELECT id FROM notifications").split())
+    lost = [r for r in accepted if r[4] not in known]
+    unfinished = [r for r in accepted if r[4] in known and r[4] not in completed]
+    delivered = system.deliveries_by_handle()
+    undelivered = [r for r in accepted if delivered.get(r[3], 0) == 0]
+    duplicates = sum(max(0, delivered.get(r[3], 0) - 1) for r in results)
+    figures = (f"requests={len(results)} accepted={len(accepted)} final={sum(states.values())} {summary(states)} "
+               f"lost={len(lost) + len(undelivered)} duplicates={duplicates} 503={len(refused)} "
+               f"longest_answer={max((r[2] for r in results), default=0):.2f}s other_status={other or 0} "
+               f"committed_but_unacknowledged={len(known - {r[4] for r in accepted})}")
+    failures = []
+    if not all(r[5] for r in refused):
+        failures.append("a 503 without Retry-After")
+    if slow:
+        failures.append(f"{len(slow)} requests took over {bound}s")
+    if other:
+        failures.append(f"unexpected statuses {other} (0: no answer within 30 s)")
+    if lost or undelivered:
+        failures.append("accepted sends lost")
+    if unfinished:
+        failures.append("accepted sends not Completed")
+    return figures, failures, duplicates, len(refused)
+
+
+def scenario_partition_db(bin_dir, base_url, size):
+    """PostgreSQL black-holed (connections accepted, nothing answered) under load, then healed.
+
+    herald-api and the worker reach PostgreSQL through fault proxies; sends keep arriving from
+    four clients. During the partition a request answers 503 with Retry-After within
+    HERALD_DATABASE_WAIT_SECONDS; after it, both processes resume by themselves. Only sends in
+    the worker's hands while the database was away can repeat (their results could not be
+    written).
+    """
+    outage = size["partition.db.seconds"]
+    system = System("partition.db", bin_dir, base_url, worker_env={"HERALD_WORKER_CONCURRENCY": "32"},
+                    proxies=("db",))
+    load = None
+    try:
+        worker = system.start_worker()
+        load = Load(system, "da")
+        wait_for("sends accepted before the partition", lambda: load.accepted_since(0) >= 50, 60)
+        held = system.held_by(worker)
+        down_at = time.monotonic()
+        system.db_mode("blackhole")
+        while time.monotonic() < down_at + outage:
+            time.sleep(0.5)
+            held = max(held, system.held_by(worker))
+        system.db_mode("pass")
+        up_at, healed_at = time.monotonic(), time.time()
+        try:
+            wait_for("sends accepted after the partition", lambda: load.accepted_since(up_at) >= 50, 60)
+        finally:
+            results = load.stop()
+        during = [r for r in results if down_at <= r[0] <= up_at]
+        figures, failures, duplicates, refused = database_partition_checks(system, results)
+        gap, resumed = sending_figures(system, healed_at)
+        timeouts = system.hub_calls("send").get("timeout", 0)
+        figures = (f"partition={outage}s {figures} during_partition={len(during)} "
+                   f"503_during={sum(1 for r in during if r[1] == 503)} longest_gap={gap:.1f}s "
+                   f"resumed_after={-1 if resumed is None else resumed:.2f}s hub_timeouts={timeouts} "
+                   f"held_by_worker={held}")
+        check(not failures, f"{'; '.join(failures)}: {figures}")
+        check(refused > 0, f"no 503 during the partition: {figures}")
+        check(duplicates <= held, f"more repeats than sends in the worker's hands: {figures}")
+        check(resumed is not None and resumed <= RESUME_SECONDS, f"sending did not resume within {RESUME_SECONDS}s: {figures}")
+        check_alive(system)
+        return figures
+    finally:
+        if load:
+            load.stop()
+        system.close()
+
+
+def scenario_reset_db(bin_dir, base_url, size):
+    """Connection resets on 10% of the database connections under load.
+
+    Every 2 s the proxies choose each open connection (and each new one) with probability 0.1
+    and reset it (RST both ways) on its next packet, mid-query or mid-commit. Requests answer
+    202, or 503 with Retry-After, within HERALD_DATABASE_WAIT_SECONDS; sending never stops for
+    longer than a probe cycle; a reset statement repeats at most the one send whose result it
+    carried, so repeats are bounded by the resets on the worker's connections.
+    """
+    seconds = size["reset.db.seconds"]
+    system = System("reset.db", bin_dir, base_url, worker_env={"HERALD_WORKER_CONCURRENCY": "32"},
+                    proxies=("db",))
+    load = None
+    try:
+        system.start_worker()
+        load = Load(system, "db")
+        wait_for("sends accepted before the resets", lambda: load.accepted_since(0) >= 50, 60)
+        began = time.monotonic()
+        while time.monotonic() < began + seconds:
+            system.db_mode("reset 0.1")
+            time.sleep(2)
+        system.db_mode("pass")
+        up_at, healed_at = time.monotonic(), time.time()
+        try:
+            wait_for("sends accepted after the resets", lambda: load.accepted_since(up_at) >= 50, 60)
+        finally:
+            results = load.stop()
+        resets = {role: proxy.stats()["resets"] for role, proxy in system.db_proxies.items()}
+        figures, failures, duplicates, refused = database_partition_checks(system, results)
+        gap, _ = sending_figures(system, healed_at)
+        timeouts = system.hub_calls("send").get("timeout", 0)
+        figures = (f"seconds={seconds} {figures} resets_api={resets['api']} resets_worker={resets['worker']} "
+                   f"longest_gap={gap:.1f}s hub_timeouts={timeouts}")
+        check(not failures, f"{'; '.join(failures)}: {figures}")
+        check(resets["api"] > 0 and resets["worker"] > 0, f"no connection was reset: {figures}")
+        check(duplicates <= resets["worker"], f"more repeats than resets of the worker's connections: {figures}")
+        check(gap <= RESUME_SECONDS, f"sending stopped for over {RESUME_SECONDS}s: {figures}")
+        check_alive(system)
+        return figures
+    finally:
+        if load:
+            load.stop()
+        system.close()
+
+
 def scan_secrets():
     """Every log line the harness produced, searched for every secret it handled."""
     needles = sorted((s for s in SECRETS if s and len(s) >= 8), key=len, reverse=True)
@@ -725,12 +1115,16 @@ def scan_secrets():
 
 
 SCENARIOS = [
-    ("kill9", scenario_kill9),
-    ("restart", scenario_restart),
-    ("storm", scenario_storm),
-    ("gone", scenario_gone),
-    ("stall", scenario_stall),
-    ("schema", scenario_schema),
+    # name, function, whether the reduced run includes it (--only runs any at either size)
+    ("kill9", scenario_kill9, True),
+    ("restart", scenario_restart, True),
+    ("storm", scenario_storm, True),
+    ("gone", scenario_gone, True),
+    ("stall", scenario_stall, True),
+    ("schema", scenario_schema, True),
+    ("partition.hub", scenario_partition_hub, False),
+    ("partition.db", scenario_partition_db, True),
+    ("reset.db", scenario_reset_db, False),
 ]
 
 
@@ -748,8 +1142,8 @@ def main():
     chosen = set(args.only.split(",")) if args.only else None
     failed = 0
     started = time.monotonic()
-    for name, scenario in SCENARIOS:
-        if chosen and name not in chosen:
+    for name, scenario, in_reduced in SCENARIOS:
+        if (chosen and name not in chosen) or (not chosen and args.size == "reduced" and not in_reduced):
             continue
         began = time.monotonic()
         try:
