@@ -43,11 +43,11 @@ SIZES = {
     "stall.sends": (400, 2000),
     "schema.examples": (15, 60),
     # The partitions (make test runs partition.db only; the others run at their reduced sizes
-    # when named with --only). A database partition longer than HERALD_DATABASE_WAIT_SECONDS (5 s)
-    # plus two probe timeouts (2 s) shows both the bounded wait and the gate's 503s.
+    # when named with --only). A database partition well past GATE_SECONDS (7 s) shows both the
+    # requests caught waiting and those the gate turns away at once.
     "partition.hub.sends": (400, 2000),
     "partition.hub.seconds": (15, 60),
-    "partition.db.seconds": (10, 20),
+    "partition.db.seconds": (12, 20),
     "reset.db.seconds": (15, 60),
 }
 
@@ -55,6 +55,9 @@ SIZES = {
 DATABASE_WAIT_SECONDS = 5  # HERALD_DATABASE_WAIT_SECONDS: the longest a request waits for the database
 PROBE_TIMEOUT_SECONDS = 2  # HERALD_DATABASE_PROBE_TIMEOUT_SECONDS
 SCHEDULING_SECONDS = 1  # what a loaded machine adds to a bound before the answer reaches the client
+# The availability probe runs every second; two unanswered in a row mark the database down, after
+# which requests get 503 at once and /health/ready fails.
+GATE_SECONDS = 1 + 2 * PROBE_TIMEOUT_SECONDS + 2 * SCHEDULING_SECONDS
 # A worker resumes within one probe cycle (two unanswered probes and the next that answers)
 # plus one bounded database wait after a partition heals.
 RESUME_SECONDS = DATABASE_WAIT_SECONDS + 2 * PROBE_TIMEOUT_SECONDS + 1
@@ -1000,9 +1003,11 @@ def scenario_partition_db(bin_dir, base_url, size):
 
     herald-api and the worker reach PostgreSQL through fault proxies; sends keep arriving from
     four clients. During the partition a request answers 503 with Retry-After within
-    HERALD_DATABASE_WAIT_SECONDS; after it, both processes resume by themselves. Only sends in
-    the worker's hands while the database was away can repeat (their results could not be
-    written).
+    HERALD_DATABASE_WAIT_SECONDS; once the probe has had time to mark the database down
+    (GATE_SECONDS) it answers 503 at once and /health/ready fails (on herald-api and on the
+    worker), each within a probe timeout. After the partition both processes resume by
+    themselves. Only sends in the worker's hands while the database was away can repeat (their
+    results could not be written).
     """
     outage = size["partition.db.seconds"]
     system = System("partition.db", bin_dir, base_url, worker_env={"HERALD_WORKER_CONCURRENCY": "32"},
@@ -1013,11 +1018,19 @@ def scenario_partition_db(bin_dir, base_url, size):
         load = Load(system, "da")
         wait_for("sends accepted before the partition", lambda: load.accepted_since(0) >= 50, 60)
         held = system.held_by(worker)
+        ready_urls = {"api": system.api_url + "/health/ready",
+                      "worker": f"http://127.0.0.1:{worker.metrics_port}/health/ready"}
+        readiness = {}
         down_at = time.monotonic()
         system.db_mode("blackhole")
-        while time.monotonic() < down_at + outage:
-            time.sleep(0.5)
-            held = max(held, system.held_by(worker))
+        with concurrent.futures.ThreadPoolExecutor(len(ready_urls)) as pool:
+            while time.monotonic() < down_at + outage:
+                time.sleep(0.5)
+                held = max(held, system.held_by(worker))
+                if not readiness and time.monotonic() >= down_at + GATE_SECONDS:
+                    readiness = {role: pool.submit(http, "GET", url, timeout=DATABASE_WAIT_SECONDS + SCHEDULING_SECONDS)
+                                 for role, url in ready_urls.items()}
+            readiness = {role: future.result() for role, future in readiness.items()}
         system.db_mode("pass")
         up_at, healed_at = time.monotonic(), time.time()
         try:
@@ -1025,15 +1038,26 @@ def scenario_partition_db(bin_dir, base_url, size):
         finally:
             results = load.stop()
         during = [r for r in results if down_at <= r[0] <= up_at]
+        # Requests that started once the gate should have marked the database down.
+        once_down = [r for r in during if r[0] >= down_at + GATE_SECONDS]
+        not_at_once = [r for r in once_down if r[1] != 503 or r[2] > SCHEDULING_SECONDS]
         figures, failures, duplicates, refused = database_partition_checks(system, results)
         gap, resumed = sending_figures(system, healed_at)
         timeouts = system.hub_calls("send").get("timeout", 0)
         figures = (f"partition={outage}s {figures} during_partition={len(during)} "
                    f"503_during={sum(1 for r in during if r[1] == 503)} longest_gap={gap:.1f}s "
                    f"resumed_after={-1 if resumed is None else resumed:.2f}s hub_timeouts={timeouts} "
-                   f"held_by_worker={held}")
+                   f"held_by_worker={held} once_down={len(once_down)} not_refused_at_once={len(not_at_once)} "
+                   f"longest_once_down={max((r[2] for r in once_down), default=0):.2f}s "
+                   f"ready_during={','.join(f'{k}:{v[0]}/{v[3]:.2f}s' for k, v in sorted(readiness.items()))}")
         check(not failures, f"{'; '.join(failures)}: {figures}")
         check(refused > 0, f"no 503 during the partition: {figures}")
+        check(once_down and not not_at_once,
+              f"requests not refused at once {GATE_SECONDS}s into the partition (the probe did not mark "
+              f"the database down): {figures}")
+        check(all(v[0] == 503 and v[3] <= PROBE_TIMEOUT_SECONDS + SCHEDULING_SECONDS for v in readiness.values()),
+              f"/health/ready did not fail within {PROBE_TIMEOUT_SECONDS + SCHEDULING_SECONDS}s "
+              f"during the partition (0: no answer): {figures}")
         check(duplicates <= held, f"more repeats than sends in the worker's hands: {figures}")
         check(resumed is not None and resumed <= RESUME_SECONDS, f"sending did not resume within {RESUME_SECONDS}s: {figures}")
         check_alive(system)
