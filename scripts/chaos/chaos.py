@@ -499,6 +499,13 @@ class System:
                              "WHERE kind = 'send' GROUP BY 1, 2 HAVING count(*) > 1) d")
 
     def close(self):
+        # A scenario that failed mid-partition heals it first, so the processes stop promptly.
+        for proxy in [self.hub_proxy, *self.db_proxies.values()]:
+            if proxy:
+                try:
+                    proxy.mode("pass")
+                except Failure:
+                    pass
         for process in reversed(self.processes):
             process.stop()
         self.db.drop()
