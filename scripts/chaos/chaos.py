@@ -898,11 +898,15 @@ def send_timeline(system):
     return [(float(at), float(started)) for at, started in rows]
 
 
-def sending_figures(system, healed_at):
+def sending_figures(system, healed_at, window=None):
     """(longest gap without a completed send, seconds from the heal to the first completed send
-    whose call started after it; None when none did)."""
+    whose call started after it; None when none did). `window` (epoch seconds, from, to): the
+    gaps within it, its ends included; while sends keep arriving a gap means sending stopped
+    (after the load, a late send only shows a job that waited out its lease)."""
     timeline = send_timeline(system)
     ats = [at for at, _ in timeline]
+    if window:
+        ats = [window[0]] + [at for at in ats if window[0] < at < window[1]] + [window[1]]
     gap = max((b - a for a, b in zip(ats, ats[1:])), default=0.0)
     after = [at for at, started in timeline if started >= healed_at]
     return gap, (min(after) - healed_at) if after else None
@@ -1093,8 +1097,8 @@ def scenario_reset_db(bin_dir, base_url, size):
 
     Every 2 s the proxies choose each open connection (and each new one) with probability 0.1
     and reset it (RST both ways) on its next packet, mid-query or mid-commit. Requests answer
-    202, or 503 with Retry-After, within HERALD_DATABASE_WAIT_SECONDS; sending never stops for
-    longer than RESUME_SECONDS; only a send whose attempt's result could not be written (its
+    202, or 503 with Retry-After, within HERALD_DATABASE_WAIT_SECONDS; while sends arrive,
+    sending never stops for longer than RESUME_SECONDS; only a send whose attempt's result could not be written (its
     statement reset, or refused while a reset probe had the database marked down) goes out
     again.
     """
@@ -1106,7 +1110,7 @@ def scenario_reset_db(bin_dir, base_url, size):
         system.start_worker()
         load = Load(system, "db")
         wait_for("sends accepted before the resets", lambda: load.accepted_since(0) >= 50, 60)
-        began = time.monotonic()
+        began, began_wall = time.monotonic(), time.time()
         while time.monotonic() < began + seconds:
             system.db_mode("reset 0.1")
             time.sleep(2)
@@ -1116,12 +1120,15 @@ def scenario_reset_db(bin_dir, base_url, size):
             wait_for("sends accepted after the resets", lambda: load.accepted_since(up_at) >= 50, 60)
         finally:
             results = load.stop()
+        stopped_wall = time.time()
         resets = {role: proxy.stats()["resets"] for role, proxy in system.db_proxies.items()}
         figures, failures, _, _ = database_partition_checks(system, results)
-        gap, _ = sending_figures(system, healed_at)
+        gap, _ = sending_figures(system, healed_at, (began_wall, stopped_wall))
+        last_send = max((at for at, _ in send_timeline(system)), default=stopped_wall)
         timeouts = system.hub_calls("send").get("timeout", 0)
         figures = (f"seconds={seconds} {figures} resets_api={resets['api']} resets_worker={resets['worker']} "
-                   f"longest_gap={gap:.1f}s hub_timeouts={timeouts}")
+                   f"longest_gap={gap:.1f}s last_send_after_load={max(0.0, last_send - stopped_wall):.1f}s "
+                   f"hub_timeouts={timeouts}")
         check(not failures, f"{'; '.join(failures)}: {figures}")
         check(resets["api"] > 0 and resets["worker"] > 0, f"no connection was reset: {figures}")
         check(gap <= RESUME_SECONDS, f"sending stopped for over {RESUME_SECONDS}s: {figures}")
