@@ -495,11 +495,13 @@ class System:
                     out.write(f"{failure}\n\n")
 
     def unrecorded_attempts(self):
-        """Send attempts with no outcome row: a hub call whose result could not be written (or an
-        attempt start whose answer was lost). Only such an attempt's send can go out again."""
+        """Send attempts whose worker wrote no result: the next start (or the sweep) settles such
+        an attempt left in flight with an `unknown` outcome row; one without any row counts too.
+        Only such an attempt's call can have gone out without its send ending there."""
         return self.db.value(
             "SELECT count(*) FROM hub_sends h, generate_series(1, h.attempts) a WHERE NOT EXISTS "
-            "(SELECT 1 FROM notification_outcomes o WHERE o.hub_send_id = h.id AND o.kind = 'send' AND o.attempt = a)")
+            "(SELECT 1 FROM notification_outcomes o WHERE o.hub_send_id = h.id AND o.kind = 'send' AND o.attempt = a "
+            "AND o.decision <> 'unknown')")
 
     def duplicate_outcomes(self):
         return self.db.value("SELECT count(*) FROM (SELECT hub_send_id, attempt FROM notification_outcomes "
