@@ -28,13 +28,14 @@ public enum HeraldBootstrap {
 
     /// ``stores(client:runtime:storage:logger:)`` watched by a ``DatabaseAvailability`` that
     /// probes the database every second on a connection of its own: for the long-running
-    /// processes, which run `stores.availability` as a service next to `client`.
+    /// processes, which run `stores.availability` as a service next to `client`. Throws when
+    /// the TLS settings cannot be loaded.
     public static func watchedStores(
         client: PostgresClient, runtime: RuntimeConfiguration, storage: StorageConfiguration, logger: Logger
-    ) -> Stores {
+    ) throws -> Stores {
         var stores = stores(client: client, runtime: runtime, storage: storage, logger: logger)
         stores.availability = DatabaseAvailability(
-            configuration: runtime.database.postgres, timeout: runtime.database.probeTimeout, logger: logger)
+            configuration: try runtime.database.connection(), timeout: runtime.database.probeTimeout, logger: logger)
         return stores
     }
 
@@ -62,15 +63,7 @@ public enum HeraldBootstrap {
     /// One connection attempt, closed at once; throws a ``StorageError`` naming the reason.
     public static func preflight(_ settings: DatabaseSettings, timeout: Duration = .seconds(10)) async throws {
         let silent = Logger(label: "herald.preflight", factory: { _ in SwiftLogNoOpLogHandler() })
-        let tls: PostgresConnection.Configuration.TLS
-        switch settings.tlsMode {
-        case "require": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        case "prefer": tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        default: tls = .disable
-        }
-        var configuration = PostgresConnection.Configuration(
-            host: settings.host, port: settings.port, username: settings.username, password: settings.password,
-            database: settings.database, tls: tls)
+        var configuration = try settings.connection()
         configuration.options.connectTimeout = .seconds(max(1, timeout.components.seconds))
         let action = "connect to the database at \(settings.redacted)"
         do {

@@ -157,6 +157,19 @@ public struct DatabaseSettings: Sendable {
         return configuration
     }
 
+    /// A configuration for one direct connection (no pool), with the same TLS as ``postgres``:
+    /// for the start-up check and the database gate's probe.
+    public func connection() throws -> PostgresConnection.Configuration {
+        let tls: PostgresConnection.Configuration.TLS
+        switch tlsMode {
+        case "require": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        case "prefer": tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        default: tls = .disable
+        }
+        return PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+    }
+
     /// ``postgres`` with `synchronous_commit = off` on every connection when `synchronousCommit`
     /// is false: commits return before their WAL flush (the worker's choice, see
     /// `WorkerConfiguration.synchronousCommit` in `HeraldDelivery`).

@@ -37,7 +37,12 @@ struct HeraldAPIMain: AsyncParsableCommand {
         let logger = Logger(label: "herald-api")
         let metrics = HeraldMetrics.bootstrap(process: "herald-api")
         let client = PostgresClient(configuration: runtime.database.postgres, backgroundLogger: logger)
-        let stores = HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
+        let stores: Stores
+        do {
+            stores = try HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
+        } catch {
+            HeraldExit.fail("herald-api", error)
+        }
         let app: any Service
         do {
             app = try await buildApplication(

@@ -41,7 +41,12 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         let client = PostgresClient(
             configuration: runtime.database.postgres(synchronousCommit: delivery.synchronousCommit),
             backgroundLogger: logger)
-        let stores = HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
+        let stores: Stores
+        do {
+            stores = try HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
+        } catch {
+            HeraldExit.fail("herald-worker", error)
+        }
         let worker: HeraldWorker
         do {
             worker = try await buildWorker(configuration: delivery, stores: stores, logger: logger)

@@ -35,6 +35,11 @@ public struct TestDatabase: Sendable {
         try DatabaseSettings(url: url).postgres
     }
 
+    /// A direct-connection configuration for this database (for a database gate's probe).
+    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        try DatabaseSettings(url: url).connection()
+    }
+
     /// True when database tests should run.
     public static var isEnabled: Bool {
         ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"] != nil
