@@ -51,7 +51,7 @@ public func buildApplication(
     let limiter = RateLimiter()
     let rates = KeyRates(limiter: limiter, defaultRate: sends.defaultKeyRatePerSecond)
     let handlers = RouteHandlers(
-        ops: OpsRoutes(migrations: stores.migrations, registry: registry, availability: stores.availability),
+        ops: OpsRoutes(registry: registry, availability: stores.availability),
         openAPI: try OpenAPIDocument.load(),
         devices: DeviceController(
             devices: stores.devices, signIn: authenticator,
