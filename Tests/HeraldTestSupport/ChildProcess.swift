@@ -7,6 +7,7 @@ public final class ChildProcess: Sendable {
     private let process: Process
     private let output = Shared<(stdout: [String], stderr: [String], partial: [Int: String], closed: Int)>(([], [], [:], 0))
     private let exited = Shared<Int32?>(nil)
+    private let input: FileHandle
 
     /// The folder holding the built executables: `HERALD_BIN_DIR` (set by `make test`), or the
     /// package's `.build/debug`.
@@ -18,17 +19,26 @@ public final class ChildProcess: Sendable {
     }
 
     /// Starts `executable` (a product name) with arguments and extra environment.
-    public init(_ executable: String, arguments: [String] = [], environment: [String: String] = [:]) throws {
+    public convenience init(_ executable: String, arguments: [String] = [], environment: [String: String] = [:]) throws {
         let path = Self.binDirectory().appendingPathComponent(executable)
         guard FileManager.default.isExecutableFile(atPath: path.path) else {
             throw TestSupportError("\(path.path) is not built: run `swift build` (make test does) first")
         }
+        try self.init(executableURL: path, arguments: arguments, environment: environment)
+    }
+
+    /// Starts the executable at `executableURL` with arguments and extra environment; its
+    /// standard input is a pipe that ``send(line:)`` writes to.
+    public init(executableURL: URL, arguments: [String] = [], environment: [String: String] = [:]) throws {
         let process = Process()
-        process.executableURL = path
+        process.executableURL = executableURL
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         process.environment = env
+        let input = Pipe()
+        process.standardInput = input
+        self.input = input.fileHandleForWriting
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -66,6 +76,11 @@ public final class ChildProcess: Sendable {
     public var stderr: [String] { output.withLock { $0.stderr + [$0.partial[1] ?? ""].filter { !$0.isEmpty } } }
     /// The exit status, once it has exited.
     public var exitStatus: Int32? { exited.withLock { $0 } }
+
+    /// Writes `line` and a newline to the process's standard input.
+    public func send(line: String) throws {
+        try input.write(contentsOf: Data((line + "\n").utf8))
+    }
 
     /// Sends a signal (e.g. `SIGKILL`, `SIGTERM`).
     public func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
