@@ -26,11 +26,12 @@ private func lines(_ name: HTTPField.Name, _ values: String...) -> HTTPFields {
 /// `HERALD_TRUSTED_PROXIES`: which client the per-client sign-in limits count behind a proxy.
 @Suite("Trusted proxies, in the application", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct TrustedProxyApplicationTests {
-    /// No API-key cache, so every key (a good one too) needs a lookup, and so the client's budget.
+    /// No API-key or Basic cache, so every sign-in (a good one too) needs a lookup or bcrypt, and
+    /// so the client's budget.
     static func configuration(failuresPerMinute: Int, proxies: TrustedProxies) -> APIConfiguration {
         var configuration = APIConfiguration.testing(
             auth: AuthConfiguration(
-                basicCacheSeconds: 60, bcryptConcurrency: 2, failedSignInsPerMinute: failuresPerMinute, bcryptCost: 4),
+                basicCacheSeconds: 0, bcryptConcurrency: 2, failedSignInsPerMinute: failuresPerMinute, bcryptCost: 4),
             sends: SendConfiguration(
                 defaultKeyRatePerSecond: 100_000, tutorialSendsPerUserPerSecond: 100_000,
                 deviceWritesPerUserPerMinute: 1_000_000, apiKeyCacheSeconds: 0))
