@@ -37,7 +37,8 @@ struct LifecycleTests {
             let emulator = try await Emulator.start(
                 configuration: EmulatorConfiguration(inspection: inspection), logger: Harness.logger)
             do {
-                for path in ["/_emulator/hubs/herald/deliveries", "/_emulator/hubs/herald/registrations", "/_emulator/health"] {
+                let paths = ["/_emulator/hubs/herald/deliveries", "/_emulator/hubs/herald/registrations", "/_emulator/health"]
+                for path in paths {
                     let response = try await HTTPClient.shared.execute(
                         HTTPClientRequest(url: emulator.baseURL + path), timeout: .seconds(5))
                     #expect(response.status.code == (inspection ? 200 : 404), "\(path) with inspection \(inspection)")
@@ -67,7 +68,8 @@ struct LifecycleTests {
 
     @Test("With TLS the endpoint is sb://localhost:PORT/ and the API is served over HTTPS")
     func tls() async throws {
-        let emulator = try await Emulator.start(configuration: EmulatorConfiguration(tls: true, inspection: true), logger: Harness.logger)
+        let emulator = try await Emulator.start(
+            configuration: EmulatorConfiguration(tls: true, inspection: true), logger: Harness.logger)
         #expect(emulator.endpoint == "sb://localhost:\(emulator.port)/")
         #expect(emulator.tlsCertificatePEM?.hasPrefix("-----BEGIN CERTIFICATE-----") == true)
         var configuration = HTTPClient.Configuration()
