@@ -8,7 +8,7 @@ public import ServiceLifecycle
 
 /// `herald-worker`'s own small HTTP listener for operators: the ``OpsRoutes`` (`/health/live`,
 /// `/health/ready`, `/metrics` with the queue's depth) on `host:port`, `/metrics` behind an
-/// API key with the `read` or `admin` scope.
+/// API key with the `metrics`, `read` or `admin` scope.
 ///
 /// Port 0 picks a free port. Once bound it logs `herald.worker.metrics_listening` with the
 /// port and calls `onListening` with it. When it cannot serve (the port is taken) it logs

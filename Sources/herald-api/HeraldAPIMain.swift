@@ -21,7 +21,7 @@ struct HeraldAPIMain: AsyncParsableCommand {
     static func main() async { await mainOnEventLoops() }
 
     func run() async throws {
-        let runtime: RuntimeConfiguration
+        var runtime: RuntimeConfiguration
         let storage: StorageConfiguration
         let api: APIConfiguration
         do {
@@ -30,7 +30,7 @@ struct HeraldAPIMain: AsyncParsableCommand {
             storage = try StorageConfiguration(settings)
             api = try APIConfiguration(settings)
             HeraldBootstrap.logging(level: runtime.logLevel)
-            try await HeraldBootstrap.checkDatabase(runtime.database, logger: Logger(label: "herald-api"))
+            runtime.database = try await HeraldBootstrap.checkDatabase(runtime.database, logger: Logger(label: "herald-api"))
         } catch {
             HeraldExit.fail("herald-api", error)
         }

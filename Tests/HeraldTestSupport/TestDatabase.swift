@@ -37,7 +37,7 @@ public struct TestDatabase: Sendable {
 
     /// A direct-connection configuration for this database (for a database gate's probe).
     public func connectionConfiguration() throws -> PostgresConnection.Configuration {
-        try DatabaseSettings(url: url).connection()
+        try DatabaseSettings(url: url).connection(connectTimeout: .seconds(5))
     }
 
     /// Where the cluster listens (to put a proxy in front of it).
@@ -55,7 +55,7 @@ public struct TestDatabase: Sendable {
         settings.host = host
         settings.port = port
         settings.poolSize = poolSize
-        return (settings.postgres, try settings.connection())
+        return (settings.postgres, try settings.connection(connectTimeout: .seconds(5)))
     }
 
     /// True when database tests should run.
