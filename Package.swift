@@ -376,8 +376,10 @@ let package = Package(
         .testTarget(
             name: "HeraldRuntimeTests",
             dependencies: [
-                "HeraldRuntime", "HeraldTestSupport",
+                "HeraldRuntime", "HeraldSettings", "HeraldStorage", "HeraldTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

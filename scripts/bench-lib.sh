@@ -44,7 +44,7 @@ bench_cleanup() {
 }
 
 bench_start_emulator() {
-  "$bin/nh-emulator" --port 0 --hub herald >"$work/emulator.out" 2>"$work/emulator.err" &
+  "$bin/nh-emulator" --port 0 --hub herald --inspection >"$work/emulator.out" 2>"$work/emulator.err" &
   pids+=($!)
   for _ in $(seq 1 100); do grep -q '^HERALD_HUB_NAME=' "$work/emulator.out" 2>/dev/null && break; sleep 0.1; done
   grep -q '^HERALD_HUB_NAME=' "$work/emulator.out" || { echo "bench: nh-emulator did not start" >&2; cat "$work/emulator.err" >&2; exit 1; }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Herald's local PostgreSQL: a throwaway cluster in .data/postgres on a free loopback port.
 #
-#   scripts/db.sh up     install the server if missing, create/start the cluster, write
-#                        .data/postgres.env and print its HERALD_DATABASE_URL line (idempotent)
+#   scripts/db.sh up     install the server if missing, create/start the cluster with TLS on,
+#                        write .data/postgres.env and print it (idempotent): HERALD_DATABASE_URL
+#                        and the TLS test fixtures' HERALD_TEST_DATABASE_* lines
 #   scripts/db.sh down   stop this cluster only
-#   scripts/db.sh env    print the env file's line (fails if the cluster is not running)
+#   scripts/db.sh env    print the env file (fails if the cluster is not running)
 #   scripts/db.sh restart [fast|immediate] [SECONDS]
 #                        stop the cluster, keep it down SECONDS, start it on the same port
 #
@@ -18,6 +19,10 @@ data_root="$root/.data"
 env_file="$data_root/postgres.env"
 db_user="herald"
 db_name="herald"
+# TLS for the TLS tests: a CA made here once, a server certificate for the name `localhost`
+# only, a second CA that signed nothing of this server, and a role pg_hba admits over TLS only.
+tls_dir="$data_root/postgres-tls"
+tls_role="herald_tls_only"
 
 log() { printf 'db: %s\n' "$*" >&2; }
 die() { printf 'db: error: %s\n' "$*" >&2; exit 1; }
@@ -99,6 +104,70 @@ wait_ready() {
   die "the server on port $2 did not become ready"
 }
 
+# The CA, the server's certificate (localhost only) and a CA unrelated to it, made once.
+make_certificates() {
+  [ -f "$tls_dir/server.crt" ] && return 0
+  command -v openssl >/dev/null 2>&1 || debian_install openssl
+  mkdir -p "$tls_dir"
+  local ca
+  for ca in ca wrong-ca; do
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=Herald local $ca" \
+      -keyout "$tls_dir/$ca.key" -out "$tls_dir/$ca.crt" \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+  done
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$tls_dir/server.key" \
+    -out "$tls_dir/server.csr" 2>/dev/null
+  printf 'subjectAltName = DNS:localhost\nextendedKeyUsage = serverAuth\n' >"$tls_dir/server.ext"
+  openssl x509 -req -in "$tls_dir/server.csr" -CA "$tls_dir/ca.crt" -CAkey "$tls_dir/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$tls_dir/server.ext" -out "$tls_dir/server.crt" 2>/dev/null
+  chmod 600 "$tls_dir"/*.key
+}
+
+# TLS on in the cluster's configuration (the server's files beside it, owned by its owner), and
+# pg_hba lines that admit $tls_role over TLS only. Prints "changed" when it changed anything.
+configure_tls() {
+  local owner="$1" dir="$2"
+  make_certificates
+  if ! cmp -s "$tls_dir/server.crt" "$dir/server.crt" 2>/dev/null; then
+    install -o "$owner" -m 600 "$tls_dir/server.key" "$dir/server.key"
+    install -o "$owner" -m 644 "$tls_dir/server.crt" "$dir/server.crt"
+    echo changed
+  fi
+  if ! grep -q '^ssl = on' "$dir/postgresql.conf"; then
+    printf '# TLS (server.crt/server.key beside this file; scripts/db.sh)\nssl = on\n' >>"$dir/postgresql.conf"
+    echo changed
+  fi
+  if ! grep -q "$tls_role" "$dir/pg_hba.conf"; then
+    # First match wins: these two lines come before the initdb ones.
+    { printf 'hostssl   all %s 127.0.0.1/32 scram-sha-256\n' "$tls_role"
+      printf 'hostnossl all %s 127.0.0.1/32 reject\n' "$tls_role"
+      printf 'hostssl   all %s ::1/128 scram-sha-256\n' "$tls_role"
+      printf 'hostnossl all %s ::1/128 reject\n' "$tls_role"
+      cat "$dir/pg_hba.conf"; } >"$dir/pg_hba.conf.new"
+    chown "$owner" "$dir/pg_hba.conf.new"
+    mv "$dir/pg_hba.conf.new" "$dir/pg_hba.conf"
+    echo changed
+  fi
+}
+
+# The TLS-only role (the cluster's password) and the env file's lines.
+write_env() {
+  local bindir="$1" port="$2" password="$3"
+  PGPASSWORD="$password" "$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U "$db_user" -d postgres -v ON_ERROR_STOP=1 -c "
+    DO \$\$ BEGIN
+      CREATE ROLE $tls_role LOGIN PASSWORD '$password';
+    EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+    END \$\$;" >/dev/null
+  {
+    printf 'HERALD_DATABASE_URL=postgres://%s:%s@127.0.0.1:%s/%s\n' "$db_user" "$password" "$port" "$db_name"
+    printf 'HERALD_TEST_DATABASE_CA=%s\n' "$tls_dir/ca.crt"
+    printf 'HERALD_TEST_DATABASE_WRONG_CA=%s\n' "$tls_dir/wrong-ca.crt"
+    printf 'HERALD_TEST_DATABASE_TLS_ROLE=%s\n' "$tls_role"
+  } >"$env_file"
+  chmod 600 "$env_file"
+  cat "$env_file"
+}
+
 cmd_up() {
   local bindir owner dir port password
   bindir="$(find_bindir)" || { install_server; bindir="$(find_bindir)" || die "installed postgresql but found no initdb"; }
@@ -111,9 +180,12 @@ cmd_up() {
     password="$(cat "$data_root/postgres.password")"
     log "reusing the running cluster in $dir (port $port)"
     wait_ready "$bindir" "$port"
-    printf 'HERALD_DATABASE_URL=postgres://%s:%s@127.0.0.1:%s/%s\n' "$db_user" "$password" "$port" "$db_name" >"$env_file"
-    chmod 600 "$env_file"
-    cat "$env_file"
+    if [ -n "$(configure_tls "$owner" "$dir")" ]; then
+      log "TLS configured; reloading the server"
+      as_owner "$owner" "$bindir/pg_ctl" -D "$dir" reload >/dev/null
+      sleep 1
+    fi
+    write_env "$bindir" "$port" "$password"
     return 0
   fi
 
@@ -141,6 +213,7 @@ log_min_messages = warning
 CONF
   fi
   password="$(cat "$data_root/postgres.password")"
+  configure_tls "$owner" "$dir" >/dev/null
   port="$(free_port)"
   log "starting PostgreSQL on 127.0.0.1:$port"
   as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -w -t 900 -l "$dir/server.log" \
@@ -149,9 +222,7 @@ CONF
       "SELECT 1 FROM pg_database WHERE datname = '$db_name'" | grep -q 1; then
     PGPASSWORD="$password" "$bindir/psql" -h 127.0.0.1 -p "$port" -U "$db_user" -d postgres -qc "CREATE DATABASE $db_name" >/dev/null
   fi
-  printf 'HERALD_DATABASE_URL=postgres://%s:%s@127.0.0.1:%s/%s\n' "$db_user" "$password" "$port" "$db_name" >"$env_file"
-  chmod 600 "$env_file"
-  cat "$env_file"
+  write_env "$bindir" "$port" "$password"
 }
 
 cmd_down() {

@@ -5,12 +5,15 @@
 #   scripts/deploy-check.sh files          hadolint on deploy/Dockerfile; the Kubernetes manifests
 #                                          against Kubernetes' schemas (kubernetes-validate, strict);
 #                                          KEDA's objects against KEDA's CRDs; compose.yaml against
-#                                          the Compose specification; Secret keys documented
+#                                          the Compose specification; Secret keys documented;
+#                                          every Herald pod under an egress policy (DNS, database,
+#                                          hub only)
 #   scripts/deploy-check.sh monitoring     promtool on deploy/prometheus (rules, their unit tests, the
 #                                          scrape configuration) and on every query of
 #                                          deploy/grafana/herald.json
-#   scripts/deploy-check.sh queue BIN_DIR  the KEDA trigger's query on a freshly migrated database:
-#                                          one integer, counting due and running jobs only
+#   scripts/deploy-check.sh queue BIN_DIR  the KEDA trigger's query on a freshly migrated database,
+#                                          as a login role in herald_queue_depth: one integer,
+#                                          counting due and running jobs only
 #   scripts/deploy-check.sh ldd [SCRATCH]  links the four executables as the image does (the Swift
 #                                          runtime linked in, the Dockerfile's STATIC_LINK_FLAGS) from
 #                                          the debug build's objects in SCRATCH (default .build; run
@@ -18,7 +21,13 @@
 #                                          only libraries of packages the Dockerfile's run stage
 #                                          installs, and starts each once (--help) with the Swift
 #                                          toolchain's libraries hidden
-#   scripts/deploy-check.sh all BIN_DIR [SCRATCH]  all four
+#   scripts/deploy-check.sh processes BIN_DIR
+#                                          runs the migration and starts herald-api and herald-worker
+#                                          with the environment compose.yaml and kubernetes/ write
+#                                          (hosts mapped to the local cluster, its TLS CA, a local
+#                                          nh-emulator) until both answer /health/ready
+#                                          (scripts/deploy-check/processes.py)
+#   scripts/deploy-check.sh all BIN_DIR [SCRATCH]  all five
 #
 # Installs what it needs when missing: python3-venv (Debian) and the pinned tools of
 # scripts/deploy-check/requirements.txt (PyPI) in .data/deploy-venv. The schemas are in
@@ -62,6 +71,7 @@ check_files() {
     deploy/kubernetes/worker.yaml
   "$venv/bin/python" "$check_py" compose deploy/compose.yaml deploy/schemas/compose-spec.json deploy/env.example
   "$venv/bin/python" "$check_py" secrets deploy/kubernetes deploy/README.md
+  "$venv/bin/python" "$check_py" egress deploy/kubernetes
 }
 
 # The ScaledObject's query, run as KEDA would on a migrated database: it must answer one
@@ -75,10 +85,15 @@ check_queue() {
   db="herald_t_deploycheck_$$"
   url="${base%/*}/$db"
   query="$("$venv/bin/python" "$check_py" query deploy/kubernetes/worker-autoscaling.yaml)"
+  # KEDA's login role: a member of herald_queue_depth only, as deploy/README.md creates it.
+  local role="herald_t_keda_$$" hostport="${base#*@}"
+  hostport="${hostport%%/*}"
+  local keda_url="postgres://$role:keda@$hostport/$db"
   psql "$base" -qc "CREATE DATABASE $db" >/dev/null
-  trap 'psql "$base" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true' RETURN
+  trap 'psql "$base" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true; psql "$base" -qc "DROP ROLE IF EXISTS $role" >/dev/null 2>&1 || true' RETURN
   HERALD_DATABASE_URL="$url" "$bin/heraldctl" migrate >/dev/null || fail "heraldctl migrate"
-  answer() { psql "$url" -X -v ON_ERROR_STOP=1 -At -c "$query" 2>&1 | tr '\n' '|'; }
+  psql "$base" -qc "CREATE ROLE $role LOGIN PASSWORD 'keda' IN ROLE herald_queue_depth" >/dev/null
+  answer() { psql "$keda_url" -X -v ON_ERROR_STOP=1 -At -c "$query" 2>&1 | tr '\n' '|'; }
   [ "$(answer)" = "0|" ] || fail "the KEDA query on an empty queue answered '$(answer)', not one integer 0"
   psql "$url" -X -v ON_ERROR_STOP=1 -qc "
     INSERT INTO pgqueue.jobs (queue, kind, args) VALUES ('q', 'k', '{}'), ('q', 'k', '{}');
@@ -86,7 +101,19 @@ check_queue() {
       VALUES ('q', 'k', '{}', 'running', 'w', now() + interval '1 minute');
     INSERT INTO pgqueue.jobs (queue, kind, args, run_at) VALUES ('q', 'k', '{}', now() + interval '1 hour');" >/dev/null
   [ "$(answer)" = "3|" ] || fail "the KEDA query answered '$(answer)' for 2 due, 1 running and 1 later job (want 3)"
-  log "ok keda query: one integer; counts due and running jobs, not later ones"
+  log "ok keda query: one integer as a member of herald_queue_depth; counts due and running jobs, not later ones"
+}
+
+# The deploy files' environments, run for real against the local cluster (TLS on).
+check_processes() {
+  local bin="${1:?usage: deploy-check.sh processes BIN_DIR}"
+  ensure_venv
+  [ -f .data/postgres.env ] || fail "no database: run scripts/db.sh up"
+  (
+    set -a; . .data/postgres.env; set +a
+    [ -n "${HERALD_TEST_DATABASE_CA:-}" ] || fail "no TLS fixtures in .data/postgres.env: run scripts/db.sh up"
+    "$venv/bin/python" scripts/deploy-check/processes.py "$bin" "$HERALD_TEST_DATABASE_CA"
+  )
 }
 
 # The packages the Dockerfile's run stage installs.
@@ -204,6 +231,8 @@ case "${1:-}" in
   monitoring) check_monitoring ;;
   queue) check_queue "${2:-}" ;;
   ldd) check_ldd "${2:-.build}" ;;
-  all) check_files; check_monitoring; check_queue "${2:?usage: deploy-check.sh all BIN_DIR [SCRATCH]}"; check_ldd "${3:-.build}" ;;
-  *) echo "usage: $0 files | monitoring | queue BIN_DIR | ldd [SCRATCH] | all BIN_DIR [SCRATCH]" >&2; exit 2 ;;
+  processes) check_processes "${2:-}" ;;
+  all) check_files; check_monitoring; check_queue "${2:?usage: deploy-check.sh all BIN_DIR [SCRATCH]}"
+    check_processes "$2"; check_ldd "${3:-.build}" ;;
+  *) echo "usage: $0 files | monitoring | queue BIN_DIR | processes BIN_DIR | ldd [SCRATCH] | all BIN_DIR [SCRATCH]" >&2; exit 2 ;;
 esac

@@ -21,7 +21,7 @@ trap cleanup INT TERM EXIT
 
 # The emulator picks a free port and prints its connection string: read it from its output.
 emulator_out="$(mktemp)"
-"$bin/nh-emulator" --port 0 --hub herald >"$emulator_out" &
+"$bin/nh-emulator" --port 0 --hub herald --inspection >"$emulator_out" &
 pids+=($!)
 for _ in $(seq 1 100); do grep -q '^HERALD_HUB_NAME=' "$emulator_out" 2>/dev/null && break; sleep 0.1; done
 grep -q '^HERALD_HUB_NAME=' "$emulator_out" || { echo "run: nh-emulator did not start" >&2; cat "$emulator_out" >&2; exit 1; }

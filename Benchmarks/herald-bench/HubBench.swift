@@ -73,7 +73,7 @@ struct HubBench: AsyncParsableCommand {
             hubName = hub
         } else {
             var emulatorConfiguration = EmulatorConfiguration(
-                hubs: [.init(name: "bench")], tier: .standard, telemetryDelay: .zero)
+                hubs: [.init(name: "bench")], tier: .standard, telemetryDelay: .zero, inspection: true)
             emulatorConfiguration.maximumDeliveries = 10_000
             let started = try await Emulator.start(configuration: emulatorConfiguration, logger: logger)
             emulator = started

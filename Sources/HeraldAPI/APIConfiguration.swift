@@ -2,14 +2,17 @@ import Foundation
 public import HeraldSettings
 public import HeraldStorage
 
-/// Settings of `herald-api`: where it listens, body limits, how device users sign in, and
-/// the send endpoints' rate limits. Each key is declared once below with its default; the
+/// Settings of `herald-api`: where it listens, which proxies it trusts, body limits, how device
+/// users sign in, and the send endpoints' rate limits. Each key is declared once below with its default; the
 /// memberwise initializers default to the same values.
 public struct APIConfiguration: Sendable {
     /// Bind address.
     public var host: String
     /// Port; 0 picks a free one.
     public var port: Int
+    /// The proxies whose forwarding headers name the client, for the per-client sign-in limits;
+    /// none by default (the peer is the client).
+    public var trustedProxies: TrustedProxies
     /// Largest request body accepted; larger bodies get 413 (checked on `Content-Length` and
     /// while a chunked body is read).
     public var maxBodyBytes: Int
@@ -26,6 +29,19 @@ public struct APIConfiguration: Sendable {
     public static let host = Setting.string("api.host", default: "127.0.0.1", "bind address")
     /// `HERALD_API_PORT`.
     public static let port = Setting.int("api.port", default: 8080, range: 0...65535, "the port; 0 picks a free one")
+    /// `HERALD_TRUSTED_PROXIES`.
+    public static let trustedProxies = Setting<TrustedProxies>(
+        key: "trusted_proxies", default: TrustedProxies(), defaultText: "— (none: the peer is the client)",
+        summary:
+            "comma-separated CIDR networks (IPv4, IPv6; an address is a /32 or /128) of proxies whose `Forwarded`/`X-Forwarded-For` names the client for the per-client sign-in limits",
+        details: "operations.md"
+    ) { text in
+        do throws(SettingProblem) {
+            return .success(try TrustedProxies(parsing: text))
+        } catch {
+            return .failure(error)
+        }
+    }
     /// `HERALD_API_MAX_BODY_BYTES`.
     public static let maxBodyBytes = Setting.int(
         "api.max_body_bytes", default: 64 * 1024, range: 1024...(16 << 20),
@@ -42,6 +58,7 @@ public struct APIConfiguration: Sendable {
     /// Every key this configuration reads, its parts' included.
     public static let settings: [SettingDescription] =
         [host.documentation] + [port, maxBodyBytes, maxBatchBodyBytes, maxClientTags].map(\.documentation)
+        + [trustedProxies.documentation]
         + AuthConfiguration.settings + SendConfiguration.settings
 
     /// Creates settings; every default is the documented one.
@@ -50,10 +67,12 @@ public struct APIConfiguration: Sendable {
         maxBodyBytes: Int = APIConfiguration.maxBodyBytes.defaultValue,
         maxBatchBodyBytes: Int = APIConfiguration.maxBatchBodyBytes.defaultValue,
         maxClientTags: Int = APIConfiguration.maxClientTags.defaultValue,
+        trustedProxies: TrustedProxies = TrustedProxies(),
         auth: AuthConfiguration = AuthConfiguration(), sends: SendConfiguration = SendConfiguration()
     ) {
         self.host = host
         self.port = port
+        self.trustedProxies = trustedProxies
         self.maxBodyBytes = maxBodyBytes
         self.maxBatchBodyBytes = maxBatchBodyBytes
         self.maxClientTags = maxClientTags
@@ -66,7 +85,8 @@ public struct APIConfiguration: Sendable {
         self.init(
             host: try reader.value(Self.host), port: try reader.value(Self.port),
             maxBodyBytes: try reader.value(Self.maxBodyBytes), maxBatchBodyBytes: try reader.value(Self.maxBatchBodyBytes),
-            maxClientTags: try reader.value(Self.maxClientTags), auth: try AuthConfiguration(reader),
+            maxClientTags: try reader.value(Self.maxClientTags), trustedProxies: try reader.value(Self.trustedProxies),
+            auth: try AuthConfiguration(reader),
             sends: try SendConfiguration(reader))
     }
 }

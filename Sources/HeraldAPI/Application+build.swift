@@ -20,7 +20,8 @@ public import Prometheus
 /// - The sender API under `/v1` (`NotificationController`, `CampaignController`, `UserController`, the ops console's
 ///   reads in `OpsConsoleController` and its actions in `OpsActionController`) and `GET /metrics`
 ///   (``OpsRoutes``): an API key (`APIKeyAuthenticator` over HeraldOps' `APIKeyVerifier`),
-///   rate-limited per key; `GET /v1/whoami` takes a key of any scope.
+///   rate-limited per key; `GET /metrics` takes a `metrics`, `read` or `admin` key, and
+///   `GET /v1/whoami` a key of any scope but `metrics` alone.
 ///
 /// Every error is answered as JSON `{"code": "...", "message": "..."}` (unknown routes 404,
 /// other methods on known routes 405, bodies over `maxBodyBytes` 413). Each request is logged
@@ -37,7 +38,8 @@ public func buildApplication(
     let auth = configuration.auth
     let sends = configuration.sends
     let registry = metrics ?? HeraldMetrics.registry(process: "herald-api")
-    // Failed sign-ins per client address, Basic and API keys alike.
+    // Failed sign-ins per client address (the peer, or what a trusted proxy forwards), Basic and
+    // API keys alike.
     let clientLimits = ClientLimits(perMinute: auth.failedSignInsPerMinute)
     let authenticator = DeviceAuthenticator(
         users: stores.users,
@@ -47,11 +49,11 @@ public func buildApplication(
         cache: BasicCredentialCache(seconds: auth.basicCacheSeconds, capacity: auth.basicCacheEntries),
         // Failures are remembered for at most 5 s, and not at all with the credential cache off.
         failures: RecentFailures(seconds: min(5, auth.basicCacheSeconds), capacity: auth.basicCacheEntries),
-        limits: clientLimits, tokens: try await TokenVerifier.make(auth))
+        limits: clientLimits, proxies: configuration.trustedProxies, tokens: try await TokenVerifier.make(auth))
     let limiter = RateLimiter()
     let rates = KeyRates(limiter: limiter, defaultRate: sends.defaultKeyRatePerSecond)
     let handlers = RouteHandlers(
-        ops: OpsRoutes(migrations: stores.migrations, registry: registry, availability: stores.availability),
+        ops: OpsRoutes(registry: registry, availability: stores.availability),
         openAPI: try OpenAPIDocument.load(),
         devices: DeviceController(
             devices: stores.devices, signIn: authenticator,
@@ -95,9 +97,16 @@ public func buildApplication(
         middleware: RememberingDeviceSignIn(authenticator: authenticator))
     let senders = router.group().add(middleware: gate).add(
         middleware: APIKeyAuthenticator(
-            keys: keys, limits: clientLimits, rates: rates, requiredScope: APIKeyAuthenticator.byMethod))
+            keys: keys, limits: clientLimits, proxies: configuration.trustedProxies, rates: rates,
+            requiredScope: APIKeyAuthenticator.byMethod))
     let anyKey = router.group().add(middleware: gate).add(
-        middleware: APIKeyAuthenticator(keys: keys, limits: clientLimits, rates: rates, requiredScope: { _ in nil }))
+        middleware: APIKeyAuthenticator(
+            keys: keys, limits: clientLimits, proxies: configuration.trustedProxies, rates: rates,
+            requiredScope: { _ in nil }))
+    let metricsKey = router.group().add(middleware: gate).add(
+        middleware: APIKeyAuthenticator(
+            keys: keys, limits: clientLimits, proxies: configuration.trustedProxies, rates: rates,
+            requiredScope: APIKeyAuthenticator.metrics))
     for route in APIRoutes.all {
         let handler = handlers.handler(for: route.operation)
         switch route.access {
@@ -106,6 +115,7 @@ public func buildApplication(
         case .deviceConfirmedByWrite: deviceWrites.on(RouterPath(route.path), method: route.method, use: handler)
         case .apiKey: senders.on(RouterPath(route.path), method: route.method, use: handler)
         case .anyKey: anyKey.on(RouterPath(route.path), method: route.method, use: handler)
+        case .metricsKey: metricsKey.on(RouterPath(route.path), method: route.method, use: handler)
         }
     }
     addMethodNotAllowed(to: router, routes: APIRoutes.all)

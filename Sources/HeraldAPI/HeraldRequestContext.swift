@@ -28,7 +28,7 @@ public struct HeraldRequestContext: AuthRequestContext, RequestContext, RemoteAd
         self.apiKey = nil
     }
 
-    /// The connection's remote address (the peer, never a forwarded-for header): what the
-    /// per-client sign-in limits count by.
+    /// The connection's remote address (the peer, never a forwarding header): what the
+    /// per-client sign-in limits count by, unless it is a trusted proxy (``TrustedProxies``).
     public var remoteAddress: SocketAddress? { channel.remoteAddress }
 }

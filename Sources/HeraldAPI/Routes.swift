@@ -26,9 +26,11 @@ struct RouteSpec: Sendable {
         /// A signed-in device user, whose sign-in, when the caches remember it, the route's
         /// write confirms (``RememberingDeviceSignIn``): the device `PUT`.
         case deviceConfirmedByWrite
-        /// A sender API key (scope by method; `/metrics` needs `read`).
+        /// A sender API key (scope by method).
         case apiKey
-        /// A sender API key of any scope (`/v1/whoami`).
+        /// An API key with the `metrics` scope, or `read` or `admin` (`/metrics`).
+        case metricsKey
+        /// A sender API key of any scope but `metrics` alone (`/v1/whoami`).
         case anyKey
     }
 
@@ -61,12 +63,12 @@ enum APIRoutes {
         RouteSpec(method: .get, path: "/health/live", operation: .healthLive, access: .open, statuses: [200]),
         RouteSpec(method: .get, path: "/health/ready", operation: .healthReady, access: .open, statuses: [200, 503]),
         RouteSpec(method: .get, path: "/openapi.yaml", operation: .openAPI, access: .open, statuses: [200]),
-        RouteSpec(method: .get, path: "/metrics", operation: .metrics, access: .apiKey, statuses: apiKey.union([200])),
+        RouteSpec(method: .get, path: "/metrics", operation: .metrics, access: .metricsKey, statuses: apiKey.union([200])),
         RouteSpec(method: .get, path: "/dashboard", operation: .dashboard, access: .open, statuses: [200, 304]),
         RouteSpec(
             method: .get, path: "/dashboard/{asset}", operation: .dashboardAsset, access: .open, statuses: [200, 304, 404]),
         RouteSpec(
-            method: .get, path: "/v1/whoami", operation: .whoami, access: .anyKey, statuses: [200, 401, 429, 500, 503]),
+            method: .get, path: "/v1/whoami", operation: .whoami, access: .anyKey, statuses: [200, 401, 403, 429, 500, 503]),
         RouteSpec(
             method: .post, path: "/v1/notifications:cancel", operation: .notificationCancelMatching, access: .apiKey,
             statuses: apiKey.union([200, 400, 413]), body: .init(schema: "NotificationCancelRequest", required: [])),

@@ -6,6 +6,19 @@ public enum APIKeyScope: String, Sendable, Hashable, Codable, CaseIterable {
     case read
     /// Operate Herald through the API.
     case admin
+    /// Read `/metrics` (herald-api's and herald-worker's) and nothing else: the scope of a
+    /// Prometheus scraper's key.
+    case metrics
+
+    /// Whether a key holding this scope may do what `needed` allows: `admin` may do everything,
+    /// `read` also reads `/metrics`, every scope what it names.
+    public func grants(_ needed: APIKeyScope) -> Bool {
+        switch self {
+        case .admin: true
+        case .read: needed == .read || needed == .metrics
+        case .send, .metrics: needed == self
+        }
+    }
 
     /// Parses a comma-separated list such as `send,read`; refuses unknown or no scopes.
     public static func parseList(_ text: String) throws(DomainError) -> [APIKeyScope] {
@@ -13,13 +26,18 @@ public enum APIKeyScope: String, Sendable, Hashable, Codable, CaseIterable {
         for part in text.split(separator: ",") {
             let name = part.filter { !$0.isWhitespace }.lowercased()
             guard let scope = APIKeyScope(rawValue: name) else {
-                throw DomainError(code: .invalidScope, message: "unknown scope \"\(name)\"; use send, read, admin")
+                throw DomainError(code: .invalidScope, message: "unknown scope \"\(name)\"; use send, read, admin, metrics")
             }
             if !scopes.contains(scope) { scopes.append(scope) }
         }
         guard !scopes.isEmpty else { throw DomainError(code: .invalidScope, message: "give at least one scope") }
         return scopes
     }
+}
+
+extension Sequence where Element == APIKeyScope {
+    /// Whether a key holding these scopes may do what `needed` allows (``APIKeyScope/grants(_:)``).
+    public func grant(_ needed: APIKeyScope) -> Bool { contains { $0.grants(needed) } }
 }
 
 /// The text form of sender API keys: `hrld_` + 30 random base62 characters + a 6-character

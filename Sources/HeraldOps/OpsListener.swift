@@ -8,7 +8,7 @@ public import ServiceLifecycle
 
 /// `herald-worker`'s own small HTTP listener for operators: the ``OpsRoutes`` (`/health/live`,
 /// `/health/ready`, `/metrics` with the queue's depth) on `host:port`, `/metrics` behind an
-/// API key with the `read` or `admin` scope.
+/// API key with the `metrics`, `read` or `admin` scope.
 ///
 /// Port 0 picks a free port. Once bound it logs `herald.worker.metrics_listening` with the
 /// port and calls `onListening` with it. When it cannot serve (the port is taken) it logs
@@ -18,7 +18,7 @@ public struct OpsListener: Service {
     private let application: any Service
     private let logger: Logger
 
-    /// A listener on `host:port` serving the schema check of `stores`, `registry`, and the
+    /// A listener on `host:port` serving the health `stores.availability` sees, `registry`, and the
     /// depth of the stores' queue (the worker's one queue; the `queues` it works always
     /// present), checking keys against its `api_keys`.
     public init(
@@ -28,10 +28,7 @@ public struct OpsListener: Service {
         self.logger = logger
         let router = Router()
         router.add(middleware: HTTPMetricsMiddleware(factory: HeraldMetricsFactory(registry: registry)))
-        OpsRoutes(
-            migrations: stores.migrations, registry: registry, queue: stores.queue, queues: queues,
-            availability: stores.availability
-        )
+        OpsRoutes(registry: registry, queue: stores.queue, queues: queues, availability: stores.availability)
         .addRoutes(to: router, keys: APIKeyVerifier(keys: stores.apiKeys))
         self.application = Application(
             router: router,

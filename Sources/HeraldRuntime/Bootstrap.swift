@@ -28,13 +28,15 @@ public enum HeraldBootstrap {
 
     /// ``stores(client:runtime:storage:logger:)`` watched by a ``DatabaseAvailability`` that
     /// probes the database every second on a connection of its own: for the long-running
-    /// processes, which run `stores.availability` as a service next to `client`.
+    /// processes, which run `stores.availability` as a service next to `client`. Throws when
+    /// the TLS settings cannot be loaded.
     public static func watchedStores(
         client: PostgresClient, runtime: RuntimeConfiguration, storage: StorageConfiguration, logger: Logger
-    ) -> Stores {
+    ) throws -> Stores {
         var stores = stores(client: client, runtime: runtime, storage: storage, logger: logger)
+        let timeout = runtime.database.probeTimeout
         stores.availability = DatabaseAvailability(
-            configuration: runtime.database.postgres, timeout: runtime.database.probeTimeout, logger: logger)
+            configuration: try runtime.database.connection(connectTimeout: timeout), timeout: timeout, logger: logger)
         return stores
     }
 
@@ -47,7 +49,7 @@ public enum HeraldBootstrap {
         _ settings: DatabaseSettings, logger: Logger, timeout: Duration = .seconds(10),
         _ body: @Sendable (PostgresClient) async throws -> T
     ) async throws -> T {
-        try await preflight(settings, timeout: timeout)
+        let settings = try await preflight(settings, timeout: timeout)
         // The pool's own chatter (connection churn) is noise for a short-lived client.
         var background = logger
         background.logLevel = max(logger.logLevel, .error)
@@ -60,23 +62,31 @@ public enum HeraldBootstrap {
     }
 
     /// One connection attempt, closed at once; throws a ``StorageError`` naming the reason.
-    public static func preflight(_ settings: DatabaseSettings, timeout: Duration = .seconds(10)) async throws {
-        let silent = Logger(label: "herald.preflight", factory: { _ in SwiftLogNoOpLogHandler() })
-        let tls: PostgresConnection.Configuration.TLS
-        switch settings.tlsMode {
-        case "require": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        case "prefer": tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        default: tls = .disable
+    /// Returns `settings` to use from then on: with `sslmode=allow`, libpq's retry with TLS
+    /// after the server refused the session without it, decided here once for the pool.
+    @discardableResult
+    public static func preflight(_ settings: DatabaseSettings, timeout: Duration = .seconds(10)) async throws
+        -> DatabaseSettings
+    {
+        var settings = settings
+        do {
+            try await connectOnce(settings, timeout: timeout)
+        } catch let error as PSQLError where settings.sslMode == .allow && !settings.allowNeedsTLS && error.code == .server {
+            settings.allowNeedsTLS = true
+            try await connectOnce(settings, timeout: timeout)
         }
-        var configuration = PostgresConnection.Configuration(
-            host: settings.host, port: settings.port, username: settings.username, password: settings.password,
-            database: settings.database, tls: tls)
-        configuration.options.connectTimeout = .seconds(max(1, timeout.components.seconds))
+        return settings
+    }
+
+    private static func connectOnce(_ settings: DatabaseSettings, timeout: Duration) async throws {
+        let silent = Logger(label: "herald.preflight", factory: { _ in SwiftLogNoOpLogHandler() })
         let action = "connect to the database at \(settings.redacted)"
         do {
+            let configuration = try settings.connection(connectTimeout: timeout)
             let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: silent)
             try? await connection.close()
         } catch let error as PSQLError {
+            if settings.sslMode == .allow && !settings.allowNeedsTLS && error.code == .server { throw error }
             throw StorageError.from(error, action: action)
         } catch {
             throw StorageError(.unavailable, "could not \(action): \(error)", underlying: error)
@@ -85,10 +95,14 @@ public enum HeraldBootstrap {
 
     /// Checks that the database answers and that its schema is exactly what this build
     /// expects. Throws a one-line error (unreachable database, schema behind) so the
-    /// executables can refuse to start cleanly.
-    public static func checkDatabase(_ settings: DatabaseSettings, logger: Logger) async throws {
+    /// executables can refuse to start cleanly. Returns the settings to use from then on
+    /// (``preflight(_:timeout:)``).
+    @discardableResult
+    public static func checkDatabase(_ settings: DatabaseSettings, logger: Logger) async throws -> DatabaseSettings {
+        let settings = try await preflight(settings)
         try await withClient(settings, logger: logger) { client in
             try await MigrationRunner(client: client, logger: logger).ensureCurrent()
         }
+        return settings
     }
 }

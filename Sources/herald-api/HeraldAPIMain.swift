@@ -21,7 +21,7 @@ struct HeraldAPIMain: AsyncParsableCommand {
     static func main() async { await mainOnEventLoops() }
 
     func run() async throws {
-        let runtime: RuntimeConfiguration
+        var runtime: RuntimeConfiguration
         let storage: StorageConfiguration
         let api: APIConfiguration
         do {
@@ -30,14 +30,19 @@ struct HeraldAPIMain: AsyncParsableCommand {
             storage = try StorageConfiguration(settings)
             api = try APIConfiguration(settings)
             HeraldBootstrap.logging(level: runtime.logLevel)
-            try await HeraldBootstrap.checkDatabase(runtime.database, logger: Logger(label: "herald-api"))
+            runtime.database = try await HeraldBootstrap.checkDatabase(runtime.database, logger: Logger(label: "herald-api"))
         } catch {
             HeraldExit.fail("herald-api", error)
         }
         let logger = Logger(label: "herald-api")
         let metrics = HeraldMetrics.bootstrap(process: "herald-api")
         let client = PostgresClient(configuration: runtime.database.postgres, backgroundLogger: logger)
-        let stores = HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
+        let stores: Stores
+        do {
+            stores = try HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
+        } catch {
+            HeraldExit.fail("herald-api", error)
+        }
         let app: any Service
         do {
             app = try await buildApplication(

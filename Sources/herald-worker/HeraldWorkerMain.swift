@@ -22,7 +22,7 @@ struct HeraldWorkerMain: AsyncParsableCommand {
     static func main() async { await mainOnEventLoops() }
 
     func run() async throws {
-        let runtime: RuntimeConfiguration
+        var runtime: RuntimeConfiguration
         let storage: StorageConfiguration
         let delivery: DeliveryConfiguration
         let registry: PrometheusCollectorRegistry
@@ -33,7 +33,7 @@ struct HeraldWorkerMain: AsyncParsableCommand {
             delivery = try DeliveryConfiguration(settings)
             HeraldBootstrap.logging(level: runtime.logLevel)
             registry = HeraldMetrics.bootstrap(process: "herald-worker")
-            try await HeraldBootstrap.checkDatabase(runtime.database, logger: Logger(label: "herald-worker"))
+            runtime.database = try await HeraldBootstrap.checkDatabase(runtime.database, logger: Logger(label: "herald-worker"))
         } catch {
             HeraldExit.fail("herald-worker", error)
         }
@@ -41,7 +41,12 @@ struct HeraldWorkerMain: AsyncParsableCommand {
         let client = PostgresClient(
             configuration: runtime.database.postgres(synchronousCommit: delivery.synchronousCommit),
             backgroundLogger: logger)
-        let stores = HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
+        let stores: Stores
+        do {
+            stores = try HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
+        } catch {
+            HeraldExit.fail("herald-worker", error)
+        }
         let worker: HeraldWorker
         do {
             worker = try await buildWorker(configuration: delivery, stores: stores, logger: logger)

@@ -18,7 +18,7 @@ struct Keys: AsyncParsableCommand {
         @Option(help: "A unique name, e.g. the sending service's: 1 to 64 ASCII letters, digits and . _ @ -")
         var name: String
 
-        @Option(help: "Comma-separated scopes: send, read, admin.")
+        @Option(help: "Comma-separated scopes: send, read, admin, metrics (reads /metrics only, for Prometheus).")
         var scopes: String = "send"
 
         @Option(help: "Requests per second allowed per API process (default: the server's).")

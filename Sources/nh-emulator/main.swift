@@ -60,6 +60,9 @@ struct NHEmulatorCommand: AsyncParsableCommand {
     @Option(help: "Requests kept per hub for inspection.")
     var maxRequests: Int = 10_000
 
+    @Flag(help: "Serve the inspection and fault API under /_emulator/ (no authentication: it shows handles and payloads).")
+    var inspection = false
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
@@ -111,7 +114,8 @@ struct NHEmulatorCommand: AsyncParsableCommand {
             maximumDeliveries: maxDeliveries,
             maximumRequests: maxRequests,
             caseSensitiveTags: !caseInsensitiveTags,
-            deletedRegistrationsAreGone: goneAfterDelete
+            deletedRegistrationsAreGone: goneAfterDelete,
+            inspection: inspection
         )
         let fullRule = keyName
         let certificateOut = tlsCertificateOut

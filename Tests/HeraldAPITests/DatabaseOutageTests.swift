@@ -55,7 +55,10 @@ struct DatabaseOutageTests {
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         var stores = Stores(client: client, queue: JobQueue(client: client, logger: logger), logger: logger)
         stores.availability = DatabaseAvailability(
-            configuration: configuration, interval: .milliseconds(200), timeout: .seconds(1), logger: logger)
+            configuration: PostgresConnection.Configuration(
+                host: "127.0.0.1", port: configuration.port!, username: "herald", password: "x", database: "herald",
+                tls: .disable),
+            interval: .milliseconds(200), timeout: .seconds(1), logger: logger)
         let availability = stores.availability
         #expect(availability.isAvailable, "nothing is known before the first probe")
 
@@ -93,7 +96,8 @@ struct DatabaseOutageTests {
                     try await http.execute(uri: "/health/ready", method: .get)
                 }
                 #expect(ready.status == .serviceUnavailable)
-                #expect(String(buffer: ready.body).contains("unavailable"))
+                let reply = try JSONDecoder().decode([String: String].self, from: Data(String(buffer: ready.body).utf8))
+                #expect(reply == ["status": "unavailable", "detail": "database unavailable"], "no database error text")
                 let live = try await http.execute(uri: "/health/live", method: .get)
                 #expect(live.status == .ok)
             }
@@ -144,10 +148,9 @@ struct DatabaseOutageTests {
     func upDatabase() async throws {
         try await TestDatabase.with { db in
             var stores = db.stores()
-            var configuration = try db.postgresConfiguration()
-            configuration.options.maximumConnections = 1
             stores.availability = DatabaseAvailability(
-                configuration: configuration, interval: .milliseconds(100), timeout: .seconds(30), logger: db.logger)
+                configuration: try db.connectionConfiguration(), interval: .milliseconds(100), timeout: .seconds(30),
+                logger: db.logger)
             let availability = stores.availability
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await availability.run() }

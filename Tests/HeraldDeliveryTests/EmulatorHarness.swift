@@ -31,7 +31,7 @@ struct TestHub: Sendable {
 func withTestHub<T: Sendable>(basicTier: Bool = false, _ body: @Sendable (TestHub) async throws -> T) async throws -> T {
     let emulator = try await Emulator.start(
         configuration: EmulatorConfiguration(
-            hubs: [EmulatedHubConfiguration(name: "herald")], tier: basicTier ? .basic : .standard),
+            hubs: [EmulatedHubConfiguration(name: "herald")], tier: basicTier ? .basic : .standard, inspection: true),
         logger: Logger.quiet("nh-emulator"))
     let hub = TestHub(
         hubName: "herald", connectionString: emulator.connectionString(hub: "herald"),

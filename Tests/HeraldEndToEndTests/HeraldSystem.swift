@@ -62,7 +62,7 @@ struct HeraldSystem: Sendable {
         for name in ["alice", "bob"] {
             try await users.add(name: name, passwordHash: Bcrypt.hash("\(name)-password", cost: 4))
         }
-        let emulator = try ChildProcess("nh-emulator", arguments: ["--port", "0", "--hub", "herald"])
+        let emulator = try ChildProcess("nh-emulator", arguments: ["--port", "0", "--hub", "herald", "--inspection"])
         try await emulator.waitForOutput { $0.contains { $0.hasPrefix("HERALD_HUB_NAME=") } }
         var hubEnvironment: [String: String] = [:]
         for line in emulator.stdout where line.hasPrefix("HERALD_HUB_") {

@@ -4,6 +4,7 @@ import HeraldStorage
 import HeraldTestSupport
 import Hummingbird
 import HummingbirdTesting
+import PostgresNIO
 import Prometheus
 import Testing
 
@@ -35,27 +36,38 @@ struct APIKeyPresentationTests {
     "Ops routes",
     .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct OpsRoutesTests {
-    @Test("/health/ready answers 503 with the reason while the schema is behind, and 200 once it is current")
+    @Test("/health/ready answers 503 with a fixed reason while the schema is behind, and 200 once it is current")
     func readiness() async throws {
         try await TestDatabase.with(migrated: false) { db async throws in
+            let gate = DatabaseAvailability(
+                configuration: try db.connectionConfiguration(), interval: .milliseconds(50), timeout: .seconds(5),
+                logger: db.logger)
             let router = Router()
-            OpsRoutes(migrations: db.stores().migrations, registry: PrometheusCollectorRegistry())
+            OpsRoutes(registry: PrometheusCollectorRegistry(), availability: gate)
                 .addRoutes(to: router, keys: APIKeyVerifier(keys: APIKeyStore(client: db.client, logger: db.logger)))
-            try await Application(router: router).test(.router) { client in
-                try await client.execute(uri: "/health/live", method: .get) { response in
-                    #expect(response.status == .ok)
-                    #expect(String(buffer: response.body) == #"{"status":"ok"}"#)
-                }
-                try await client.execute(uri: "/health/ready", method: .get) { response in
-                    #expect(response.status == .serviceUnavailable)
-                    let reply = try JSONDecoder().decode([String: String].self, from: Data(String(buffer: response.body).utf8))
-                    #expect(reply["status"] == "unavailable")
-                    #expect(reply["detail"]?.contains("heraldctl migrate") == true, "\(reply)")
-                }
-                try await MigrationRunner(client: db.client, logger: db.logger).migrate()
-                try await client.execute(uri: "/health/ready", method: .get) { response in
-                    #expect(response.status == .ok)
-                    #expect(String(buffer: response.body) == #"{"status":"ok"}"#)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await gate.run() }
+                defer { group.cancelAll() }
+                try await Application(router: router).test(.router) { client in
+                    try await client.execute(uri: "/health/live", method: .get) { response in
+                        #expect(response.status == .ok)
+                        #expect(String(buffer: response.body) == #"{"status":"ok"}"#)
+                    }
+                    try await Poll.until(timeout: .seconds(10), "readiness never named the schema") {
+                        try await client.execute(uri: "/health/ready", method: .get) { response in
+                            #expect(response.status == .serviceUnavailable)
+                            let reply = try JSONDecoder().decode(
+                                [String: String].self, from: Data(String(buffer: response.body).utf8))
+                            #expect(reply["status"] == "unavailable")
+                            return reply["detail"]?.contains("heraldctl migrate") == true
+                        }
+                    }
+                    try await MigrationRunner(client: db.client, logger: db.logger).migrate()
+                    try await Poll.until(timeout: .seconds(10), "readiness never passed once migrated") {
+                        try await client.execute(uri: "/health/ready", method: .get) { response in
+                            response.status == .ok && String(buffer: response.body) == #"{"status":"ok"}"#
+                        }
+                    }
                 }
             }
         }
@@ -71,7 +83,7 @@ struct OpsRoutesTests {
             registry.makeGauge(descriptor: .init(namespace: "herald", metricName: "test", unitName: "", helpText: "a gauge"))
                 .set(to: 3)
             let router = Router()
-            OpsRoutes(migrations: db.stores().migrations, registry: registry)
+            OpsRoutes(registry: registry)
                 .addRoutes(to: router, keys: APIKeyVerifier(keys: keys, cacheSeconds: 0))
             try await Application(router: router).test(.router) { client in
                 for headers: HTTPFields in [[:], [.authorization: "Bearer \(sender)"], [.authorization: "Basic \(reader)"]] {
@@ -89,6 +101,95 @@ struct OpsRoutesTests {
                     #expect(text.types["herald_queue_jobs"] == nil, "no queue, no queue gauges")
                 }
             }
+        }
+    }
+}
+
+/// `/health/ready` and `/health/live` answer from the database gate's state.
+@Suite("Health from the gate")
+struct HealthFromGateTests {
+    struct Refused: Error, CustomStringConvertible {
+        var description: String { "FATAL: password authentication failed for user \"herald\" (the database's own text)" }
+    }
+
+    /// A client never run: these tests do not touch `/metrics`, the one route that reads keys.
+    static let unused = PostgresClient(
+        configuration: .init(host: "127.0.0.1", username: "x", password: nil, database: nil, tls: .disable),
+        backgroundLogger: .quiet("test"))
+
+    static func routes(_ gate: DatabaseAvailability) -> Router<BasicRequestContext> {
+        let router = Router()
+        OpsRoutes(registry: PrometheusCollectorRegistry(), availability: gate).addRoutes(
+            to: router, keys: APIKeyVerifier(keys: APIKeyStore(client: Self.unused, logger: .quiet("test"))))
+        return router
+    }
+
+    static func reply(_ response: TestResponse) throws -> [String: String] {
+        try JSONDecoder().decode([String: String].self, from: Data(String(buffer: response.body).utf8))
+    }
+
+    @Test("readiness runs no probe per call, and never shows the database's error text")
+    func readyFromState() async throws {
+        let calls = Shared(0)
+        let refuse = Shared(false)
+        // One probe an hour: any further probe would be readiness's doing.
+        let gate = DatabaseAvailability(interval: .seconds(3600), timeout: .seconds(5), logger: .quiet("test.gate")) {
+            calls.withLock { $0 += 1 }
+            if refuse.withLock({ $0 }) { throw Refused() }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await gate.run() }
+            defer { group.cancelAll() }
+            try await Poll.until(timeout: .seconds(5), "the first probe never ended") { gate.snapshot.lastProbe != nil }
+            try await Application(router: Self.routes(gate)).test(.router) { client in
+                for _ in 0..<50 {
+                    let response = try await client.execute(uri: "/health/ready", method: .get)
+                    #expect(response.status == .ok)
+                }
+                #expect(calls.withLock { $0 } == 1, "readiness must not probe")
+            }
+        }
+        // A refusing database: a gate of its own, probing often.
+        refuse.withLock { $0 = true }
+        let down = DatabaseAvailability(interval: .milliseconds(50), timeout: .seconds(5), logger: .quiet("test.gate")) {
+            throw Refused()
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await down.run() }
+            defer { group.cancelAll() }
+            try await Poll.until(timeout: .seconds(5), "never down") { !down.isAvailable }
+            try await Application(router: Self.routes(down)).test(.router) { client in
+                let response = try await client.execute(uri: "/health/ready", method: .get)
+                #expect(response.status == .serviceUnavailable)
+                #expect(try Self.reply(response) == ["status": "unavailable", "detail": "database unavailable"])
+                #expect(!String(buffer: response.body).contains("password"))
+                #expect(try await client.execute(uri: "/health/live", method: .get).status == .ok)
+            }
+        }
+    }
+
+    @Test("liveness fails once the gate's loop has stopped; readiness says the probe is stale")
+    func liveFailsWhenLoopStops() async throws {
+        let gate = DatabaseAvailability(interval: .milliseconds(50), timeout: .seconds(5), logger: .quiet("test.gate")) {}
+        try await Application(router: Self.routes(gate)).test(.router) { client in
+            let loop = Task { try await gate.run() }
+            try await Poll.until(timeout: .seconds(5), "never ready") {
+                try await client.execute(uri: "/health/ready", method: .get).status == .ok
+            }
+            #expect(try await client.execute(uri: "/health/live", method: .get).status == .ok)
+            loop.cancel()
+            try await Poll.until(timeout: .seconds(5), "the loop never stopped") { gate.snapshot.stopped }
+            let live = try await client.execute(uri: "/health/live", method: .get)
+            #expect(live.status == .serviceUnavailable)
+            #expect(try Self.reply(live) == ["status": "unavailable", "detail": "database probe loop stopped"])
+            let ready = try await client.execute(uri: "/health/ready", method: .get)
+            #expect(ready.status == .serviceUnavailable)
+            #expect(try Self.reply(ready)["detail"] == "database probe stale")
+        }
+        // A process that does not probe stays live and ready.
+        try await Application(router: Self.routes(.assumedAvailable(logger: .quiet("test")))).test(.router) { client async throws in
+            #expect(try await client.execute(uri: "/health/live", method: .get).status == .ok)
+            #expect(try await client.execute(uri: "/health/ready", method: .get).status == .ok)
         }
     }
 }

@@ -35,6 +35,29 @@ public struct TestDatabase: Sendable {
         try DatabaseSettings(url: url).postgres
     }
 
+    /// A direct-connection configuration for this database (for a database gate's probe).
+    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        try DatabaseSettings(url: url).connection(connectTimeout: .seconds(5))
+    }
+
+    /// Where the cluster listens (to put a proxy in front of it).
+    public func endpoint() throws -> (host: String, port: Int) {
+        let settings = try DatabaseSettings(url: url)
+        return (settings.host, settings.port)
+    }
+
+    /// A pool configuration (`poolSize` connections) and a direct-connection configuration for
+    /// this database reached at `host:port` instead (a proxy in front of the cluster).
+    public func configurations(
+        host: String, port: Int, poolSize: Int = 4
+    ) throws -> (pool: PostgresClient.Configuration, connection: PostgresConnection.Configuration) {
+        var settings = try DatabaseSettings(url: url)
+        settings.host = host
+        settings.port = port
+        settings.poolSize = poolSize
+        return (settings.postgres, try settings.connection(connectTimeout: .seconds(5)))
+    }
+
     /// True when database tests should run.
     public static var isEnabled: Bool {
         ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"] != nil

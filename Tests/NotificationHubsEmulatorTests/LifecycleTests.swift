@@ -9,7 +9,8 @@ import Testing
 struct LifecycleTests {
     @Test("Port 0 binds a free port; the connection string names the endpoint and the full rule")
     func addressing() async throws {
-        let configuration = EmulatorConfiguration(hubs: [EmulatedHubConfiguration(name: "one"), EmulatedHubConfiguration(name: "two")])
+        let configuration = EmulatorConfiguration(
+            hubs: [EmulatedHubConfiguration(name: "one"), EmulatedHubConfiguration(name: "two")], inspection: true)
         let a = try await Emulator.start(configuration: configuration, logger: Harness.logger)
         let b = try await Emulator.start(configuration: configuration, logger: Harness.logger)
         #expect(a.port > 0 && b.port > 0 && a.port != b.port)
@@ -30,6 +31,30 @@ struct LifecycleTests {
         }
     }
 
+    @Test("The inspection API is served only when asked for: otherwise its paths answer 404 as unknown hubs do")
+    func inspectionIsOptIn() async throws {
+        for inspection in [false, true] {
+            let emulator = try await Emulator.start(
+                configuration: EmulatorConfiguration(inspection: inspection), logger: Harness.logger)
+            do {
+                let paths = ["/_emulator/hubs/herald/deliveries", "/_emulator/hubs/herald/registrations", "/_emulator/health"]
+                for path in paths {
+                    let response = try await HTTPClient.shared.execute(
+                        HTTPClientRequest(url: emulator.baseURL + path), timeout: .seconds(5))
+                    #expect(response.status.code == (inspection ? 200 : 404), "\(path) with inspection \(inspection)")
+                }
+                var post = HTTPClientRequest(url: emulator.baseURL + "/_emulator/hubs/herald/faults")
+                post.method = .POST
+                post.body = .bytes(ByteBuffer(string: #"[{"status":503}]"#))
+                let faults = try await HTTPClient.shared.execute(post, timeout: .seconds(5))
+                #expect(faults.status.code == (inspection ? 200 : 404), "a fault rule with inspection \(inspection)")
+            } catch {
+                Issue.record(error)
+            }
+            try await emulator.shutdown()
+        }
+    }
+
     @Test("Invalid configurations are refused")
     func invalidConfiguration() async {
         await #expect(throws: EmulatorError.self) {
@@ -43,7 +68,8 @@ struct LifecycleTests {
 
     @Test("With TLS the endpoint is sb://localhost:PORT/ and the API is served over HTTPS")
     func tls() async throws {
-        let emulator = try await Emulator.start(configuration: EmulatorConfiguration(tls: true), logger: Harness.logger)
+        let emulator = try await Emulator.start(
+            configuration: EmulatorConfiguration(tls: true, inspection: true), logger: Harness.logger)
         #expect(emulator.endpoint == "sb://localhost:\(emulator.port)/")
         #expect(emulator.tlsCertificatePEM?.hasPrefix("-----BEGIN CERTIFICATE-----") == true)
         var configuration = HTTPClient.Configuration()

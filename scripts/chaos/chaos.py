@@ -308,7 +308,7 @@ class System:
                         HERALD_AUTH_BCRYPT_COST="4")
         self.env.pop("HERALD_ENV_FILE", None)
         self.ctl("migrate")
-        self.emulator = self.spawn("nh-emulator", [os.path.join(bin_dir, "nh-emulator"), "--port", "0",
+        self.emulator = self.spawn("nh-emulator", [os.path.join(bin_dir, "nh-emulator"), "--port", "0", "--inspection",
                                                    "--max-requests", "1000000", "--max-deliveries", "1000000",
                                                    *emulator_args], self.env)
         self.emulator.wait_line(r"HERALD_HUB_NAME=", 30, stdout=True)

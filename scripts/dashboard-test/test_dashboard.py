@@ -133,7 +133,7 @@ class System:
         self.env.pop("HERALD_ENV_FILE", None)
         self.processes = []
         self.ctl("migrate")
-        self.emulator = self.spawn("nh-emulator", [os.path.join(bin_dir, "nh-emulator"), "--port", "0"], self.env)
+        self.emulator = self.spawn("nh-emulator", [os.path.join(bin_dir, "nh-emulator"), "--port", "0", "--inspection"], self.env)
         self.emulator.wait_line(r"HERALD_HUB_NAME=", stdout=True)
         with open(self.emulator.out_path) as f:
             text = f.read()

@@ -21,6 +21,10 @@
       image's link without compiling everything a second time.
   check.py secrets KUBERNETES_DIR README
       Checks that every Secret key the manifests read is named in the README.
+  check.py egress KUBERNETES_DIR
+      Checks that every Herald pod template is selected by an egress NetworkPolicy, and that
+      those policies allow only DNS (53, to kube-dns), the database (5432/6432, to a named
+      peer) and the hub (443, to ipBlocks that except the private ranges).
 
 Prints one line per check; exits 1 on the first failure with what was wrong.
 """
@@ -389,6 +393,81 @@ def check_secrets(kube_dir, readme):
     ok(f"secrets: the {len(keys)} Secret keys the manifests read are all in {os.path.basename(readme)}")
 
 
+# ------------------------------------------------------------------ egress
+
+EGRESS_PRIVATE = {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"}
+KUBE_DNS = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+
+
+def herald_pods(docs):
+    """(name, labels) of every pod template the manifests create."""
+    for doc in docs:
+        spec = doc.get("spec", {})
+        if doc.get("kind") == "CronJob":
+            spec = spec["jobTemplate"]["spec"]
+        template = spec.get("template") if isinstance(spec, dict) else None
+        if template:
+            yield f"{doc['kind']}/{doc['metadata']['name']}", template.get("metadata", {}).get("labels", {})
+
+
+def selects(selector, labels):
+    if selector.get("matchExpressions"):
+        fail(f"egress policy podSelector uses matchExpressions, which this check does not evaluate: {selector}")
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def check_egress_rule(policy, rule):
+    where = f"NetworkPolicy {policy}"
+    ports = rule.get("ports")
+    if not ports:
+        fail(f"{where}: an egress rule without ports allows every port")
+    kinds = {(p.get("protocol", "TCP"), p.get("port")) for p in ports}
+    to = rule.get("to")
+    if not to:
+        fail(f"{where}: an egress rule without `to` allows {sorted(kinds)} to every address")
+    if kinds <= {("UDP", 53), ("TCP", 53)}:
+        if to != [KUBE_DNS]:
+            fail(f"{where}: DNS (53) goes to kube-dns only, not {to}")
+        return "DNS"
+    if kinds == {("TCP", 443)}:
+        for peer in to:
+            block = peer.get("ipBlock")
+            if not block or set(peer) != {"ipBlock"}:
+                fail(f"{where}: the hub rule (443) is an ipBlock, not {peer}")
+            if block["cidr"] == "0.0.0.0/0" and not EGRESS_PRIVATE <= set(block.get("except", [])):
+                fail(f"{where}: 443 to 0.0.0.0/0 must except {sorted(EGRESS_PRIVATE)}")
+        return "hub"
+    if kinds <= {("TCP", 5432), ("TCP", 6432)}:
+        for peer in to:
+            if peer.get("ipBlock", {}).get("cidr") == "0.0.0.0/0":
+                fail(f"{where}: the database rule must name the database, not 0.0.0.0/0")
+        return "database"
+    fail(f"{where}: egress to {sorted(kinds)} is neither the database (5432/6432), the hub (443) nor DNS (53)")
+
+
+def check_egress(kube_dir):
+    docs = []
+    for name in sorted(os.listdir(kube_dir)):
+        if name.endswith(".yaml"):
+            docs += load_all(os.path.join(kube_dir, name))
+    policies = [d for d in docs if d.get("kind") == "NetworkPolicy" and "Egress" in d["spec"].get("policyTypes", [])]
+    pods = [(n, l) for n, l in herald_pods(docs) if l.get("app.kubernetes.io/part-of") == "herald"]
+    if not pods:
+        fail(f"{kube_dir}: no Herald pod templates found")
+    for pod, labels in pods:
+        covering = [p for p in policies if selects(p["spec"]["podSelector"], labels)]
+        if not covering:
+            fail(f"{pod}: no egress NetworkPolicy selects it (its egress is open)")
+        allowed = set()
+        for policy in covering:
+            for rule in policy["spec"].get("egress", []):
+                allowed.add(check_egress_rule(policy["metadata"]["name"], rule))
+        if allowed != {"DNS", "database", "hub"}:
+            fail(f"{pod}: its egress policies allow {sorted(allowed)}, not the database, the hub and DNS")
+    ok(f"egress: each of the {len(pods)} Herald pod templates may reach the database, the hub and DNS only")
+
+
 def grafana_rules(dashboard_path):
     """Checks the Grafana dashboard's structure and prints its queries as a Prometheus rules
     file (one recording rule per query, Grafana's $__rate_interval as 5m), so that
@@ -426,6 +505,7 @@ def main():
     commands = {
         "compose": check_compose, "keda": check_keda, "query": print_query, "run-packages": run_packages,
         "secrets": check_secrets, "static-link": static_link, "grafana-rules": grafana_rules,
+        "egress": check_egress,
     }
     if command not in commands:
         fail(f"unknown command {command}")

@@ -6,12 +6,13 @@ import Hummingbird
 /// Checks the sender API key of `/v1/*` and `/metrics`: the key itself is checked by HeraldOps'
 /// `APIKeyVerifier`, as on every route that takes one (`Authorization: Bearer <key>` or
 /// `X-API-Key: <key>`; malformed keys refused without a database query; verified keys cached
-/// for at most 5 s). Then the key's scope (``requiredScope``; `admin` may do everything) and
+/// for at most 5 s). Then the key's scope (``requiredScope``, granted as
+/// `APIKeyScope.grants(_:)` says: `admin` may do everything, `read` also reads `/metrics`) and
 /// its rate limit. Sets the context's `apiKey`.
 ///
 /// A key that needs the database counts against its client address's failure budget
-/// (``ClientLimits``, shared with Basic sign-ins) when it is unknown; a client with none left
-/// gets 429 before the query.
+/// (``ClientLimits``, shared with Basic sign-ins; the address as ``TrustedProxies`` resolves it)
+/// when it is unknown; a client with none left gets 429 before the query.
 ///
 /// Refusals: 401 `unauthorized` with `WWW-Authenticate: Bearer realm="herald"` (the verifier's
 /// refusal), 403 `forbidden` for a missing scope, 429 `rate_limited` with `Retry-After`. Never
@@ -21,8 +22,10 @@ struct APIKeyAuthenticator: RouterMiddleware {
 
     let keys: APIKeyVerifier
     let limits: ClientLimits
+    let proxies: TrustedProxies
     let rates: KeyRates
-    /// The scope a request needs; nil: any valid key (`/v1/whoami`).
+    /// The scope a request needs; nil: a key with any scope but `metrics` alone (`/v1/whoami`),
+    /// so a scraper's key reads `/metrics` and nothing else.
     let requiredScope: @Sendable (HTTPRequest.Method) -> APIKeyScope?
 
     static let unauthorized = APIError(
@@ -34,12 +37,15 @@ struct APIKeyAuthenticator: RouterMiddleware {
         method == .get || method == .head ? .read : .send
     }
 
+    /// `/metrics`: `metrics` (which `read` and `admin` grant too).
+    static let metrics: @Sendable (HTTPRequest.Method) -> APIKeyScope? = { _ in .metrics }
+
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         var client: ClientAddress?
         let found = try await keys.verify(request, logger: context.logger) { () throws(APIError) in
-            let address = ClientAddress(context.remoteAddress)
+            let address = proxies.client(peer: context.remoteAddress, headers: request.headers)
             client = address
             try limits.checkBudget(address)
         }
@@ -47,11 +53,12 @@ struct APIKeyAuthenticator: RouterMiddleware {
             if let client { limits.recordFailure(client) }
             throw Self.unauthorized
         }
-        if let scope = requiredScope(request.method),
-            !(record.scopes.contains(scope) || record.scopes.contains(.admin))
-        {
-            throw APIError(
-                .forbidden, code: .forbidden, message: "this API key lacks the \(scope.rawValue) scope")
+        if let scope = requiredScope(request.method) {
+            guard record.scopes.grant(scope) else {
+                throw APIError(.forbidden, code: .forbidden, message: "this API key lacks the \(scope.rawValue) scope")
+            }
+        } else if !record.scopes.contains(where: { $0 != .metrics }) {
+            throw APIError(.forbidden, code: .forbidden, message: "a metrics key reads /metrics only")
         }
         try rates.charge(record, cost: 1)
         var context = context

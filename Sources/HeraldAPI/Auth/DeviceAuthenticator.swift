@@ -11,7 +11,8 @@ import Logging
 /// failure the request ends with 401, `WWW-Authenticate` challenges and a JSON reason that
 /// does not say which part was wrong.
 ///
-/// Basic sign-ins that need bcrypt are bounded per client address (``ClientAddress``): a share of
+/// Basic sign-ins that need bcrypt are bounded per client address (``ClientAddress``, as
+/// ``TrustedProxies`` resolves it): a share of
 /// the bcrypt queue (``PasswordChecker``) and a budget of failures per minute (``ClientLimits``),
 /// both answered with 429 and `Retry-After`; a credential that just failed is refused from
 /// memory (``RecentFailures``).
@@ -42,13 +43,14 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
     let subjects: BasicCredentialCache
     let failures: RecentFailures
     let limits: ClientLimits
+    let proxies: TrustedProxies
     let tokens: TokenVerifier
     let unauthorized: APIError
     let inFlight = SingleFlight<SHA256.Digest, Verdict>()
 
     init(
         users: UserStore, passwords: PasswordChecker, cache: BasicCredentialCache, failures: RecentFailures,
-        limits: ClientLimits, tokens: TokenVerifier
+        limits: ClientLimits, proxies: TrustedProxies = TrustedProxies(), tokens: TokenVerifier
     ) {
         self.users = users
         self.passwords = passwords
@@ -56,6 +58,7 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
         self.subjects = cache.emptyCopy()
         self.failures = failures
         self.limits = limits
+        self.proxies = proxies
         self.tokens = tokens
         var challenges = HTTPFields()
         challenges[values: .wwwAuthenticate] =
@@ -72,7 +75,8 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
         let values = request.headers[values: .authorization]
         switch AuthorizationHeader(values: values) {
         case .basic(let user, let password):
-            return try await basic(user: user, password: password, header: values[0], context: context)
+            return try await basic(
+                user: user, password: password, header: values[0], headers: request.headers, context: context)
         case .bearer(let token):
             return try await bearerUser(try await subject(of: token, context: context), context: context)
         case .invalid:
@@ -123,7 +127,9 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
     /// moments ago is refused at once; otherwise, within the client's failure budget, a bcrypt
     /// check (the same cost for unknown users and users without a password) whose queue place is
     /// reserved before the user's row is read.
-    private func basic(user: String, password: String, header: String, context: Context) async throws -> DeviceOwner {
+    private func basic(
+        user: String, password: String, header: String, headers: HTTPFields, context: Context
+    ) async throws -> DeviceOwner {
         let key = BasicCredentialCache.key(forHeader: header)
         var row: UserCredential??
         if let cached = cache.lookup(key) {
@@ -140,7 +146,7 @@ struct DeviceAuthenticator: AuthenticatorMiddleware {
             context.logger.debug("herald.auth.refused", metadata: ["auth.reason": "basic credentials failed moments ago"])
             throw unauthorized
         }
-        let client = ClientAddress(context.remoteAddress)
+        let client = proxies.client(peer: context.remoteAddress, headers: headers)
         try limits.checkBudget(client)
         // Concurrent requests with the same header (an app's parallel calls, or every client of
         // one user right after the cache entry expired) share one bcrypt check.

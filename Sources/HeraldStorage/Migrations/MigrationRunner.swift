@@ -160,6 +160,15 @@ public struct MigrationRunner: Sendable {
     }
 
     private func status(on connection: PostgresConnection) async throws -> MigrationStatus {
+        try await Self.status(of: migrations, on: connection, logger: logger)
+    }
+
+    /// Where the schema on `connection` stands against `migrations`; throws
+    /// ``StorageError/Code/schemaMismatch`` when an applied one's text changed (the database
+    /// gate's probe checks this on its own connection).
+    static func status(
+        of migrations: [Migration], on connection: PostgresConnection, logger: Logger
+    ) async throws -> MigrationStatus {
         var recorded: [String: String] = [:]  // id -> checksum
         let exists = try await connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL", logger: logger)
         var tableExists = false

@@ -111,6 +111,10 @@ public struct EmulatorConfiguration: Sendable {
     /// recreating it (reference §8.16; the real rule is unconfirmed). Default false. Ids expired
     /// through the inspection API or by TTL always answer 410.
     public var deletedRegistrationsAreGone: Bool
+    /// Serve the inspection and fault API under `/_emulator/` (unauthenticated: it shows
+    /// handles and payloads, and injects faults). Default false: those paths answer 404 as
+    /// unknown addresses do. Tests and `make run` turn it on (`nh-emulator --inspection`).
+    public var inspection: Bool
 
     /// Creates a configuration; every parameter has a default.
     public init(
@@ -124,7 +128,8 @@ public struct EmulatorConfiguration: Sendable {
         maximumRequests: Int = 10_000,
         maximumNotifications: Int = 100_000,
         caseSensitiveTags: Bool = true,
-        deletedRegistrationsAreGone: Bool = false
+        deletedRegistrationsAreGone: Bool = false,
+        inspection: Bool = false
     ) {
         self.host = host
         self.port = port
@@ -137,6 +142,7 @@ public struct EmulatorConfiguration: Sendable {
         self.maximumNotifications = maximumNotifications
         self.caseSensitiveTags = caseSensitiveTags
         self.deletedRegistrationsAreGone = deletedRegistrationsAreGone
+        self.inspection = inspection
     }
 }
 

@@ -51,7 +51,8 @@ final class EmulatorCore: Sendable {
                 HubResponse.error(
                     .notFound("No service is hosted at the specified address."), trackingId: Identifiers.guid(), now: now))
         }
-        if first.caseInsensitiveEquals("_emulator") {
+        // Without inspection `_emulator` is no hub name either, so it falls to the unknown-hub 404.
+        if configuration.inspection, first.caseInsensitiveEquals("_emulator") {
             return await Self.response(inspect(request, segments: Array(segments.dropFirst()), now: now))
         }
         let trackingId = request.headers[HeaderName.trackingId] ?? Identifiers.guid()

@@ -129,11 +129,13 @@ struct Harness {
 
     static let logger = Logger(label: "nh-emulator-tests")
 
-    /// Starts an emulator, runs `body`, and shuts it down.
+    /// Starts an emulator with its inspection API on, runs `body`, and shuts it down.
     static func with<T>(
         configuration: EmulatorConfiguration = EmulatorConfiguration(),
         _ body: (Harness) async throws -> T
     ) async throws -> T {
+        var configuration = configuration
+        configuration.inspection = true
         let emulator = try await Emulator.start(configuration: configuration, logger: logger)
         let hub = configuration.hubs[0]
         let harness = Harness(

@@ -10,7 +10,8 @@ func withEmulator<T: Sendable>(
     tier: EmulatorTier = .standard,
     _ body: (ContractHub) async throws -> T
 ) async throws -> T {
-    let configuration = EmulatorConfiguration(hubs: [.init(name: "hub")], tier: tier, telemetryDelay: .zero)
+    let configuration = EmulatorConfiguration(
+        hubs: [.init(name: "hub")], tier: tier, telemetryDelay: .zero, inspection: true)
     let emulator = try await Emulator.start(configuration: configuration, logger: ContractHub.logger)
     let hub = ContractHub(
         hubName: "hub",

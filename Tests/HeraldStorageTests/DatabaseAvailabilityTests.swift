@@ -1,0 +1,160 @@
+import Foundation
+import HeraldStorage
+import HeraldTestSupport
+import Logging
+import PostgresNIO
+import Testing
+
+/// The database gate must not freeze: a probe that never ends is abandoned at its deadline, the
+/// loop keeps going, and readiness and liveness come from its state.
+@Suite("Database availability")
+struct DatabaseAvailabilityTests {
+    /// Runs `gate` while `body` runs; then stops it and expects `run()` to return promptly
+    /// (even with a probe still hung).
+    static func running(
+        _ gate: DatabaseAvailability, _ body: @Sendable () async throws -> Void
+    ) async throws {
+        let finished = Shared<ContinuousClock.Instant?>(nil)
+        let stopped = Shared<ContinuousClock.Instant?>(nil)
+        let loop = Task {
+            try? await gate.run()
+            finished.withLock { $0 = .now }
+        }
+        do {
+            try await body()
+        } catch {
+            loop.cancel()
+            throw error
+        }
+        stopped.withLock { $0 = .now }
+        loop.cancel()
+        try await Poll.until(timeout: .seconds(5), "the gate's run() did not return after cancellation") {
+            finished.withLock { $0 } != nil
+        }
+        #expect(gate.snapshot.stopped)
+    }
+
+    @Test("a database that accepts TCP and never answers is marked down within the bound, and the loop keeps going")
+    func silentDatabase() async throws {
+        let listener = try await SilentListener.start()
+        let configuration = PostgresConnection.Configuration(
+            host: "127.0.0.1", port: listener.port, username: "herald", password: "x", database: "herald", tls: .disable)
+        let gate = DatabaseAvailability(
+            configuration: configuration, interval: .milliseconds(100), timeout: .milliseconds(500),
+            logger: Logger.quiet("test.gate"))
+        #expect(gate.downBound == .milliseconds(1200))
+        try await Self.running(gate) {
+            let started = ContinuousClock.now
+            // Slack for a busy test machine on top of the documented bound.
+            try await Poll.until(timeout: gate.downBound + .seconds(2), "the gate never marked a silent database down") {
+                !gate.isAvailable
+            }
+            #expect(ContinuousClock.now - started <= gate.downBound + .seconds(2))
+            #expect(gate.readiness() == .unavailable)
+            // The loop goes on: iterations and probes advance, each ending at its deadline.
+            let before = gate.snapshot
+            try await Task.sleep(for: .seconds(2))
+            let after = gate.snapshot
+            #expect(after.iterations >= before.iterations + 2, "\(before.iterations) → \(after.iterations)")
+            #expect(after.probesStarted >= before.probesStarted + 1)
+            #expect(after.lastProbe! > before.lastProbe!)
+            #expect(gate.isLooping())
+            #expect(!gate.isAvailable)
+        }
+        await listener.stop()
+    }
+
+    @Test("a probe that ignores cancellation does not stop the loop, and no second probe starts while it hangs")
+    func hungProbe() async throws {
+        let calls = Shared(0)
+        let hung = Shared<[CheckedContinuation<Void, Never>]>([])
+        let gate = DatabaseAvailability(interval: .milliseconds(50), timeout: .milliseconds(200), logger: .quiet("test.gate")) {
+            if calls.withLock({ count -> Int in
+                count += 1
+                return count
+            }) == 1 { return }
+            await withCheckedContinuation { continuation in hung.withLock { $0.append(continuation) } }
+        }
+        let release = { @Sendable in
+            for continuation in hung.withLock({ list in
+                defer { list = [] }
+                return list
+            }) { continuation.resume() }
+        }
+        defer { release() }
+        try await Self.running(gate) {
+            try await Poll.until(timeout: gate.downBound + .seconds(2), "the gate never marked a hung probe down") {
+                !gate.isAvailable
+            }
+            // The second probe hangs; until it is given up on, turns count as unanswered
+            // without starting another.
+            #expect(calls.withLock { $0 } == 2)
+            let iterations = gate.snapshot.iterations
+            try await Poll.until(timeout: gate.abandonedLimit + .seconds(3), "no probe started after the limit") {
+                calls.withLock { $0 } >= 3
+            }
+            #expect(gate.snapshot.iterations > iterations + 2)
+            #expect(!gate.isAvailable)
+            release()
+        }
+    }
+
+    @Test("readiness and liveness come from the loop's state: not probed, ready, down, stale, stopped")
+    func readinessAndLiveness() async throws {
+        struct Refused: Error {}
+        let refuse = Shared(false)
+        let calls = Shared(0)
+        let gate = DatabaseAvailability(interval: .milliseconds(50), timeout: .seconds(1), logger: .quiet("test.gate")) {
+            calls.withLock { $0 += 1 }
+            if refuse.withLock({ $0 }) { throw Refused() }
+        }
+        #expect(gate.readiness() == .notProbedYet)
+        #expect(gate.isLooping(), "a gate whose loop has just been made is live")
+        #expect(!gate.isLooping(at: .now + gate.loopStallAfter + .seconds(1)), "a loop that never began is not")
+        try await Self.running(gate) {
+            try await Poll.until(timeout: .seconds(5), "never ready") { gate.readiness() == .ready }
+            #expect(gate.readiness(at: .now + gate.staleAfter + .seconds(1)) == .stale)
+            #expect(gate.isLooping())
+            #expect(!gate.isLooping(at: .now + gate.loopStallAfter + .seconds(1)))
+            refuse.withLock { $0 = true }
+            try await Poll.until(timeout: .seconds(5), "a refusal never marked it down") {
+                gate.readiness() == .unavailable
+            }
+            #expect(gate.unavailableReason == "Refused", "the reason is kept for the log")
+            refuse.withLock { $0 = false }
+            try await Poll.until(timeout: .seconds(5), "an answer never marked it up") { gate.readiness() == .ready }
+            // Reading the state runs no probe.
+            let before = calls.withLock { $0 }
+            for _ in 0..<1000 { _ = gate.readiness() }
+            #expect(calls.withLock { $0 } <= before + 2)
+        }
+        #expect(gate.readiness() == .stale, "a stopped loop is never ready")
+        #expect(!gate.isLooping())
+        let assumed = DatabaseAvailability.assumedAvailable(logger: .quiet("test.gate"))
+        #expect(assumed.readiness(at: .now + .seconds(3600)) == .ready)
+        #expect(assumed.isLooping(at: .now + .seconds(3600)))
+    }
+}
+
+@Suite("Database availability (PostgreSQL)", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct DatabaseAvailabilitySchemaTests {
+    @Test("the probe checks the schema version on its connection: not current until migrated, then ready")
+    func schemaCheck() async throws {
+        try await TestDatabase.with(migrated: false) { db async throws in
+            let gate = DatabaseAvailability(
+                configuration: try db.connectionConfiguration(), interval: .milliseconds(50), timeout: .seconds(5),
+                logger: db.logger)
+            try await DatabaseAvailabilityTests.running(gate) {
+                try await Poll.until(timeout: .seconds(10), "the schema was never found behind") {
+                    gate.readiness() == .schemaNotCurrent
+                }
+                #expect(gate.isAvailable, "a database behind answers: requests are not refused for it")
+                try await MigrationRunner(client: db.client, logger: db.logger).migrate()
+                // Checked again within a few probes.
+                try await Poll.until(timeout: .seconds(10), "the migrated schema never counted as current") {
+                    gate.readiness() == .ready
+                }
+            }
+        }
+    }
+}
