@@ -10,7 +10,7 @@ DB_ENV := .data/postgres.env
 help:
 	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
 	@echo "make test        start PostgreSQL, build every product, run every test (also through PgBouncer), the deploy checks and the reduced fault harness"
-	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, ...)"
+	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, partitions, ...)"
 	@echo "make bench       every benchmark (release build); bench-queue, bench-pickup, bench-hub, bench-api, bench-send, bench-stats for subsets"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
 	@echo "make docs        rewrite docs/configuration.md from the Setting declarations (a test checks it)"

@@ -44,4 +44,41 @@ struct FaultProxyTests {
         }
     }
 
+    @Test("slows each chunk, and half-opens a connection: the server side goes, the client hears nothing")
+    func slowThenHalfOpen() async throws {
+        try await TestDatabase.with { db in
+            let settings = try DatabaseSettings(url: db.url)
+            let proxy = try await FaultProxy.start(upstreamHost: settings.host, upstreamPort: settings.port)
+            defer { proxy.stop() }
+            let configuration = PostgresConnection.Configuration(
+                host: "127.0.0.1", port: proxy.port, username: settings.username, password: settings.password,
+                database: settings.database, tls: .disable)
+            let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: db.logger)
+            let backend = try await connection.query("SELECT pg_backend_pid()", logger: db.logger).collect()
+                .first!.decode(Int32.self)
+
+            // A query and its answer each wait 300 ms.
+            try await proxy.set(.slow(milliseconds: 300))
+            let start = ContinuousClock.now
+            _ = try await connection.query("SELECT 1", logger: db.logger).collect()
+            #expect(ContinuousClock.now - start >= .milliseconds(600))
+
+            // Half-open: the server sees its client go (the backend ends) while the client's
+            // query is never answered.
+            try await proxy.set(.halfOpen)
+            let finished = Shared(false)
+            let unanswered = Task {
+                _ = try? await connection.query("SELECT 2", logger: db.logger).collect()
+                finished.withLock { $0 = true }
+            }
+            try await Poll.until(timeout: .seconds(10), "the backend behind the half-open connection never ended") {
+                try await db.client.query("SELECT count(*) FROM pg_stat_activity WHERE pid = \(backend)").collect()
+                    .first!.decode(Int.self) == 0
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(!finished.withLock { $0 })
+            unanswered.cancel()
+            try? await connection.close()
+        }
+    }
 }

@@ -17,10 +17,11 @@ import Synchronization
 /// A probe never holds the loop past its `timeout`: it runs in a task of its own and the loop
 /// waits for the first of its answer and the deadline (a task group would wait for a child that
 /// ignores cancellation, and a PostgresNIO query can wait forever, see `PostgresQueue.Deadline`).
-/// At the deadline the probe's connection is closed without waiting and dropped; the next probe
-/// opens a new one. While an abandoned probe has still not ended, no other is started (each
-/// such turn counts as unanswered), so an abandoned probe leaves at most one connection behind;
-/// one that has not ended after ``abandonedLimit`` is given up on and a new probe starts.
+/// An abandoned probe keeps running: one that answers late hands its connection to the next
+/// probe (reconnecting would make a slow database slower still). While it has not ended, no
+/// other is started (each such turn counts as unanswered), so it is the only connection a
+/// silent database costs; one that has not ended after ``abandonedLimit`` has its connection
+/// closed without waiting, and the next probe opens a new one.
 ///
 /// Marking: a probe the database refuses (an error) marks it unavailable at once; probes that
 /// do not answer within `timeout` mark it unavailable when two in a row go unanswered, so that
@@ -105,9 +106,9 @@ public final class DatabaseAvailability: Service, Sendable {
         migrations: [Migration] = MigrationRunner.bundled, logger: Logger
     ) {
         var probe = configuration
-        // PostgresNIO bounds the whole connect (TCP and startup) by this: a connect abandoned at
-        // the probe's deadline ends on its own about then.
-        probe.options.connectTimeout = TimeAmount(timeout)
+        // PostgresNIO bounds the whole connect (TCP and startup) by this: a connect that outlives
+        // the probe's deadline may still finish for the next probe, and ends by the time it is given up.
+        probe.options.connectTimeout = TimeAmount(timeout * 5)
         self.prober = .connection(probe, migrations)
         self.interval = interval
         self.timeout = timeout
@@ -225,8 +226,14 @@ public final class DatabaseAvailability: Service, Sendable {
                 {
                     outcome = .unanswered("an abandoned probe has not ended")
                 } else {
-                    if let pending = abandoned, !pending.probe.workEnded {
-                        self.logger.warning("herald.database.probe_given_up", metadata: ["after": "\(self.abandonedLimit)"])
+                    if let pending = abandoned {
+                        if pending.probe.workEnded {
+                            // It answered late: its connection serves the next probe.
+                            connection = pending.probe.lateConnection()
+                        } else {
+                            self.logger.warning("herald.database.probe_given_up", metadata: ["after": "\(self.abandonedLimit)"])
+                            pending.probe.giveUp()
+                        }
                     }
                     abandoned = nil
                     let checkSchema = connection == nil || sinceSchemaCheck >= Self.schemaEvery
@@ -266,7 +273,9 @@ public final class DatabaseAvailability: Service, Sendable {
     }
 
     /// One probe's race between its work and its deadline: whichever ends first resumes the
-    /// loop; the work's connection, while it has one, is closed when the deadline wins.
+    /// loop. When the deadline wins, the work goes on: a late answer's connection is kept for the
+    /// loop to take (``lateConnection()``), and ``giveUp()`` closes the connection of work that
+    /// never ends.
     private final class Probe: Sendable {
         typealias Reply = (outcome: Outcome, connection: PostgresConnection?)
 
@@ -275,7 +284,9 @@ public final class DatabaseAvailability: Service, Sendable {
             var timer: Scheduled<Void>?
             var decided = false
             var workEnded = false
+            /// The work's connection while it runs; after a late answer, the one it returned.
             var connection: PostgresConnection?
+            var givenUp = false
         }
 
         private let state = Mutex(State())
@@ -296,46 +307,65 @@ public final class DatabaseAvailability: Service, Sendable {
         /// Whether the work has ended (answered, failed, or ended after it was abandoned).
         var workEnded: Bool { state.withLock { $0.workEnded } }
 
-        /// The work's connection as soon as it has one; closed at once if the probe was abandoned.
+        /// The work's connection as soon as it has one; closed at once if the probe was given up.
         func track(_ connection: PostgresConnection) {
-            let abandoned = state.withLock { s -> Bool in
-                if !s.decided { s.connection = connection }
-                return s.decided
+            let givenUp = state.withLock { s -> Bool in
+                if !s.givenUp { s.connection = connection }
+                return s.givenUp
             }
-            if abandoned { DatabaseAvailability.discard(connection) }
+            if givenUp { DatabaseAvailability.discard(connection) }
         }
 
-        /// The work's end: resumes the loop unless the deadline came first, in which case a
-        /// connection it returns is closed.
+        /// After a late answer: its open connection, for the next probe.
+        func lateConnection() -> PostgresConnection? {
+            let connection = state.withLock { s -> PostgresConnection? in
+                defer { s.connection = nil }
+                return s.connection
+            }
+            guard let connection, !connection.isClosed else { return nil }
+            return connection
+        }
+
+        /// Stops waiting for work that has not ended: closes its connection, now or when it gets one.
+        func giveUp() {
+            let connection = state.withLock { s -> PostgresConnection? in
+                s.givenUp = true
+                defer { s.connection = nil }
+                return s.connection
+            }
+            if let connection { DatabaseAvailability.discard(connection) }
+        }
+
+        /// The work's end: resumes the loop unless the deadline came first, in which case the
+        /// connection it returns is kept for ``lateConnection()`` (closed if given up).
         func finish(_ reply: Reply) {
-            let (continuation, timer) = state.withLock {
-                s -> (CheckedContinuation<Reply, Never>?, Scheduled<Void>?) in
+            let (continuation, timer, close) = state.withLock {
+                s -> (CheckedContinuation<Reply, Never>?, Scheduled<Void>?, PostgresConnection?) in
                 s.workEnded = true
-                guard !s.decided else { return (nil, nil) }
+                guard !s.decided else {
+                    if s.givenUp { return (nil, nil, reply.connection) }
+                    s.connection = reply.connection
+                    return (nil, nil, nil)
+                }
                 s.decided = true
                 defer { (s.continuation, s.timer, s.connection) = (nil, nil, nil) }
-                return (s.continuation, s.timer)
+                return (s.continuation, s.timer, nil)
             }
             timer?.cancel()
-            if let continuation {
-                continuation.resume(returning: reply)
-            } else if let connection = reply.connection {
-                DatabaseAvailability.discard(connection)
-            }
+            continuation?.resume(returning: reply)
+            if let close { DatabaseAvailability.discard(close) }
         }
 
-        /// The deadline: resumes the loop with `outcome` and closes the work's connection, unless
-        /// the work ended first. Returns whether it did.
+        /// The deadline: resumes the loop with `outcome` unless the work ended first; the work
+        /// goes on. Returns whether it did.
         func expire(_ outcome: Outcome) -> Bool {
-            let (continuation, connection) = state.withLock {
-                s -> (CheckedContinuation<Reply, Never>?, PostgresConnection?) in
-                guard !s.decided else { return (nil, nil) }
+            let continuation = state.withLock { s -> CheckedContinuation<Reply, Never>? in
+                guard !s.decided else { return nil }
                 s.decided = true
-                defer { (s.continuation, s.timer, s.connection) = (nil, nil, nil) }
-                return (s.continuation, s.connection)
+                defer { (s.continuation, s.timer) = (nil, nil) }
+                return s.continuation
             }
             guard let continuation else { return false }
-            if let connection { DatabaseAvailability.discard(connection) }
             continuation.resume(returning: (outcome, nil))
             return true
         }
@@ -354,7 +384,8 @@ public final class DatabaseAvailability: Service, Sendable {
             }
             probe.setTimer(
                 PostgresConnection.defaultEventLoopGroup.any().scheduleTask(in: TimeAmount(timeout)) {
-                    if probe.expire(.unanswered("no answer within \(timeout)")) { work.cancel() }
+                    // A caller's check is cancelled; a connection's work goes on, to answer late.
+                    if probe.expire(.unanswered("no answer within \(timeout)")), case .check = prober { work.cancel() }
                 })
         }
     }
