@@ -10,9 +10,9 @@ CREATE VIEW herald_scaling.queue_depth AS
 SELECT count(*)::bigint AS depth FROM pgqueue.jobs WHERE run_at <= now();
 
 -- Roles are cluster-wide: another database of the cluster may be creating it at this moment
--- (duplicate_object, or unique_violation when both inserts race), and a migrating role
--- without CREATEROLE cannot create it at all; then an administrator creates it once and a
--- later migration's grants are replaced by the GRANTs below, run by hand (deploy/README.md).
+-- (duplicate_object, or unique_violation when both inserts race). A migrating role without
+-- CREATEROLE cannot create it at all: the migration then skips the role with a NOTICE, and an
+-- administrator creates it and runs the two GRANTs below by hand (deploy/README.md).
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'herald_queue_depth') THEN
