@@ -570,72 +570,34 @@ def scenario_restart(bin_dir, base_url, size):
     outage = size["restart.seconds"]
     system = System("restart", bin_dir, base_url,
                     worker_env={"HERALD_WORKER_CONCURRENCY": "32"})
+    load = None
     try:
         system.start_worker()
-        results = []  # (started monotonic, status, seconds, handle, id)
-        lock = threading.Lock()
-        stop = threading.Event()
-        counter = iter(range(10**9))
-        run = secrets.token_hex(4)
-
-        def load():
-            while not stop.is_set():
-                handle = f"b{run}{next(counter):08x}".ljust(64, "0").upper()
-                started = time.monotonic()
-                body = {"target": {"deviceHandle": handle, "platform": "apple"},
-                        "content": {"apple": {"aps": {"alert": "restart"}}}, "telemetry": True}
-                status, text, headers, seconds = system.v1(
-                    "POST", "/v1/notifications", body, {"Idempotency-Key": handle}, timeout=30)
-                notification = json.loads(text).get("id") if status == 202 else None
-                with lock:
-                    results.append((started, status, seconds, handle, notification, headers.get("Retry-After")))
-                if status != 202:
-                    time.sleep(0.05)
-
-        threads = [threading.Thread(target=load, daemon=True) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        wait_for("sends accepted before the outage", lambda: sum(1 for r in results if r[1] == 202) >= 50, 60)
+        load = Load(system, "b")
+        wait_for("sends accepted before the outage", lambda: load.accepted_since(0) >= 50, 60)
         down_at = time.monotonic()
         restart = subprocess.run([os.path.join(ROOT, "scripts", "db.sh"), "restart", "fast", str(outage)],
                                  capture_output=True, text=True, timeout=300)
         up_at = time.monotonic()
         check(restart.returncode == 0, f"db.sh restart failed: {restart.stderr[-300:]}")
-        wait_for("sends accepted after the outage",
-                 lambda: sum(1 for r in results if r[1] == 202 and r[0] > up_at) >= 50, 60)
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=60)
-        accepted = [r for r in results if r[1] == 202]
+        wait_for("sends accepted after the outage", lambda: load.accepted_since(up_at) >= 50, 60)
+        results = load.stop()
+        load = None
+        # A request caught by the restart answers within HERALD_DATABASE_WAIT_SECONDS: 202, or
+        # 503 with Retry-After; nothing accepted is lost (the checks both database faults share).
+        figures, failures, _, _ = database_partition_checks(system, results)
         during = [r for r in results if down_at <= r[0] <= up_at]
         refused = [r for r in during if r[1] == 503]
-        # HERALD_DATABASE_WAIT_SECONDS (5 s) bounds a request caught by the restart, plus scheduling.
-        slow = [r for r in during if r[2] > 6.0]
-        other = [r for r in results if r[1] not in (202, 503)]
-        resumed = min((r[0] for r in accepted if r[0] > up_at), default=None)
-        # The database may hold a few more than the 202s: a request whose commit landed as its
-        # connection died got a 503 (its client retries it under the same idempotency key).
-        states = system.wait_final(system.db.value("SELECT count(*) FROM notifications"), 180)
-        completed = set(system.db.psql("SELECT id FROM notifications WHERE state = 'Completed'").split())
-        known = set(system.db.psql("SELECT id FROM notifications").split())
-        lost = [r for r in accepted if r[4] not in known]
-        unfinished = [r for r in accepted if r[4] in known and r[4] not in completed]
-        delivered = system.deliveries_by_handle()
-        undelivered = [r for r in accepted if delivered.get(r[3], 0) == 0]
-        longest = max((r[2] for r in during), default=0.0)
-        figures = (f"outage={outage}s requests={len(results)} accepted={len(accepted)} during_outage={len(during)} "
-                   f"503={len(refused)} slowest_during={longest:.2f}s other_status={len(other)} "
-                   f"resumed_after={(resumed - up_at) if resumed else -1:.2f}s {summary(states)} "
-                   f"accepted_lost={len(lost)} undelivered={len(undelivered)} "
-                   f"committed_but_unacknowledged={len(known - {r[4] for r in accepted})}")
+        resumed = min((r[0] for r in results if r[1] == 202 and r[0] > up_at), default=None)
+        figures = (f"outage={outage}s {figures} during_outage={len(during)} 503_during={len(refused)} "
+                   f"slowest_during={max((r[2] for r in during), default=0.0):.2f}s "
+                   f"resumed_after={(resumed - up_at) if resumed else -1:.2f}s")
         check(len(refused) > 0, f"no 503 during the outage: {figures}")
-        check(all(r[5] for r in refused), f"a 503 without Retry-After: {figures}")
-        check(not slow, f"requests took over 6 s during the outage: {figures}")
-        check(not other, f"unexpected statuses {sorted(set(r[1] for r in other))}: {figures}")
-        check(not lost and not undelivered, f"accepted sends lost: {figures}")
-        check(not unfinished, f"accepted sends not Completed: {figures}")
+        check(not failures, f"{'; '.join(failures)}: {figures}")
         return figures
     finally:
+        if load:
+            load.stop()
         system.close()
 
 
@@ -983,7 +945,7 @@ def scenario_partition_hub(bin_dir, base_url, size):
 
 
 def database_partition_checks(system, results):
-    """What both database scenarios check of the load: (figures, failures, duplicates, 503s) —
+    """What the database scenarios check of the load: (figures, failures, duplicates, 503s) —
     every request answered 202, or 503 with Retry-After, within HERALD_DATABASE_WAIT_SECONDS;
     every notification in the database (accepted, or committed as its 503 was written) ends
     final; every accepted one Completed and delivered; repeats only of attempts whose result
