@@ -39,7 +39,7 @@ public struct RuntimeConfiguration: Sendable {
     /// `HERALD_DATABASE_PROBE_TIMEOUT_SECONDS`.
     public static let probeTimeout = Setting.int(
         "database.probe_timeout_seconds", default: 2, range: 1...60, details: "operations.md",
-        "seconds a database health probe may go unanswered; two such in a row (or one refusal) mark the database down until a probe answers"
+        "seconds a database health probe may go unanswered; silence for twice this plus a second (or one refusal) marks the database down until a probe answers"
     )
     /// `HERALD_LOG_LEVEL`.
     public static let logLevel = Setting<LogLevel>.choice(

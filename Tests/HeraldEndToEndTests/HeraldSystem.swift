@@ -95,6 +95,12 @@ struct HeraldSystem: Sendable {
         }
         let listening = try #require(api.stderr.first { $0.contains("herald.api.listening") })
         let port = try #require(listening.firstMatch(of: /port=(\d+)/)?.1)
+        // As a deployment routes traffic: only once readiness passes (the gate's first probe answered).
+        try await Poll.until(timeout: .seconds(60), "herald-api never became ready: \(api.stderr.suffix(5))") {
+            let ready = try? await HTTPClient.shared.execute(
+                HTTPClientRequest(url: "http://127.0.0.1:\(port)/health/ready"), timeout: .seconds(5))
+            return ready?.status == .ok
+        }
         for worker in workers {
             try await Poll.until(timeout: .seconds(60), "herald-worker never started: \(worker.stderr.suffix(5))") {
                 worker.stderr.contains { $0.contains("herald.worker.started") }

@@ -100,6 +100,40 @@ struct DatabaseAvailabilityTests {
         }
     }
 
+    /// A fresh API behind a busy PgBouncer answered `503` in CI: its first probe (a connection
+    /// opened through the pooler) outlived its timeout and the next turn, and the turn spent
+    /// waiting on it counted as a second unanswered probe. One slow answer is not an outage.
+    @Test("a probe that answers after its timeout and the next turn leaves the database available")
+    func oneSlowProbe() async throws {
+        let calls = Shared(0)
+        // The silence limit is 2 × 400 + 50 = 850 ms; the slow probe answers after 500 ms, later
+        // than its timeout and the turn after it (450 ms).
+        let gate = DatabaseAvailability(interval: .milliseconds(50), timeout: .milliseconds(400), logger: .quiet("test.gate")) {
+            guard calls.withLock({ count -> Int in
+                count += 1
+                return count
+            }) == 2 else { return }
+            // Ignores cancellation, as a PostgresNIO connect can.
+            let until = ContinuousClock.now + .milliseconds(500)
+            while ContinuousClock.now < until { try? await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(gate.silenceLimit == .milliseconds(850))
+        let wentDown = Shared(false)
+        try await Self.running(gate) {
+            let watcher = Task {
+                await gate.untilUnavailable()
+                if !Task.isCancelled { wentDown.withLock { $0 = true } }
+            }
+            try await Poll.until(timeout: .seconds(10), "the probes never got past the slow one") {
+                calls.withLock { $0 } >= 4
+            }
+            watcher.cancel()
+            await watcher.value
+            #expect(!wentDown.withLock { $0 }, "one slow probe marked the database down")
+            #expect(gate.isAvailable)
+        }
+    }
+
     @Test("readiness and liveness come from the loop's state: not probed, ready, down, stale, stopped")
     func readinessAndLiveness() async throws {
         struct Refused: Error {}

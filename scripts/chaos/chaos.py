@@ -55,7 +55,7 @@ SIZES = {
 DATABASE_WAIT_SECONDS = 5  # HERALD_DATABASE_WAIT_SECONDS: the longest a request waits for the database
 PROBE_TIMEOUT_SECONDS = 2  # HERALD_DATABASE_PROBE_TIMEOUT_SECONDS
 SCHEDULING_SECONDS = 1  # what a loaded machine adds to a bound before the answer reaches the client
-# The availability probe runs every second; two unanswered in a row mark the database down, after
+# The availability probe runs every second; two probe timeouts and a second of silence mark the database down, after
 # which requests get 503 at once and /health/ready fails.
 GATE_SECONDS = 1 + 2 * PROBE_TIMEOUT_SECONDS + 2 * SCHEDULING_SECONDS
 # A worker resumes within one probe cycle (two unanswered probes and the next that answers)

@@ -19,14 +19,15 @@ import Synchronization
 /// ignores cancellation, and a PostgresNIO query can wait forever, see `PostgresQueue.Deadline`).
 /// An abandoned probe keeps running: one that answers late hands its connection to the next
 /// probe (reconnecting would make a slow database slower still). While it has not ended, no
-/// other is started (each such turn counts as unanswered), so it is the only connection a
+/// other is started (each such turn counts as silence), so it is the only connection a
 /// silent database costs; one that has not ended after ``abandonedLimit`` has its connection
 /// closed without waiting, and the next probe opens a new one.
 ///
 /// Marking: a probe the database refuses (an error) marks it unavailable at once; probes that
-/// do not answer within `timeout` mark it unavailable when two in a row go unanswered, so that
-/// one slow answer (a connection still being opened through a loaded pooler, a machine busy for
-/// a moment) does not turn every request away. The next probe that answers marks it available
+/// do not answer within `timeout` mark it unavailable once the database has been silent for
+/// ``silenceLimit`` since the first of them began (two unanswered in a row, or one still
+/// unanswered that long), so that one slow answer (a connection still being opened through a
+/// loaded pooler, a machine busy for a moment) does not turn every request away. The next probe that answers marks it available
 /// again. Nothing else needs restarting: the main pool reconnects by itself once the database
 /// is back. So requests are refused within ``downBound`` of the database going silent, and
 /// served again within ``upBound`` of it answering.
@@ -146,8 +147,11 @@ public final class DatabaseAvailability: Service, Sendable {
 
     // MARK: Bounds
 
+    /// Unanswered probes mark the database down once this has passed since the first of them
+    /// began: as long as two probes in a row take to go unanswered.
+    public var silenceLimit: Duration { timeout * 2 + interval }
     /// Requests are refused within this of the database going silent: the probe after the last
-    /// answer starts within `interval` and goes unanswered after `timeout`; the next does too.
+    /// answer starts within `interval`, and the gate marks it down ``silenceLimit`` later.
     public var downBound: Duration { (interval + timeout) * 2 }
     /// Requests are served again within this of the database answering: the next probe starts
     /// within `interval` and answers within `timeout` (longer only while a probe PostgresNIO
@@ -210,8 +214,8 @@ public final class DatabaseAvailability: Service, Sendable {
     public func run() async throws {
         if case .none = prober { return }
         await cancelWhenGracefulShutdown {
-            // Unanswered probes in a row; the second marks the database unavailable.
-            var unanswered = 0
+            // When the first probe unanswered since the last answer began.
+            var silentSince: ContinuousClock.Instant?
             var connection: PostgresConnection?
             var sinceSchemaCheck = 0
             var abandoned: (probe: Probe, since: ContinuousClock.Instant)?
@@ -239,24 +243,32 @@ public final class DatabaseAvailability: Service, Sendable {
                     let checkSchema = connection == nil || sinceSchemaCheck >= Self.schemaEvery
                     let probe = Probe()
                     self.state.withLock { $0.snapshot.probesStarted += 1 }
+                    let started = ContinuousClock.now
                     let result = await self.probe(probe, on: connection, checkSchema: checkSchema)
                     connection = result.connection
                     outcome = result.outcome
-                    if case .unanswered = outcome { abandoned = (probe, .now) }
+                    if case .unanswered = outcome {
+                        abandoned = (probe, .now)
+                        silentSince = silentSince ?? started
+                    }
                     sinceSchemaCheck = checkSchema && result.connection != nil ? 1 : sinceSchemaCheck + 1
                 }
+                var pause = self.interval
                 switch outcome {
                 case .answered(let schemaCurrent):
-                    unanswered = 0
+                    silentSince = nil
                     self.record(nil, schemaCurrent: schemaCurrent)
                 case .refused(let reason):
-                    unanswered = 0
+                    silentSince = nil
                     self.record(reason, schemaCurrent: nil)
                 case .unanswered(let reason):
-                    unanswered += 1
-                    self.record(unanswered >= 2 ? reason : nil, schemaCurrent: nil, keep: unanswered < 2)
+                    // A turn spent waiting on an abandoned probe is not a second unanswered probe:
+                    // only the silence's length marks the database down.
+                    let left = (silentSince ?? .now) + self.silenceLimit - .now
+                    self.record(left <= .zero ? reason : nil, schemaCurrent: nil, keep: left > .zero)
+                    if left > .zero { pause = min(pause, left) }
                 }
-                try? await Task.sleep(for: self.interval)
+                try? await Task.sleep(for: pause)
             }
             if let connection { Self.discard(connection) }
         }
