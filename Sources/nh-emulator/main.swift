@@ -60,6 +60,14 @@ struct NHEmulatorCommand: AsyncParsableCommand {
     @Option(help: "Requests kept per hub for inspection.")
     var maxRequests: Int = 10_000
 
+    @Option(
+        help: """
+            Registration and installation operations each hub admits per second (any one-second window); over it they \
+            answer 429 with Retry-After: 1 (403 with Retry-After before api-version 2016-07). Sends are not counted. \
+            Default: no limit.
+            """)
+    var registrationRateLimit: Int?
+
     @Flag(help: "Serve the inspection and fault API under /_emulator/ (no authentication: it shows handles and payloads).")
     var inspection = false
 
@@ -74,6 +82,9 @@ struct NHEmulatorCommand: AsyncParsableCommand {
         guard telemetryDelay >= 0 else { throw ValidationError("--telemetry-delay must not be negative.") }
         guard Logger.Level(rawValue: logLevel.lowercased()) != nil else { throw ValidationError("Unknown --log-level '\(logLevel)'.") }
         if let registrationTtl, registrationTtl <= 0 { throw ValidationError("--registration-ttl must be positive.") }
+        if let registrationRateLimit, registrationRateLimit < 1 {
+            throw ValidationError("--registration-rate-limit must be at least 1.")
+        }
     }
 
     func run() async throws {
@@ -115,7 +126,8 @@ struct NHEmulatorCommand: AsyncParsableCommand {
             maximumRequests: maxRequests,
             caseSensitiveTags: !caseInsensitiveTags,
             deletedRegistrationsAreGone: goneAfterDelete,
-            inspection: inspection
+            inspection: inspection,
+            registrationRateLimit: registrationRateLimit
         )
         let fullRule = keyName
         let certificateOut = tlsCertificateOut

@@ -115,6 +115,11 @@ public struct EmulatorConfiguration: Sendable {
     /// handles and payloads, and injects faults). Default false: those paths answer 404 as
     /// unknown addresses do. Tests and `make run` turn it on (`nh-emulator --inspection`).
     public var inspection: Bool
+    /// Registration and installation operations (create id, create, upsert, update, get, delete,
+    /// list) each hub admits in any one-second window; over it they answer `429` with
+    /// `Retry-After: 1` (`403` with `Retry-After` for api-versions before 2016-07, as older
+    /// versions throttled). Sends are not counted. Default nil: no limit.
+    public var registrationRateLimit: Int?
 
     /// Creates a configuration; every parameter has a default.
     public init(
@@ -129,7 +134,8 @@ public struct EmulatorConfiguration: Sendable {
         maximumNotifications: Int = 100_000,
         caseSensitiveTags: Bool = true,
         deletedRegistrationsAreGone: Bool = false,
-        inspection: Bool = false
+        inspection: Bool = false,
+        registrationRateLimit: Int? = nil
     ) {
         self.host = host
         self.port = port
@@ -143,6 +149,7 @@ public struct EmulatorConfiguration: Sendable {
         self.caseSensitiveTags = caseSensitiveTags
         self.deletedRegistrationsAreGone = deletedRegistrationsAreGone
         self.inspection = inspection
+        self.registrationRateLimit = registrationRateLimit
     }
 }
 

@@ -20,6 +20,14 @@ struct HubError: Error, Sendable {
     static func tierUnavailable(_ feature: String, tier: EmulatorTier) -> HubError {
         HubError(status: 403, detail: "\(feature) is not available on the \(tier.rawValue.capitalized) tier; it needs the Standard tier.")
     }
+    /// Over the registration-operation rate: `429`, or `403` on api-versions before 2016-07, both
+    /// with `Retry-After` (Azure/azure-notificationhubs-dotnet#224).
+    static func registrationRateExceeded(limit: Int, legacy: Bool) -> HubError {
+        HubError(
+            status: legacy ? 403 : 429,
+            detail: "The rate of registration operations is over this hub's limit of \(limit) per second. Retry after 1 second",
+            retryAfterSeconds: 1)
+    }
     static func quotaExceeded(_ limit: Int, tier: EmulatorTier) -> HubError {
         HubError(status: 403, detail: "QuotaExceeded: the \(tier.rawValue.capitalized) tier allows at most \(limit) active devices.")
     }

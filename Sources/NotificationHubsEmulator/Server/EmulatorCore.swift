@@ -17,6 +17,9 @@ final class EmulatorCore: Sendable {
     let errorDetailsSigner = ErrorDetailsSigner()
 
     init(configuration: EmulatorConfiguration, logger: Logger) throws {
+        if let limit = configuration.registrationRateLimit, limit < 1 {
+            throw EmulatorError.invalidConfiguration("The registration rate limit must be at least 1 operation per second.")
+        }
         var hubs: [String: HubState] = [:]
         var list: [HubState] = []
         for hubConfiguration in configuration.hubs {
@@ -149,7 +152,13 @@ final class EmulatorCore: Sendable {
             if rule.rights.isDisjoint(with: allowed) { throw HubError.missingRight }
         }
 
-        // 2. Injected faults (after authentication, as documented).
+        // 2. The registration-operation rate limit; a refused operation is not counted.
+        if operation.isRegistrationOperation, let limiter = hub.registrationLimiter, !limiter.admit() {
+            throw HubError.registrationRateExceeded(
+                limit: limiter.limit, legacy: !Self.apiVersion(request.apiVersion, isAtLeast: "2016-07"))
+        }
+
+        // 3. Injected faults (after authentication, as documented).
         if let action = hub.faults.action(method: request.method, path: request.rawPath) {
             if let delay = action.delayMs, delay > 0 {
                 try? await Task.sleep(for: .milliseconds(delay))
@@ -167,7 +176,7 @@ final class EmulatorCore: Sendable {
             throw HubError.badRequest("The api-version query parameter is required (use api-version=2020-06).")
         }
 
-        // 3. The operation.
+        // 4. The operation.
         switch operation {
         case .createRegistrationId:
             return createRegistrationId(request)

@@ -61,6 +61,18 @@ enum HubOperation: Sendable, Equatable {
         }
     }
 
+    /// Whether the registration-operation rate limit counts it: every registration and
+    /// installation operation, not sends, telemetry or feedback.
+    var isRegistrationOperation: Bool {
+        switch self {
+        case .createRegistrationId, .createRegistration, .listRegistrations, .listRegistrationsByTag, .upsertRegistration,
+            .getRegistration, .deleteRegistration, .putInstallation, .patchInstallation, .getInstallation, .deleteInstallation:
+            return true
+        case .send, .sendBatch, .telemetry, .schedule, .cancelScheduled, .feedbackContainer:
+            return false
+        }
+    }
+
     /// The rights that allow the operation (any one of them). Listing all registrations needs
     /// Manage; listing by PNS handle (`$filter`) only Listen (reference §1.2).
     func allowedRights(hasFilter: Bool) -> Set<EmulatedAccessRight> {

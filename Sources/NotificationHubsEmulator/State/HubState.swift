@@ -39,6 +39,8 @@ final class HubState: Sendable {
     let rules: [EmulatedAccessRule]
     let auth: SharedAccessSignatureValidator
     let faults: FaultInjector
+    /// Nil when registration operations are not limited.
+    let registrationLimiter: RegistrationRateLimiter?
 
     private let storage: Locked<Storage>
     private let requestLog: Locked<BoundedLog<RequestRecord>>
@@ -86,6 +88,7 @@ final class HubState: Sendable {
         self.rules = configuration.rules
         self.auth = SharedAccessSignatureValidator(rules: configuration.rules)
         self.faults = FaultInjector()
+        self.registrationLimiter = emulator.registrationRateLimit.map(RegistrationRateLimiter.init(limit:))
         self.storage = Locked(
             Storage(maximumDeliveries: emulator.maximumDeliveries, maximumNotifications: emulator.maximumNotifications))
         self.requestLog = Locked(BoundedLog(capacity: emulator.maximumRequests))

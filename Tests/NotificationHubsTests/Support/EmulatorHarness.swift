@@ -8,10 +8,12 @@ import NotificationHubsEmulator
 /// `TagExpression`, …) would otherwise clash with the client's.
 func withEmulator<T: Sendable>(
     tier: EmulatorTier = .standard,
+    registrationRateLimit: Int? = nil,
     _ body: (ContractHub) async throws -> T
 ) async throws -> T {
     let configuration = EmulatorConfiguration(
-        hubs: [.init(name: "hub")], tier: tier, telemetryDelay: .zero, inspection: true)
+        hubs: [.init(name: "hub")], tier: tier, telemetryDelay: .zero, inspection: true,
+        registrationRateLimit: registrationRateLimit)
     let emulator = try await Emulator.start(configuration: configuration, logger: ContractHub.logger)
     let hub = ContractHub(
         hubName: "hub",
