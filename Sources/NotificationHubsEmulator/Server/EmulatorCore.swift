@@ -274,7 +274,7 @@ final class EmulatorCore: Sendable {
         }
         var after = 0
         if let token = request.query.value("continuationtoken"), !token.isEmpty {
-            guard token.hasPrefix("c"), let n = Int(token.dropFirst()), n >= 0 else {
+            guard let n = ContinuationToken.decode(token) else {
                 throw HubError.badRequest("The continuation token is not valid.")
             }
             after = n
@@ -291,7 +291,7 @@ final class EmulatorCore: Sendable {
         var nextURL: String?
         var token: String?
         if let continueAfter {
-            token = "c\(continueAfter)"
+            token = ContinuationToken.encode(afterSequence: continueAfter)
             let kept = (request.query.raw ?? "").split(separator: "&").filter {
                 !$0.lowercased().hasPrefix("continuationtoken=")
             }
