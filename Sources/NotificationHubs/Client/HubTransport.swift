@@ -23,6 +23,8 @@ extension NotificationHubClient {
     ///   - accepted: statuses that count as success.
     ///   - headers: call-specific headers; `Authorization`, `User-Agent` and `TrackingId`
     ///     are added here.
+    ///   - authorized: sign the call with the hub's SAS token and send a `TrackingId`; false for a
+    ///     URL that is not the hub's (an already signed blob URL), which must not see the token.
     func perform(
         _ operation: NotificationHubsError.Operation,
         method: HTTPMethod,
@@ -30,7 +32,8 @@ extension NotificationHubClient {
         headers: HTTPHeaders = [:],
         body: ByteBuffer? = nil,
         accepted: (Int) -> Bool,
-        logger: Logger?
+        logger: Logger?,
+        authorized: Bool = true
     ) async throws(NotificationHubsError) -> HubResponse {
         let logger = logger ?? self.logger
         // A value the HTTP client would refuse (CR/LF, NUL, other control characters) fails the
@@ -46,7 +49,7 @@ extension NotificationHubClient {
             do {
                 return try await performOnce(
                     operation, method: method, url: url, headers: headers, body: body, accepted: accepted,
-                    attempt: attempt, logger: logger)
+                    attempt: attempt, logger: logger, authorized: authorized)
             } catch {
                 guard
                     let delay = configuration.retryPolicy.delay(
@@ -77,16 +80,17 @@ extension NotificationHubClient {
         body: ByteBuffer?,
         accepted: (Int) -> Bool,
         attempt: Int,
-        logger: Logger
+        logger: Logger,
+        authorized: Bool
     ) async throws(NotificationHubsError) -> HubResponse {
         var request = HTTPClientRequest(url: url)
         request.method = method
         request.headers = headers  // shares the caller's storage; reserved room for three more
         request.headers.reserveCapacity(headers.count + 3)
-        request.headers.add(name: "Authorization", value: core.tokens.token())
+        if authorized { request.headers.add(name: "Authorization", value: core.tokens.token()) }
         request.headers.add(name: "User-Agent", value: configuration.userAgent)
         let sentTrackingID: String?
-        if configuration.sendsTrackingID {
+        if authorized, configuration.sendsTrackingID {
             let id = TrackingID.make()
             request.headers.add(name: "TrackingId", value: id)
             sentTrackingID = id
@@ -125,7 +129,7 @@ extension NotificationHubClient {
         if accepted(status) {
             return HubResponse(status: status, headers: responseHeaders, body: responseBody, trackingID: trackingID)
         }
-        if status == 401 { core.tokens.invalidate() }
+        if status == 401, authorized { core.tokens.invalidate() }
         throw Self.statusError(
             operation: operation, status: status, headers: responseHeaders, body: responseBody,
             sentTrackingID: sentTrackingID)

@@ -80,6 +80,7 @@ public struct NotificationHubsError: Error, Sendable, CustomStringConvertible, C
         static let schedule = Operation("schedule")
         static let cancelScheduled = Operation("cancel_scheduled")
         static let notificationDetails = Operation("notification_details")
+        static let pnsErrorDetails = Operation("pns_error_details")
         static let validate = Operation("validate")
     }
 

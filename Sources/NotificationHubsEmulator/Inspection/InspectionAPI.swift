@@ -69,16 +69,61 @@ extension EmulatorCore {
         case (["faults"], "DELETE"):
             hub.faults.clear()
             return HubResponse(status: 204)
+        case (["handles"], "GET"):
+            let marks = hub.handleOutcomes().sorted { $0.key < $1.key }.map { handle, outcome in
+                var writer = JSONObjectWriter()
+                writer.string("handle", handle)
+                writer.string("outcome", outcome)
+                return writer.finished()
+            }
+            return Self.json(200, Self.array(marks))
+        case (["handles"], "POST"):
+            return await markHandles(request, hub: hub)
         case (["requests"], "GET"):
             return Self.json(200, Self.array(hub.requests().map(\.json)))
         case (["requests"], "DELETE"):
             hub.clearRequests()
             return HubResponse(status: 204)
-        case (["deliveries"], _), (["registrations"], _), (["faults"], _), (["requests"], _):
+        case (["deliveries"], _), (["registrations"], _), (["faults"], _), (["requests"], _), (["handles"], _):
             return methodNotAllowed
         default:
             return Self.jsonError(404, "Unknown inspection endpoint.")
         }
+    }
+
+    /// `{"handle": "…", "outcome": "ExpiredChannel"}` (or an array of them): sends reaching the
+    /// handle count that telemetry outcome instead of `Success`; `"Success"` clears the mark.
+    private func markHandles(_ request: Request, hub: HubState) async -> HubResponse {
+        struct Mark: Decodable {
+            var handle: String
+            var outcome: String
+        }
+        let body: Data
+        do {
+            var buffer = try await request.body.collect(upTo: 1 << 20)
+            body = Data(buffer.readBytes(length: buffer.readableBytes) ?? [])
+        } catch {
+            return Self.jsonError(413, "The handle marks are too large.")
+        }
+        let marks: [Mark]
+        if let list = try? JSONDecoder().decode([Mark].self, from: body) {
+            marks = list
+        } else if let single = try? JSONDecoder().decode(Mark.self, from: body) {
+            marks = [single]
+        } else {
+            return Self.jsonError(400, #"The body must be {"handle": "…", "outcome": "…"} or an array of them."#)
+        }
+        var canonical: [(String, String)] = []
+        for mark in marks {
+            guard !mark.handle.isEmpty else { return Self.jsonError(400, "handle must not be empty.") }
+            guard let outcome = TelemetryOutcome.canonical(mark.outcome) else {
+                return Self.jsonError(
+                    400, "'\(mark.outcome)' is not a telemetry outcome (\(TelemetryOutcome.names.sorted().joined(separator: ", "))).")
+            }
+            canonical.append((mark.handle, outcome))
+        }
+        for (handle, outcome) in canonical { hub.setHandleOutcome(handle, outcome: outcome) }
+        return HubResponse(status: 204)
     }
 
     private func addFaults(_ request: Request, hub: HubState, query: QueryItems) async -> HubResponse {

@@ -75,6 +75,10 @@ struct NotificationRecord: Sendable {
     /// Outcome name → count, per platform.
     var outcomes: [RegistrationPlatform: [String: Int]] = [:]
     var targetPlatforms: [String] = []
+    /// The api-version of the send: `PnsErrorDetailsUri` needs 2016-07 or later on it.
+    var apiVersion: String = "2020-06"
+    /// Per-handle errors of marked handles, for the `PnsErrorDetailsUri` blob.
+    var feedback: [PnsFeedbackEntry] = []
 }
 
 /// What a send asks the hub to do; built from the request before any state is touched.

@@ -13,18 +13,26 @@ enum SendExecution {
         var outcomes: [RegistrationPlatform: [String: Int]] = [:]
         var targetPlatforms: [String] = []
         var testResults: [TestSendResult] = []
+        var feedback: [PnsFeedbackEntry] = []
     }
+
+    static let invalidHandleText = "The Push Notification System handle for the registration is invalid"
 
     /// Runs `plan` as notification `notificationId` and stores the result in `hub`.
     @discardableResult
     static func run(_ plan: SendPlan, notificationId: String, hub: HubState, at: Date) -> Result {
-        let result = execute(plan, notificationId: notificationId, targets: hub.targets(of: plan, now: at), at: at)
+        let result = execute(
+            plan, notificationId: notificationId, targets: hub.targets(of: plan, now: at), handleOutcomes: hub.handleOutcomes(), at: at)
         hub.finishNotification(
-            id: notificationId, deliveries: result.deliveries, outcomes: result.outcomes, targetPlatforms: result.targetPlatforms, at: at)
+            id: notificationId, deliveries: result.deliveries, outcomes: result.outcomes, targetPlatforms: result.targetPlatforms,
+            feedback: result.feedback, at: at)
         return result
     }
 
-    static func execute(_ plan: SendPlan, notificationId: String, targets: [Registration], at: Date) -> Result {
+    /// - Parameter handleOutcomes: marked handles (lower-cased) → the outcome a PNS reports for them.
+    static func execute(
+        _ plan: SendPlan, notificationId: String, targets: [Registration], handleOutcomes: [String: String] = [:], at: Date
+    ) -> Result {
         var result = Result()
         func count(_ platform: RegistrationPlatform, _ outcome: String) {
             result.outcomes[platform, default: [:]][outcome, default: 0] += 1
@@ -36,6 +44,21 @@ enum SendExecution {
             platform: RegistrationPlatform, handle: String, registration: Registration?, payload: String, headers: [HeaderPair]
         ) {
             let testResultPlatform = platform.sendFormat
+            if !handleOutcomes.isEmpty, let outcome = handleOutcomes[handle.lowercased()] {
+                // A marked handle: the PNS refuses it, so no delivery, and an entry for the error blob.
+                count(platform, outcome)
+                result.feedback.append(
+                    PnsFeedbackEntry(
+                        time: at, error: outcome, platform: platform.sendFormat, handle: handle, registrationId: registration?.id,
+                        installationId: registration?.installationId, notificationId: notificationId))
+                if plan.isTest {
+                    result.testResults.append(
+                        TestSendResult(
+                            platform: testResultPlatform, pnsHandle: handle, registrationId: registration?.id ?? "",
+                            outcome: invalidHandleText, succeeded: false))
+                }
+                return
+            }
             if payload.utf8.count > platform.maximumPayloadBytes(headers: headers) {
                 count(platform, "InvalidNotificationSize")
                 if plan.isTest {
@@ -142,7 +165,9 @@ enum SendExecution {
     }
 
     /// `NotificationDetails` XML for telemetry (reference §2.8), in .NET's element order.
-    static func detailsXML(_ record: NotificationRecord, locationBase: String, apiVersion: String) -> String {
+    static func detailsXML(
+        _ record: NotificationRecord, locationBase: String, apiVersion: String, errorDetailsURI: String? = nil
+    ) -> String {
         var out = "<NotificationDetails xmlns=\"\(RegistrationXML.serviceNamespace)\" xmlns:i=\"\(RegistrationXML.instanceNamespace)\">"
         out += "<NotificationId>\(XMLText.escape(record.id))</NotificationId>"
         out += "<Location>\(XMLText.escape("\(locationBase)/messages/\(record.id)?api-version=\(apiVersion)"))</Location>"
@@ -164,6 +189,7 @@ enum SendExecution {
             }
             out += "</\(platform.outcomeCountsElement)>"
         }
+        if let errorDetailsURI { out += "<PnsErrorDetailsUri>\(XMLText.escape(errorDetailsURI))</PnsErrorDetailsUri>" }
         return out + "</NotificationDetails>"
     }
 }

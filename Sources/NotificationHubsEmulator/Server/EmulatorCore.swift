@@ -13,13 +13,15 @@ final class EmulatorCore: Sendable {
     let logger: Logger
     /// `host:port` once bound, for requests without a `Host` header.
     let boundAuthority = Locked<String?>(nil)
+    /// Signs the `PnsErrorDetailsUri` URLs with a key made for this process.
+    let errorDetailsSigner = ErrorDetailsSigner()
 
     init(configuration: EmulatorConfiguration, logger: Logger) throws {
         var hubs: [String: HubState] = [:]
         var list: [HubState] = []
         for hubConfiguration in configuration.hubs {
             let key = hubConfiguration.name.lowercased()
-            guard !key.isEmpty, !key.contains("/"), key != "_emulator" else {
+            guard !key.isEmpty, !key.contains("/"), key != "_emulator", key != Self.errorDetailsSegment else {
                 throw EmulatorError.invalidConfiguration("'\(hubConfiguration.name)' is not a valid hub name.")
             }
             guard hubs[key] == nil else {
@@ -54,6 +56,12 @@ final class EmulatorCore: Sendable {
         // Without inspection `_emulator` is no hub name either, so it falls to the unknown-hub 404.
         if configuration.inspection, first.caseInsensitiveEquals("_emulator") {
             return await Self.response(inspect(request, segments: Array(segments.dropFirst()), now: now))
+        }
+        if first.caseInsensitiveEquals(Self.errorDetailsSegment) {
+            return Self.response(
+                serveErrorDetails(
+                    method: request.method.rawValue, segments: Array(segments.dropFirst()), query: QueryItems(request.uri.query),
+                    now: now))
         }
         let trackingId = request.headers[HeaderName.trackingId] ?? Identifiers.guid()
         guard let hub = hub(named: first) else {
@@ -317,7 +325,7 @@ final class EmulatorCore: Sendable {
         } else {
             plan.isTest = request.query.flag("test")
         }
-        let id = hub.beginNotification(plan: plan, now: request.now)
+        let id = hub.beginNotification(plan: plan, now: request.now, apiVersion: request.apiVersion)
         let result = SendExecution.run(plan, notificationId: id, hub: hub, at: request.now)
         if plan.isTest {
             var answer = HubResponse.xml(201, SendExecution.testOutcomeXML(result.testResults))
@@ -345,7 +353,7 @@ final class EmulatorCore: Sendable {
         plan.tagExpressionText = nil
         plan.expression = nil
         plan.matchesNothing = false
-        let id = hub.beginNotification(plan: plan, now: request.now)
+        let id = hub.beginNotification(plan: plan, now: request.now, apiVersion: request.apiVersion)
         SendExecution.run(plan, notificationId: id, hub: hub, at: request.now)
         var answer = HubResponse.empty(201)
         answer.headers.append((HeaderName.location, "\(request.hubURL)/messages/\(id)\(request.locationQuery(direct: true))"))
@@ -372,7 +380,7 @@ final class EmulatorCore: Sendable {
             throw HubError.badRequest("A notification can be scheduled at most 7 days ahead.")
         }
         let plan = try SendPlanning.plan(request, hub: hub, body: request.body)
-        let id = hub.beginNotification(plan: plan, now: request.now, scheduledFor: dueAt)
+        let id = hub.beginNotification(plan: plan, now: request.now, apiVersion: request.apiVersion, scheduledFor: dueAt)
         hub.schedule(ScheduledSend(id: id, plan: plan, dueAt: dueAt))
         fireDueScheduledSends(hub, now: request.now)
         var answer = HubResponse.empty(201)
@@ -397,12 +405,28 @@ final class EmulatorCore: Sendable {
         let notFound = HubError.notFound("The notification was not found or is not processed yet.")
         guard let record = hub.notification(id: id) else { throw notFound }
         if request.now.timeIntervalSince(record.enqueuedAt) < configuration.telemetryDelay.seconds { throw notFound }
+        // Only when some PNS reported errors, and only for api-version 2016-07 or later on both
+        // the send and this read (reference §2.8).
+        var errorDetailsURI: String?
+        if !record.feedback.isEmpty, Self.apiVersion(record.apiVersion, isAtLeast: "2016-07"),
+            Self.apiVersion(request.apiVersion, isAtLeast: "2016-07")
+        {
+            errorDetailsURI = self.errorDetailsURI(authority: request.authority, hub: hub, notificationId: id, now: request.now)
+        }
         var answer = HubResponse.xml(
             200,
             SendExecution.detailsXML(
-                record, locationBase: "sb://\(request.authority)/\(hub.name)", apiVersion: request.apiVersion))
+                record, locationBase: "sb://\(request.authority)/\(hub.name)", apiVersion: request.apiVersion,
+                errorDetailsURI: errorDetailsURI))
         answer.notificationId = id
         return answer
+    }
+}
+
+extension EmulatorCore {
+    /// Compares `yyyy-MM[-dd][-preview]` api-versions by their date part.
+    static func apiVersion(_ version: String, isAtLeast minimum: String) -> Bool {
+        version.prefix(minimum.count) >= minimum[...]
     }
 }
 

@@ -67,6 +67,8 @@ final class HubState: Sendable {
         var earliestScheduled: Date?
         var deliveries: BoundedLog<DeliveryRecord>
         var expressionCache: [String: TagExpression] = [:]
+        /// Lower-cased PNS handle → the outcome its sends count (inspection `handles`).
+        var handleOutcomes: [String: String] = [:]
 
         init(maximumDeliveries: Int, maximumNotifications: Int) {
             self.deliveries = BoundedLog(capacity: maximumDeliveries)
@@ -422,7 +424,7 @@ final class HubState: Sendable {
     }
 
     /// A new notification id, and its telemetry record.
-    func beginNotification(plan: SendPlan, now: Date, scheduledFor: Date? = nil) -> String {
+    func beginNotification(plan: SendPlan, now: Date, apiVersion: String, scheduledFor: Date? = nil) -> String {
         storage.withLock { s in
             let sequence = s.notificationSequence
             s.notificationSequence += 1
@@ -432,7 +434,7 @@ final class HubState: Sendable {
                 : Identifiers.scheduledNotificationId(now: now, sequence: sequence)
             let record = NotificationRecord(
                 id: id, format: plan.format, tagExpression: plan.tagExpressionText, body: plan.body, enqueuedAt: now,
-                processedAt: nil, state: scheduledFor == nil ? .completed : .scheduled)
+                processedAt: nil, state: scheduledFor == nil ? .completed : .scheduled, apiVersion: apiVersion)
             if let evicted = s.notificationOrder.append(id) {
                 s.notifications[evicted] = nil
             }
@@ -444,13 +446,14 @@ final class HubState: Sendable {
     /// Records the deliveries and outcome of a processed notification.
     func finishNotification(
         id: String, deliveries: [DeliveryRecord], outcomes: [RegistrationPlatform: [String: Int]], targetPlatforms: [String],
-        at: Date
+        feedback: [PnsFeedbackEntry], at: Date
     ) {
         storage.withLock { s in
             for delivery in deliveries { s.deliveries.append(delivery) }
             guard var record = s.notifications[id] else { return }
             record.outcomes = outcomes
             record.targetPlatforms = targetPlatforms
+            record.feedback = feedback
             record.processedAt = at
             let total = outcomes.values.reduce(0) { $0 + $1.values.reduce(0, +) }
             record.state = total == 0 ? .noTargetFound : .completed
@@ -489,6 +492,21 @@ final class HubState: Sendable {
             s.earliestScheduled = s.scheduled.values.map(\.dueAt).min()
             return due
         }
+    }
+
+    // MARK: Handle outcomes
+
+    /// Inspection: sends reaching `handle` count `outcome` instead of `Success` (`Success` clears
+    /// the mark). Handles match case-insensitively, as APNs tokens are upper-cased on input.
+    func setHandleOutcome(_ handle: String, outcome: String) {
+        storage.withLock { s in
+            s.handleOutcomes[handle.lowercased()] = outcome == "Success" ? nil : outcome
+        }
+    }
+
+    /// Every marked handle (lower-cased) and its outcome.
+    func handleOutcomes() -> [String: String] {
+        storage.withLock { $0.handleOutcomes }
     }
 
     // MARK: Inspection logs

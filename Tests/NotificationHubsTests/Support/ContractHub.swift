@@ -143,6 +143,13 @@ struct EmulatorInspection: Sendable {
         try #require((200..<300).contains(status), "expire answered \(status)")
     }
 
+    /// Makes sends reaching `handle` count `outcome` (e.g. `ExpiredChannel`) instead of `Success`.
+    func markHandle(_ handle: String, outcome: String) async throws {
+        let body = try JSONSerialization.data(withJSONObject: ["handle": handle, "outcome": outcome])
+        let (status, _) = try await call(.POST, "/handles", body: Array(body))
+        try #require(status == 204, "handles answered \(status)")
+    }
+
     /// Adds fault rules.
     func addFaults(_ rules: [FaultRule]) async throws {
         let (status, _) = try await call(.POST, "/faults", body: Array(try JSONEncoder().encode(rules)))
