@@ -66,11 +66,14 @@ struct DeviceRetirementDeliveryTests {
                 NotificationRequest(
                     target: .users(["alice", "bob"]), content: NotificationContent(apple: #"{"aps":{"alert":"hi"}}"#),
                     telemetry: true))
+            // The telemetry poll retires the device before it records the answer: wait for both.
+            try await world.settled([id], .completed)
             try await Poll.until(timeout: .seconds(30), "the device was never retired and removed from the hub") {
                 let now = try await world.devices.device(id: device.id)
                 return now?.syncState == .deleted
             }
-            #expect(try await world.outcomes(id).last?.telemetry.contains("ExpiredChannel") == true)
+            let outcomes = try await world.outcomes(id)
+            #expect(outcomes.contains { $0.kind == "telemetry" && $0.telemetry.contains("ExpiredChannel") }, "\(outcomes)")
             #expect(try await world.devices.hygiene(of: device.id)?.retiredReason == "ExpiredChannel")
             let handles = try await world.hub.inspection.registrations().map(\.pnsHandle)
             #expect(!handles.contains(dead) && handles.contains(alive), "deleted at the hub, the other device kept")
