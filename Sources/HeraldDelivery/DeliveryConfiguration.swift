@@ -28,6 +28,8 @@ public struct DeliveryConfiguration: Sendable {
     public var deletedDeviceRetention: Duration
     /// How long `device_hub_calls` rows are kept.
     public var deviceHubCallRetention: Duration
+    /// Days a live device may go unseen before the stale sweep retires it; 0: the sweep is off.
+    public var deviceStaleDays: Int
     /// The longest hub `Retry-After` a send honours; beyond it the notification's deadline decides.
     public var retryAfterCap: Duration
     /// The worker's ops listener (`/health/*`, `/metrics`) address.
@@ -94,6 +96,11 @@ public struct DeliveryConfiguration: Sendable {
     public static let deviceHubCallRetentionHours = Setting.int(
         "device_hub_call_retention_hours", default: 720, range: 1...87_600, details: "operations.md",
         "hours `device_hub_calls` rows are kept")
+    /// `HERALD_DEVICE_STALE_DAYS`.
+    public static let deviceStaleDays = Setting.int(
+        "device_stale_days", default: 0, range: 0...3650, details: "operations.md",
+        "days a live device may go without its app registering or refreshing it before the stale sweep retires it (deleted at the hub, kept as retired); 0 turns the sweep off"
+    )
     /// `HERALD_SEND_RETRY_AFTER_CAP_SECONDS`.
     public static let retryAfterCapSeconds = Setting.int(
         "send.retry_after_cap_seconds", default: 300, range: 1...86_400, details: "guarantees.md",
@@ -120,7 +127,7 @@ public struct DeliveryConfiguration: Sendable {
         hubConnectionString.documentation, hubName.documentation, concurrency.documentation,
         leaseSeconds.documentation, hotPollMilliseconds.documentation, synchronousCommit.documentation,
         historyRetentionHours.documentation, notificationRetentionHours.documentation,
-        deviceRetentionHours.documentation, deviceHubCallRetentionHours.documentation,
+        deviceRetentionHours.documentation, deviceHubCallRetentionHours.documentation, deviceStaleDays.documentation,
         retryAfterCapSeconds.documentation, metricsHost.documentation, metricsPort.documentation,
         hubTimeoutSeconds.documentation, campaignSchedulerToggle.documentation,
     ]
@@ -137,6 +144,7 @@ public struct DeliveryConfiguration: Sendable {
         notificationRetention: Duration = .seconds(DeliveryConfiguration.notificationRetentionHours.defaultValue * 3600),
         deletedDeviceRetention: Duration = .seconds(DeliveryConfiguration.deviceRetentionHours.defaultValue * 3600),
         deviceHubCallRetention: Duration = .seconds(DeliveryConfiguration.deviceHubCallRetentionHours.defaultValue * 3600),
+        deviceStaleDays: Int = DeliveryConfiguration.deviceStaleDays.defaultValue,
         retryAfterCap: Duration = .seconds(DeliveryConfiguration.retryAfterCapSeconds.defaultValue),
         metricsHost: String = DeliveryConfiguration.metricsHost.defaultValue,
         metricsPort: Int = DeliveryConfiguration.metricsPort.defaultValue,
@@ -157,6 +165,7 @@ public struct DeliveryConfiguration: Sendable {
         self.notificationRetention = notificationRetention
         self.deletedDeviceRetention = deletedDeviceRetention
         self.deviceHubCallRetention = deviceHubCallRetention
+        self.deviceStaleDays = max(0, deviceStaleDays)
         self.retryAfterCap = retryAfterCap
         self.metricsHost = metricsHost
         self.metricsPort = metricsPort
@@ -187,6 +196,7 @@ public struct DeliveryConfiguration: Sendable {
             notificationRetention: .seconds(try reader.value(Self.notificationRetentionHours) * 3600),
             deletedDeviceRetention: .seconds(try reader.value(Self.deviceRetentionHours) * 3600),
             deviceHubCallRetention: .seconds(try reader.value(Self.deviceHubCallRetentionHours) * 3600),
+            deviceStaleDays: try reader.value(Self.deviceStaleDays),
             retryAfterCap: .seconds(try reader.value(Self.retryAfterCapSeconds)),
             metricsHost: try reader.value(Self.metricsHost), metricsPort: try reader.value(Self.metricsPort),
             hubCallTimeout: .seconds(try reader.value(Self.hubTimeoutSeconds)),

@@ -66,7 +66,7 @@ public struct DeliveryHandlers: Sendable {
         self.notifications = NotificationJobRunner(
             store: store, campaigns: stores.campaigns, starter: NotificationAttemptStarter(store: store),
             writer: NotificationOutcomeWriter(store: store), telemetryReader: TelemetryTargetReader(store: store),
-            hub: hub, throttle: HubThrottle(),
+            hub: hub, deadHandles: DeadHandles(store: stores.devices, hub: hub), throttle: HubThrottle(),
             limits: .init(
                 retryAfterCap: configuration.retryAfterCap, authenticationAttempts: configuration.authenticationAttempts,
                 telemetryFirstPoll: configuration.telemetryFirstPoll, telemetryGiveUp: configuration.telemetryGiveUp,

@@ -47,6 +47,9 @@ enum DeliveryMetrics {
 ///   their reserved instant and reserved a new one (a loaded worker).
 /// - `herald_stale_results_total{kind}`: results a worker wrote for an attempt that was no
 ///   longer the hub send's current one (`send` or `telemetry`), which changed nothing.
+/// - `herald_devices_retired_total{reason}`: devices Herald retired: `stale` (the stale sweep),
+///   or the push service's answer that the handle is dead (`ExpiredChannel`, `BadChannel`,
+///   `WrongToken`).
 extension DeliveryMetrics {
     static func outcome(format: HeraldDomain.NotificationFormat, decision: HubSendResult.Decision) {
         Counter(
@@ -71,6 +74,9 @@ extension DeliveryMetrics {
         _ = Counter(label: "herald_sends_paused_total")
         _ = Counter(label: "herald_campaign_throttle_late_total")
         for kind in ["send", "telemetry"] { _ = Counter(label: "herald_stale_results_total", dimensions: [("kind", kind)]) }
+        for reason in [DeviceStore.staleReason] + DeadHandles.errors.sorted() {
+            _ = Counter(label: "herald_devices_retired_total", dimensions: [("reason", reason)])
+        }
     }
 
     static func sendPaused() {
@@ -79,6 +85,12 @@ extension DeliveryMetrics {
 
     static func throttleLate() {
         Counter(label: "herald_campaign_throttle_late_total").increment()
+    }
+
+    /// Counts `count` devices retired for `reason` (one of a fixed few: the dimension stays bounded).
+    static func devicesRetired(reason: String, count: Int) {
+        guard count > 0 else { return }
+        Counter(label: "herald_devices_retired_total", dimensions: [("reason", reason)]).increment(by: count)
     }
 
     static func staleResult(kind: String) {

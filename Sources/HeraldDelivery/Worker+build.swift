@@ -106,7 +106,8 @@ public func buildWorker(
         services.append(
             DeviceMaintenance(
                 store: stores.devices, deletedRetention: configuration.deletedDeviceRetention,
-                hubCallRetention: configuration.deviceHubCallRetention, logger: logger))
+                hubCallRetention: configuration.deviceHubCallRetention, staleDays: configuration.deviceStaleDays,
+                logger: logger))
     }
     if configuration.campaignScheduler {
         services.append(CampaignScheduler(store: stores.campaigns, logger: logger))

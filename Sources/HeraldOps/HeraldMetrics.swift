@@ -58,6 +58,9 @@ public enum HeraldMetrics {
         "herald_stale_results_total": Family(
             name: "herald_stale_results_total",
             help: "Results written for an attempt that was no longer current, which changed nothing, by kind."),
+        "herald_devices_retired_total": Family(
+            name: "herald_devices_retired_total",
+            help: "Devices Herald retired, by reason (stale, or the push service's ExpiredChannel, BadChannel, WrongToken)."),
         "herald_campaign_slots_total": Family(
             name: "herald_campaign_slots_total", help: "Campaign slots handled, by result (fired, duplicate, missed)."),
         "herald_campaign_runs_finished_total": Family(

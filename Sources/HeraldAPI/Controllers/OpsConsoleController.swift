@@ -165,6 +165,20 @@ struct StatsBody: Encodable {
     struct Devices: Encodable {
         var bySyncState: [String: Int]
         var recentFailedSyncs: [FailedSync]
+        /// Live devices the stale sweep's last pass found not seen for the limit; 0 when off.
+        var stale: Int
+        var retired: Retired
+    }
+
+    /// Devices retired within the window: `{"total": n, "byReason": {"stale": n, …}}`.
+    struct Retired: Encodable {
+        var total: Int
+        var byReason: [String: Int]
+
+        init(_ byReason: [String: Int]) {
+            self.byReason = byReason
+            total = byReason.values.reduce(0, +)
+        }
     }
 
     struct Throttling: Encodable {
@@ -206,7 +220,8 @@ struct StatsBody: Encodable {
                 FailedSync(
                     deviceId: $0.deviceID.description, user: Nullable($0.user), operation: $0.operation,
                     httpStatus: Nullable($0.httpStatus), error: Nullable($0.error), at: $0.at)
-            })
+            },
+            stale: stats.staleDevices, retired: Retired(stats.retiredDevicesByReason))
         hubThrottling = Throttling(
             throttledLast5m: stats.throttling.throttledLast5m, lastThrottledAt: Nullable(stats.throttling.lastThrottledAt),
             inEffect: stats.throttling.inEffect)

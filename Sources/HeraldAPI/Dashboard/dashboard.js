@@ -683,6 +683,7 @@
       el("div", { class: "field" }, el("label", { for: "device-user" }, "User name"), input),
       el("button", { type: "submit" }, "Look up"));
     const result = el("div", {});
+    container.append(hygieneCard(token));
     container.append(el("section", { class: "card" }, el("h2", {}, "Devices of a user"), form), result);
     form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -722,6 +723,30 @@
               el("td", {}, c.httpStatus === null ? "no answer" : String(c.httpStatus)),
               el("td", { class: "num" }, Number(c.durationMs || 0).toFixed(1)),
               el("td", { class: "mono hide-narrow" }, c.trackingId || ""), el("td", { class: "mono" }, c.error || "")))))))));
+  }
+
+  // The stale and retired counts of GET /v1/stats (devices.stale, devices.retired), in the
+  // overview's window.
+  function hygieneCard(token) {
+    const body = el("div", { "aria-busy": "true" }, el("p", { class: "loading muted" }, "Loading device hygiene"));
+    const card = el("section", { class: "card", id: "device-hygiene" }, el("h2", {}, "Device hygiene"), body);
+    api("/v1/stats?window=" + encodeURIComponent(state.window)).then((stats) => {
+      if (!current(token)) return;
+      const devices = stats.devices || {};
+      const retired = devices.retired || { total: 0, byReason: {} };
+      const reasons = Object.keys(retired.byReason || {}).sort();
+      body.replaceChildren(
+        el("div", { class: "figures" },
+          tile("stale (last sweep)", fmtInt(devices.stale || 0), "devices.stale"),
+          tile("retired in " + stats.window, fmtInt(retired.total || 0), "devices.retired.total"),
+          reasons.map((r) => tile("retired: " + r, fmtInt(retired.byReason[r]), "devices.retired." + r))));
+      body.setAttribute("aria-busy", "false");
+    }, (error) => {
+      if (!current(token)) return;
+      body.replaceChildren(el("p", { class: "error", role: "alert" }, "Could not load device hygiene: " + error.message));
+      body.setAttribute("aria-busy", "false");
+    });
+    return card;
   }
 
   // MARK: Campaigns

@@ -34,6 +34,8 @@ struct NotificationJobRunner: Sendable {
     /// Reads the hub sends of telemetry polls, batched across polls that start together.
     let telemetryReader: TelemetryTargetReader
     let hub: NotificationHubClient
+    /// Retires the devices whose handles a send's telemetry reports dead.
+    let deadHandles: DeadHandles
     let throttle: HubThrottle
     let limits: Limits
     let logger: Logger
@@ -313,7 +315,9 @@ struct NotificationJobRunner: Sendable {
     /// change to `Processing`) is recorded with the per-PNS counts; `404` means "not yet" and
     /// polls again later (snoozing, so polls use no attempts), up to ``Limits/telemetryGiveUp``
     /// after the job was enqueued; `403` (Free/Basic tier) means "never": the state stays,
-    /// with the note "not available on this tier".
+    /// with the note "not available on this tier". A final answer that counts dead handles
+    /// (`ExpiredChannel`, `BadChannel`, `WrongToken`) retires the devices holding them
+    /// (``DeadHandles``).
     func pollTelemetry(_ job: ClaimedJob) async throws -> JobOutcome {
         var log = JobLog(logger: logger, job: job)
         guard let args = try? job.decodeArgs(HubSendArgs.self) else {
@@ -342,6 +346,12 @@ struct NotificationJobRunner: Sendable {
             result.hubNotificationID = hubID
             let state = Self.heraldState(details.state)
             if let state, state.isFinal {
+                // Before the answer is recorded (and the job ends with it): a database error
+                // here retries the poll, which reads the dead handles again.
+                if DeadHandles.reported(in: details) {
+                    let retired = try await deadHandles.retire(from: details, logger: logger)
+                    if retired > 0 { log.write(.info, "herald.telemetry.devices_retired", ["devices": "\(retired)"]) }
+                }
                 result.state = state
                 result.telemetryJSON = Self.countsJSON(details.outcomeCounts)
                 // The poll's job ends in the transaction that records the final answer.

@@ -40,7 +40,8 @@ enum DeviceStatements {
                     platform = $3::text,
                     tags = $5::text[] || (SELECT t FROM unnest(d.tags) AS t WHERE t LIKE 'tz:%'),
                     template_body = $6::text, template_headers = $7::text::jsonb,
-                    sync_state = 'pending', last_error = NULL, version = d.version + 1, updated_at = now()
+                    sync_state = 'pending', last_error = NULL, version = d.version + 1, updated_at = now(),
+                    last_seen_at = now()
                 WHERE d.id = $1::uuid AND d.user_id = $2::int8 AND d.kind = 'registration'
                   AND d.deleted_at IS NULL AND d.platform IS NOT NULL AND d.handle = $4::text
                   AND (SELECT count(*) FROM unnest(d.tags) AS t WHERE t LIKE 'tz:%') = 1
@@ -216,7 +217,8 @@ enum DeviceStatements {
 
     /// Creates or updates the caller's registration-style device; no row when the id is
     /// another user's or an installation. Returns only what the database decides (the
-    /// caller knows the rest).
+    /// caller knows the rest). The write marks the device seen (`last_seen_at`) and, when it
+    /// brings back a deleted or retired device, clears its retirement reason.
     struct UpsertRegistration: PostgresPreparedStatement {
         static let name = String(reflecting: Self.self)
 
@@ -242,7 +244,7 @@ enum DeviceStatements {
                 -- deleted, or about to be (the hub may refuse the id once it is).
                 hub_registration_id = CASE WHEN devices.deleted_at IS NULL THEN devices.hub_registration_id END,
                 hub_expires_at = CASE WHEN devices.deleted_at IS NULL THEN devices.hub_expires_at END,
-                version = devices.version + 1, updated_at = now()
+                version = devices.version + 1, updated_at = now(), last_seen_at = now(), retired_reason = NULL
             WHERE devices.user_id = EXCLUDED.user_id AND devices.kind = 'registration'
             RETURNING version, hub_registration_id, hub_expires_at, synced_version, created_at, updated_at, synced_at
             """
@@ -351,7 +353,7 @@ extension DeviceStatements {
         ON CONFLICT (id) DO UPDATE SET
             platform = EXCLUDED.platform, handle = EXCLUDED.handle, tags = EXCLUDED.tags,
             templates = EXCLUDED.templates, deleted_at = NULL, sync_state = 'pending', last_error = NULL,
-            version = devices.version + 1, updated_at = now()
+            version = devices.version + 1, updated_at = now(), last_seen_at = now(), retired_reason = NULL
         WHERE devices.user_id = EXCLUDED.user_id
         RETURNING \(unescaped: columns)
         """

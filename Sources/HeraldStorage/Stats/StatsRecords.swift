@@ -166,6 +166,11 @@ public struct OpsStats: Sendable {
     public var throttling: HubThrottling
     /// Campaign runs in state `Running` (≤ 50, oldest first).
     public var campaignRuns: [RunningCampaignRun]
+    /// Live devices the stale sweep's last complete pass found not seen for
+    /// `HERALD_DEVICE_STALE_DAYS` (and retired); 0 while the sweep is off.
+    public var staleDevices = 0
+    /// Devices retired within the window, by reason (`stale`, `ExpiredChannel`, …).
+    public var retiredDevicesByReason: [String: Int] = [:]
 }
 
 /// Abandoned or expired hub sends with one cause (``StatsStore/failures(window:)``).

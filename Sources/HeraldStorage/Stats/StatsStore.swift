@@ -77,10 +77,26 @@ public struct StatsStore: Sendable {
         for (state, count) in deviceStates {
             bySyncState[try DeviceSyncState(stored: state, column: "devices.sync_state"), default: 0] += count
         }
-        return OpsStats(
+        var stats = OpsStats(
             window: window, from: from, to: to, notificationsByState: byState, totals: totals, buckets: buckets,
             errors: errors, queues: queues, devicesBySyncState: bySyncState, recentFailedSyncs: failedSyncs,
             throttling: throttling, campaignRuns: runs)
+        (stats.staleDevices, stats.retiredDevicesByReason) = try await deviceHygiene(from: from)
+        return stats
+    }
+
+    /// The stale count the stale sweep stored at the end of its last pass (a one-row read, not
+    /// a scan of `devices`), and the retirements since `from` by reason (an index-only scan of
+    /// the window's retirements).
+    func deviceHygiene(from: Date) async throws -> (Int, [String: Int]) {
+        try await StorageSQL.run("read device hygiene statistics", within: wait) {
+            try await client.withConnection { connection in
+                (
+                    try await StatsStatements.staleDevices(on: connection, logger: logger),
+                    try await StatsStatements.retirements(from: from, on: connection, logger: logger)
+                )
+            }
+        }
     }
 
     /// Abandoned and expired hub sends whose final outcome is in `window`, grouped by cause
