@@ -6,8 +6,8 @@
 public struct TagPolicy: Sendable, Hashable {
     /// Prefixes only the server may use: `username:` and `from:` identify people, `tz:` carries
     /// the device's time zone (``ZoneTag``), and `$` is the hub's own (`$InstallationId:{…}`,
-    /// `$UserId:{…}`).
-    public static let reservedPrefixes = ["username:", "from:", ZoneTag.prefix, "$"]
+    /// `$UserId:{…}`); `herald-device:` marks what Herald wrote to the hub (``HubMarker``).
+    public static let reservedPrefixes = ["username:", "from:", ZoneTag.prefix, "$", HubMarker.prefix]
     /// The tags the server adds to every device: `username:<user>` and the zone tag.
     public static let serverTags = 2
     /// The hub's limit on one tag's length.

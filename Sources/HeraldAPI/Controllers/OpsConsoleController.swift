@@ -165,6 +165,34 @@ struct StatsBody: Encodable {
     struct Devices: Encodable {
         var bySyncState: [String: Int]
         var recentFailedSyncs: [FailedSync]
+        var lastReconcile: Nullable<Reconcile> = Nullable(nil)
+    }
+
+    /// The newest hub reconcile run (`heraldctl hub reconcile`, or the scheduled one).
+    struct Reconcile: Encodable {
+        var startedAt: Date
+        var finishedAt: Nullable<Date>
+        var state: String
+        var apply: Bool
+        var scanned: Int64
+        var orphans: Int64
+        var foreign: Int64
+        var missing: Int64
+        var different: Int64
+        var repaired: Int64
+
+        init(_ run: HubReconcileRun) {
+            startedAt = run.startedAt
+            finishedAt = Nullable(run.finishedAt)
+            state = run.state.rawValue
+            apply = run.apply
+            scanned = run.scanned
+            orphans = run.orphans
+            foreign = run.foreign
+            missing = run.missing
+            different = run.different
+            repaired = run.repaired
+        }
     }
 
     struct Throttling: Encodable {
@@ -206,7 +234,8 @@ struct StatsBody: Encodable {
                 FailedSync(
                     deviceId: $0.deviceID.description, user: Nullable($0.user), operation: $0.operation,
                     httpStatus: Nullable($0.httpStatus), error: Nullable($0.error), at: $0.at)
-            })
+            },
+            lastReconcile: Nullable(stats.lastReconcile.map(Reconcile.init)))
         hubThrottling = Throttling(
             throttledLast5m: stats.throttling.throttledLast5m, lastThrottledAt: Nullable(stats.throttling.lastThrottledAt),
             inEffect: stats.throttling.inEffect)

@@ -166,6 +166,8 @@ public struct OpsStats: Sendable {
     public var throttling: HubThrottling
     /// Campaign runs in state `Running` (≤ 50, oldest first).
     public var campaignRuns: [RunningCampaignRun]
+    /// The newest hub reconcile run, of any hub; nil when none ran.
+    public var lastReconcile: HubReconcileRun? = nil
 }
 
 /// Abandoned or expired hub sends with one cause (``StatsStore/failures(window:)``).

@@ -77,10 +77,13 @@ public struct StatsStore: Sendable {
         for (state, count) in deviceStates {
             bySyncState[try DeviceSyncState(stored: state, column: "devices.sync_state"), default: 0] += count
         }
-        return OpsStats(
+        var stats = OpsStats(
             window: window, from: from, to: to, notificationsByState: byState, totals: totals, buckets: buckets,
             errors: errors, queues: queues, devicesBySyncState: bySyncState, recentFailedSyncs: failedSyncs,
             throttling: throttling, campaignRuns: runs)
+        stats.lastReconcile = try await HubMaintenanceStore(client: client, queue: queue, logger: logger, wait: wait)
+            .lastReconcile()
+        return stats
     }
 
     /// Abandoned and expired hub sends whose final outcome is in `window`, grouped by cause
