@@ -29,8 +29,8 @@ struct Hub: AsyncParsableCommand {
                 repairs go to the worker as jobs: orphans deleted, the missing and the different synced again.
 
                 A run stopped anywhere (Ctrl-C, kill -9) resumes where it stopped when started again with the \
-                same mode. Exit status: 0 nothing found (or --apply enqueued the repairs); 3 findings reported \
-                without --apply.
+                same mode. Exit status: 0 nothing to repair (or --apply enqueued the repairs); 3 orphans, missing \
+                or different devices reported without --apply (foreign registrations alone do not count).
                 """
         )
 

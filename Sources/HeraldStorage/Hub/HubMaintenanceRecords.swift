@@ -44,8 +44,9 @@ public struct HubReconcileRun: Sendable, Hashable {
 
     /// Whether every page of the hub has been read (what is left is counting the missing).
     public var listingDone: Bool { pages > 0 && continuation == nil }
-    /// Findings: everything but the registrations that are fine.
-    public var findings: Int64 { orphans + foreign + missing + different }
+    /// What `--apply` repairs: orphans, missing and different (foreign registrations are only
+    /// reported).
+    public var findings: Int64 { orphans + missing + different }
 }
 
 /// What one page of the hub's registrations showed, to record with
