@@ -72,6 +72,14 @@ struct HubReconcileTests {
                 let listings = try await Self.requests(system, hub: system.hub).filter(\.isListing)
                 #expect(listings.count <= pages + 1, "at most the page in flight at the kill is read again: \(listings.count)")
                 #expect(resumed.stdout.contains { $0.contains("orphans    100") }, "\(resumed.stdout)")
+                // The ops console reports the run.
+                let key = try await SendTests.apiKey(system, scopes: [.read])
+                let stats = try await system.request(.GET, "/v1/stats", authorization: "Bearer \(key)")
+                let body = try #require(try JSONSerialization.jsonObject(with: Data(stats.body.utf8)) as? [String: Any])
+                let last = try #require((body["devices"] as? [String: Any])?["lastReconcile"] as? [String: Any])
+                #expect(last["orphans"] as? Int == 100 && last["missing"] as? Int == 100, "\(last)")
+                #expect(last["different"] as? Int == 100 && last["foreign"] as? Int == 20, "\(last)")
+                #expect(last["state"] as? String == "finished" && last["apply"] as? Bool == false, "\(last)")
 
                 // --apply: the repairs go to the worker; then nothing is left to find.
                 let apply = try Self.heraldctl(system, ["hub", "reconcile", "--apply", "--rate", "1000"])
