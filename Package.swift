@@ -216,8 +216,10 @@ let package = Package(
             name: "heraldctl",
             dependencies: [
                 "HeraldDomain", "HeraldSettings", "HeraldStorage", "HeraldRuntime",
+                // `heraldctl hub` reconciles and rebuilds through HeraldDelivery, which holds the hub client.
+                "HeraldDelivery",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
-                // `heraldctl send` talks to herald-api over HTTP (not to the hub: no NotificationHubs).
+                // `heraldctl send` talks to herald-api over HTTP (never to the hub).
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -295,7 +297,8 @@ let package = Package(
         .testTarget(
             name: "HeraldEndToEndTests",
             dependencies: [
-                "HeraldTestSupport", "HeraldStorage", "HeraldDomain",
+                // NotificationHubs: to change a hub behind Herald's back (the reconcile tests).
+                "HeraldTestSupport", "HeraldStorage", "HeraldDomain", "NotificationHubs",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

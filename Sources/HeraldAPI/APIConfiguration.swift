@@ -52,7 +52,7 @@ public struct APIConfiguration: Sendable {
         "the largest body of `POST /v1/notifications:batch` in bytes (other routes keep `HERALD_API_MAX_BODY_BYTES`)")
     /// `HERALD_MAX_CLIENT_TAGS`.
     public static let maxClientTags = Setting.int(
-        "max_client_tags", default: 20, range: 0...58, details: "device-api.md",
+        "max_client_tags", default: 20, range: 0...57, details: "device-api.md",
         "tags a client may set on one device; the server's `username:` and `tz:` tags come on top")
 
     /// Every key this configuration reads, its parts' included.

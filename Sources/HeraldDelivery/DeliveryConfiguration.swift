@@ -51,6 +51,24 @@ public struct DeliveryConfiguration: Sendable {
     public var telemetryMaxInterval: Duration
     /// Whether this worker runs the campaign scheduler (``CampaignScheduler``).
     public var campaignScheduler: Bool
+    /// The standby hub every device sync is also applied to (``HubStandby``); nil: none.
+    public var standby: HubStandby?
+    /// How often the scheduled reconcile runs; nil: never (the default).
+    public var reconcileInterval: Duration?
+    /// Hub operations per second reconcile and rebuild make at most (every attempt counts).
+    public var maintenanceRate: Int
+
+    /// A second hub kept in sync with the primary: its connection string (a secret: never
+    /// logged or stored) and its name.
+    public struct HubStandby: Sendable {
+        public var connectionString: String
+        public var hubName: String
+
+        public init(connectionString: String, hubName: String) {
+            self.connectionString = connectionString
+            self.hubName = hubName
+        }
+    }
 
     /// `HERALD_HUB_CONNECTION_STRING` (required by the worker; a secret).
     public static let hubConnectionString = Setting<String?>.optionalString(
@@ -122,6 +140,26 @@ public struct DeliveryConfiguration: Sendable {
         "whether this worker fires campaigns' due slots (one worker fires each); `off` when only a CronJob running `heraldctl campaign fire` should"
     )
 
+    /// `HERALD_HUB_STANDBY_CONNECTION_STRING` (optional; a secret).
+    public static let standbyConnectionString = Setting<String?>.optionalString(
+        "hub.standby_connection_string", defaultText: "— (no standby)", secret: true, details: "operations.md",
+        "a standby hub's connection string: every device sync on the primary is then applied to it too, by a job of its own whose failures never touch the primary"
+    )
+    /// `HERALD_HUB_STANDBY_NAME`.
+    public static let standbyName = Setting<String?>.optionalString(
+        "hub.standby_name", defaultText: "— (required with the above)", details: "operations.md",
+        "the standby hub's name")
+    /// `HERALD_HUB_RECONCILE_HOURS`.
+    public static let reconcileHours = Setting.int(
+        "hub.reconcile_hours", default: 0, range: 0...8760, details: "operations.md",
+        "hours between scheduled reconciles of the hub with PostgreSQL, which apply their repairs (as `heraldctl hub reconcile --apply`); 0 turns them off"
+    )
+    /// `HERALD_HUB_MAINTENANCE_RATE`.
+    public static let maintenanceRate = Setting.int(
+        "hub.maintenance_rate", default: 20, range: 1...10_000, details: "operations.md",
+        "hub operations per second reconcile and rebuild make at most, retries included (`heraldctl hub … --rate` overrides it)"
+    )
+
     /// Every key this configuration reads.
     public static let settings = [
         hubConnectionString.documentation, hubName.documentation, concurrency.documentation,
@@ -130,6 +168,8 @@ public struct DeliveryConfiguration: Sendable {
         deviceRetentionHours.documentation, deviceHubCallRetentionHours.documentation, deviceStaleDays.documentation,
         retryAfterCapSeconds.documentation, metricsHost.documentation, metricsPort.documentation,
         hubTimeoutSeconds.documentation, campaignSchedulerToggle.documentation,
+        standbyConnectionString.documentation, standbyName.documentation, reconcileHours.documentation,
+        maintenanceRate.documentation,
     ]
 
     /// Creates settings for `hubName` at `hubConnectionString`; every other default is the
@@ -152,8 +192,13 @@ public struct DeliveryConfiguration: Sendable {
         authenticationAttempts: Int = 3, maxSyncRounds: Int = 5,
         telemetryFirstPoll: Duration = .seconds(5), telemetryGiveUp: Duration = .seconds(3600),
         telemetryMaxInterval: Duration = .seconds(300),
-        campaignScheduler: Bool = DeliveryConfiguration.campaignSchedulerToggle.defaultValue
+        campaignScheduler: Bool = DeliveryConfiguration.campaignSchedulerToggle.defaultValue,
+        standby: HubStandby? = nil, reconcileInterval: Duration? = nil,
+        maintenanceRate: Int = DeliveryConfiguration.maintenanceRate.defaultValue
     ) {
+        self.standby = standby
+        self.reconcileInterval = reconcileInterval
+        self.maintenanceRate = max(1, maintenanceRate)
         self.campaignScheduler = campaignScheduler
         self.hubConnectionString = hubConnectionString
         self.hubName = hubName
@@ -187,6 +232,28 @@ public struct DeliveryConfiguration: Sendable {
             throw ConfigurationError(
                 key: Self.hubName.environmentName, "is not set, but \(Self.hubConnectionString.environmentName) is")
         }
+        let standbyConnection = try reader.value(Self.standbyConnectionString)
+        let standbyName = try reader.value(Self.standbyName)
+        var standby: HubStandby?
+        switch (standbyConnection, standbyName) {
+        case (let connection?, let name?):
+            guard connection.contains("Endpoint="), connection.contains("SharedAccessKey=") else {
+                // Names the key only: the value is a secret.
+                throw ConfigurationError(
+                    key: Self.standbyConnectionString.environmentName,
+                    "is not a connection string (Endpoint=…;SharedAccessKeyName=…;SharedAccessKey=…)")
+            }
+            standby = HubStandby(connectionString: connection, hubName: name)
+        case (nil, nil):
+            standby = nil
+        case (nil, _?):
+            throw ConfigurationError(
+                key: Self.standbyConnectionString.environmentName, "is not set, but \(Self.standbyName.environmentName) is")
+        case (_?, nil):
+            throw ConfigurationError(
+                key: Self.standbyName.environmentName, "is not set, but \(Self.standbyConnectionString.environmentName) is")
+        }
+        let reconcileHours = try reader.value(Self.reconcileHours)
         self.init(
             hubConnectionString: connectionString, hubName: hubName, concurrency: try reader.value(Self.concurrency),
             lease: .seconds(try reader.value(Self.leaseSeconds)),
@@ -200,6 +267,8 @@ public struct DeliveryConfiguration: Sendable {
             retryAfterCap: .seconds(try reader.value(Self.retryAfterCapSeconds)),
             metricsHost: try reader.value(Self.metricsHost), metricsPort: try reader.value(Self.metricsPort),
             hubCallTimeout: .seconds(try reader.value(Self.hubTimeoutSeconds)),
-            campaignScheduler: try reader.value(Self.campaignSchedulerToggle))
+            campaignScheduler: try reader.value(Self.campaignSchedulerToggle), standby: standby,
+            reconcileInterval: reconcileHours > 0 ? .seconds(reconcileHours * 3600) : nil,
+            maintenanceRate: try reader.value(Self.maintenanceRate))
     }
 }

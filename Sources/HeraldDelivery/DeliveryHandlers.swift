@@ -20,7 +20,8 @@ public import PostgresQueue
 ///
 /// The `devices` queue runs `registration.sync` and `installation.sync` (bring the hub in
 /// line with a device: create, update, recreate after `410 Gone`, delete), and
-/// `registration.delete` and `installation.delete` (remove hub objects no device refers to).
+/// `registration.delete` and `installation.delete` (remove hub objects no device refers to), and
+/// `standby.sync` (apply a synced device to the standby hub, when one is configured).
 /// The `notifications` queue runs `notification.send` (one audited hub call per attempt,
 /// with one throttle per hub shared by every send of the process) and
 /// `notification.telemetry` (poll the hub's per-message telemetry).
@@ -57,11 +58,22 @@ public struct DeliveryHandlers: Sendable {
         let hub = try NotificationHubClient(
             connectionString: configuration.hubConnectionString, hubName: configuration.hubName,
             httpClient: httpClient, configuration: hubConfiguration, logger: logger)
-        self.devices = DeviceJobRunner(
+        var devices = DeviceJobRunner(
             store: stores.devices, reader: DeviceSyncReader(store: stores.devices),
             writer: DeviceSyncWriter(store: stores.devices), queue: stores.queue, hub: hub,
             logger: logger,
             authenticationAttempts: configuration.authenticationAttempts, maxSyncRounds: configuration.maxSyncRounds)
+        // The standby is another client on the same HTTP client; its calls never share a job
+        // with the primary's.
+        let standbyHub = try configuration.standby.map { standby in
+            try NotificationHubClient(
+                connectionString: standby.connectionString, hubName: standby.hubName, httpClient: httpClient,
+                configuration: hubConfiguration, logger: logger)
+        }
+        devices.standby = StandbyJobRunner(
+            store: stores.devices, maintenance: HubMaintenanceStore(stores: stores), standby: standbyHub,
+            logger: logger, authenticationAttempts: configuration.authenticationAttempts)
+        self.devices = devices
         let store = stores.notifications
         self.notifications = NotificationJobRunner(
             store: store, campaigns: stores.campaigns, starter: NotificationAttemptStarter(store: store),

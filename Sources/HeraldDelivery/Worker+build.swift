@@ -51,7 +51,7 @@ public struct WorkerOptions: Sendable {
 /// ``JobExecutor`` per queue (``DeliveryHandlers/retryPolicy(forQueue:)``, the configured
 /// concurrency, lease and poll pace), the queue listener when `stores.queue` notifies on
 /// enqueue, the maintenance services and, with ``DeliveryConfiguration/campaignScheduler``, the
-/// ``CampaignScheduler``.
+/// ``CampaignScheduler``, and with ``DeliveryConfiguration/reconcileInterval`` the scheduled reconcile.
 ///
 /// ```swift
 /// let worker = try await buildWorker(configuration: delivery, stores: stores, logger: logger)
@@ -111,6 +111,11 @@ public func buildWorker(
     }
     if configuration.campaignScheduler {
         services.append(CampaignScheduler(store: stores.campaigns, logger: logger))
+    }
+    if options.maintenance, let interval = configuration.reconcileInterval {
+        let maintenance = try HubMaintenance(
+            configuration: configuration, stores: stores, httpClient: httpClient, logger: logger)
+        services.append(HubReconcileScheduler(maintenance: maintenance, interval: interval, logger: logger))
     }
     services.append(ExecutorGroup(executors: executors, logger: logger))
     return HeraldWorker(

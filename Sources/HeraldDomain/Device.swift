@@ -139,6 +139,9 @@ public enum DeviceJobs {
     public static let registrationDelete = "registration.delete"
     /// Delete one hub installation no device refers to any more.
     public static let installationDelete = "installation.delete"
+    /// Apply a device's current state to the standby hub (`HERALD_HUB_STANDBY_*`), after its
+    /// sync on the primary succeeded; its failures never touch the primary's state.
+    public static let standbySync = "standby.sync"
 
     /// The sync job kind for a device kind.
     public static func syncKind(for kind: DeviceKind) -> String {
@@ -150,6 +153,9 @@ public enum DeviceJobs {
 
     /// The unique key that coalesces a device's waiting sync jobs.
     public static func syncUniqueKey(_ id: DeviceID) -> String { "device-sync:\(id)" }
+
+    /// The unique key that coalesces a device's waiting standby syncs.
+    public static func standbyUniqueKey(_ id: DeviceID) -> String { "standby-sync:\(id)" }
 }
 
 /// Arguments of `registration.sync` and `installation.sync`.

@@ -6,10 +6,12 @@
 public struct TagPolicy: Sendable, Hashable {
     /// Prefixes only the server may use: `username:` and `from:` identify people, `tz:` carries
     /// the device's time zone (``ZoneTag``), and `$` is the hub's own (`$InstallationId:{…}`,
-    /// `$UserId:{…}`).
-    public static let reservedPrefixes = ["username:", "from:", ZoneTag.prefix, "$"]
+    /// `$UserId:{…}`); `herald-device:` marks what Herald wrote to the hub (``HubMarker``).
+    public static let reservedPrefixes = ["username:", "from:", ZoneTag.prefix, "$", HubMarker.prefix]
     /// The tags the server adds to every device: `username:<user>` and the zone tag.
     public static let serverTags = 2
+    /// The tags the hub holds for a device on top of its own: Herald's marker (``HubMarker``).
+    public static let markerTags = 1
     /// The hub's limit on one tag's length.
     public static let maxTagLength = 120
     /// The hub's limit on tags per registration (all tiers).
@@ -18,10 +20,10 @@ public struct TagPolicy: Sendable, Hashable {
     /// Most tags a client may set on one device (the server's two tags come on top).
     public var maxClientTags: Int
 
-    /// Creates a policy. `maxClientTags` is clamped so that, with the server's tags, a device
-    /// never exceeds the hub's 60.
+    /// Creates a policy. `maxClientTags` is clamped so that, with the server's tags and the
+    /// marker, a device never exceeds the hub's 60.
     public init(maxClientTags: Int = 20) {
-        self.maxClientTags = max(0, min(maxClientTags, Self.hubMaxTags - Self.serverTags))
+        self.maxClientTags = max(0, min(maxClientTags, Self.hubMaxTags - Self.serverTags - Self.markerTags))
     }
 
     /// The tag that routes notifications to a user.

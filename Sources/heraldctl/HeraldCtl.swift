@@ -12,8 +12,8 @@ struct HeraldCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "heraldctl",
         abstract:
-            "Operate Herald: migrate the database, manage device users, sender API keys and campaigns, send from a file.",
-        subcommands: [Migrate.self, Users.self, Keys.self, Campaigns.self, Send.self]
+            "Operate Herald: migrate the database, manage device users, sender API keys and campaigns, send from a file, reconcile or rebuild the hub.",
+        subcommands: [Migrate.self, Users.self, Keys.self, Campaigns.self, Send.self, Hub.self]
     )
 }
 

@@ -19,9 +19,9 @@ struct LocalTimeTests {
     ) async throws -> [String] {
         try await Poll.until(timeout: .seconds(20), "\(what): the hub never had it") {
             let held = try await world.hub.inspection.registrations().filter { $0.pnsHandle == handle }
-            return held.count == 1 && ok(held[0].tags)
+            return held.count == 1 && ok(held[0].tags.withoutMarker)
         }
-        return try await world.hub.inspection.registrations().first { $0.pnsHandle == handle }?.tags ?? []
+        return try await world.hub.inspection.registrations().first { $0.pnsHandle == handle }?.tags.withoutMarker ?? []
     }
 
     /// The user `name` (added when new) with zone `zone`.

@@ -23,7 +23,8 @@ struct RegistrationSyncTests {
             let hubID = try #require(device.hubRegistrationID)
             #expect(registration.registrationId == hubID)
             #expect(registration.platform == "apns" && registration.templateBody == nil)
-            #expect(Set(registration.tags) == ["World", "username:alice", "tz:UTC"])
+            #expect(Set(registration.tags.withoutMarker) == ["World", "username:alice", "tz:UTC"])
+            #expect(registration.tags.contains(HubMarker.tag(for: id)), "Herald's marker")
             #expect(device.syncState == .synced && device.syncedVersion == device.version && device.lastError == nil)
             #expect(device.hubExpiresAt != nil, "the hub's expiration is stored")
 
@@ -53,7 +54,7 @@ struct RegistrationSyncTests {
             #expect(held.count == 1)
             #expect(held.first?.registrationId == device.hubRegistrationID)
             #expect(held.first?.platform == platform.rawValue)
-            #expect(held.first?.tags == ["username:bob", "tz:UTC"])
+            #expect(held.first?.tags.withoutMarker == ["username:bob", "tz:UTC"])
             #expect(held.first?.templateBody == nil)
         }
     }
@@ -73,7 +74,7 @@ struct RegistrationSyncTests {
             #expect(held.count == 1)
             #expect(held.first?.registrationId == device.hubRegistrationID)
             #expect(held.first?.templateBody == body)
-            #expect(Set(held.first?.tags ?? []) == ["World", "Politics", "username:alice", "tz:UTC"])
+            #expect(Set(held.first?.tags.withoutMarker ?? []) == ["World", "Politics", "username:alice", "tz:UTC"])
 
             // A WNS template carries its X-WNS-Type header through to the hub (which refuses it without).
             let windows = DeviceID.random()
@@ -103,7 +104,7 @@ struct RegistrationSyncTests {
             let held = try await world.hub.inspection.registrations(handle: handle)
             #expect(held.count == 1)
             #expect(held.first?.registrationId == first.hubRegistrationID)
-            #expect(Set(held.first?.tags ?? []) == ["Sports", "Science", "username:alice", "tz:UTC"])
+            #expect(Set(held.first?.tags.withoutMarker ?? []) == ["Sports", "Science", "username:alice", "tz:UTC"])
             #expect(held.first?.etag == 2, "written twice at the same id")
             let calls = try await world.calls(id)
             #expect(calls.last?.operation == "createOrUpdateRegistration" && calls.last?.httpStatus == 200)
@@ -153,7 +154,7 @@ struct RegistrationSyncTests {
             #expect(device.id == id && device.lastError == nil && device.syncedVersion == device.version)
             let held = try await world.hub.inspection.registrations(handle: handle)
             #expect(held.map(\.registrationId) == [fresh])
-            #expect(Set(held.first?.tags ?? []) == ["Sports", "username:alice", "tz:UTC"])
+            #expect(Set(held.first?.tags.withoutMarker ?? []) == ["Sports", "username:alice", "tz:UTC"])
 
             let calls = try await world.calls(id).suffix(3).map { "\($0.operation) \($0.hubID ?? "-") \($0.httpStatus ?? 0)" }
             #expect(
@@ -186,7 +187,7 @@ struct RegistrationSyncTests {
             let held = try await world.hub.inspection.registrations(handle: handle)
             #expect(held.count == 1)
             #expect(held.first?.registrationId == bobsDevice.hubRegistrationID)
-            #expect(held.first?.tags == ["username:bob", "tz:UTC"])
+            #expect(held.first?.tags.withoutMarker == ["username:bob", "tz:UTC"])
             #expect(!held.contains { $0.tags.contains("username:alice") })
             #expect(alicesDevice.hubRegistrationID == nil)
         }
@@ -213,7 +214,7 @@ struct RegistrationSyncTests {
 
             let held = try await world.hub.inspection.registrations(handle: handle)
             #expect(held.map(\.registrationId) == [device.hubRegistrationID].compactMap { $0 })
-            #expect(held.first?.tags == ["username:alice", "tz:UTC"])
+            #expect(held.first?.tags.withoutMarker == ["username:alice", "tz:UTC"])
             let all = try await world.hub.inspection.registrations()
             #expect(all.contains { $0.registrationId == bystander.registrationID })
 
@@ -256,7 +257,7 @@ struct RegistrationSyncTests {
             let held = try await world.hub.inspection.registrations(handle: handle)
             #expect(held.count == 1, "racing first syncs still leave one registration")
             #expect(held.first?.registrationId == device.hubRegistrationID)
-            #expect(Set(held.first?.tags ?? []) == ["round8", "username:alice", "tz:UTC"])
+            #expect(Set(held.first?.tags.withoutMarker ?? []) == ["round8", "username:alice", "tz:UTC"])
         }
     }
 
@@ -298,7 +299,7 @@ struct RegistrationSyncTests {
             #expect(device.version == 2 && device.syncedVersion == 2)
             let held = try await world.hub.inspection.registrations(handle: handle)
             #expect(held.count == 1)
-            #expect(Set(held.first?.tags ?? []) == ["latest", "username:alice", "tz:UTC"])
+            #expect(Set(held.first?.tags.withoutMarker ?? []) == ["latest", "username:alice", "tz:UTC"])
             let writes = try await world.calls(id).filter { $0.operation == "createOrUpdateRegistration" }
             #expect(writes.count >= 3, "the stale job wrote again after its fence failed")
         }

@@ -37,7 +37,8 @@ struct DomainTests {
             try policy.tags(for: "alice", clientTags: ["World", "Sports", "World"]) == ["World", "Sports", "username:alice"])
         for (tags, code) in [
             (["username:bob"], "reserved_tag"), (["USERNAME:bob"], "reserved_tag"), (["from:bob"], "reserved_tag"),
-            (["$InstallationId:{x}"], "reserved_tag"), (["has space"], "invalid_tag"), (["semi;colon"], "invalid_tag"),
+            (["$InstallationId:{x}"], "reserved_tag"), (["herald-device:0b1c"], "reserved_tag"),
+            (["Herald-Device:x"], "reserved_tag"), (["has space"], "invalid_tag"), (["semi;colon"], "invalid_tag"),
             ([String(repeating: "a", count: 121)], "invalid_tag"), ([""], "invalid_tag"),
             (["a", "b", "c", "d"], "too_many_tags"),
         ] {
@@ -50,7 +51,7 @@ struct DomainTests {
         }
         #expect(TagPolicy.isWellFormed(String(repeating: "a", count: 120)))
         #expect(TagPolicy.isWellFormed("follows_RedSox@2024#x.y:z-w"))
-        #expect(TagPolicy(maxClientTags: 500).maxClientTags == 58, "with the server's two tags, never past the hub's 60")
+        #expect(TagPolicy(maxClientTags: 500).maxClientTags == 57, "with the server's two tags and the marker, never past the hub's 60")
     }
 
     @Test("device handles are checked per platform and redacted for logs")

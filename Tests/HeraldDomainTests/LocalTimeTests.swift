@@ -56,7 +56,7 @@ struct ZoneTagTests {
     @Test("clients may not set tz: tags, in any case; the server's tags leave room for them under the hub's 60")
     func reserved() throws {
         let policy = TagPolicy(maxClientTags: 100)
-        #expect(policy.maxClientTags == 58)
+        #expect(policy.maxClientTags == 57)
         for tag in ["tz:Europe:Paris", "TZ:UTC", "Tz:x"] {
             #expect(throws: DomainError.self) { try policy.tags(for: "alice", clientTags: [tag]) }
             do {

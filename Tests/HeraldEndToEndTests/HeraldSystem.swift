@@ -54,15 +54,24 @@ struct HeraldSystem: Sendable {
 
     /// Starts everything on `db`, with users `alice` and `bob` (passwords `<name>-password`),
     /// runs `body`, and stops the processes. `workers` defaults to `HERALD_TEST_WORKERS`.
+    ///
+    /// `moreHubs` are further hubs of the emulator, with the same key as the first (so
+    /// ``connectionString`` reaches them all); with `standby` (one of them), the workers keep it
+    /// in sync as their standby hub.
     static func with<T: Sendable>(
         _ db: TestDatabase, environment: [String: String] = [:], workers workerCount: Int? = nil,
+        moreHubs: [String] = [], standby: String? = nil,
         _ body: @Sendable (HeraldSystem) async throws -> T
     ) async throws -> T {
         let users = UserStore(client: db.client, logger: db.logger)
         for name in ["alice", "bob"] {
             try await users.add(name: name, passwordHash: Bcrypt.hash("\(name)-password", cost: 4))
         }
-        let emulator = try ChildProcess("nh-emulator", arguments: ["--port", "0", "--hub", "herald", "--inspection"])
+        var emulatorArguments = ["--port", "0", "--hub", "herald", "--inspection"]
+        if !moreHubs.isEmpty {
+            emulatorArguments += moreHubs.flatMap { ["--hub", $0] } + ["--key", "aGVyYWxkLXRlc3Qta2V5LWZvci1ldmVyeS1odWItMDAwMA=="]
+        }
+        let emulator = try ChildProcess("nh-emulator", arguments: emulatorArguments)
         try await emulator.waitForOutput { $0.contains { $0.hasPrefix("HERALD_HUB_NAME=") } }
         var hubEnvironment: [String: String] = [:]
         for line in emulator.stdout where line.hasPrefix("HERALD_HUB_") {
@@ -86,7 +95,11 @@ struct HeraldSystem: Sendable {
         }
         for (key, value) in environment { common[key] = value }
         let api = try ChildProcess("herald-api", environment: common.merging(["HERALD_API_PORT": "0"]) { $1 })
-        let workerEnvironment = common.merging(hubEnvironment) { $1 }
+        var workerEnvironment = common.merging(hubEnvironment) { $1 }
+        if let standby {
+            workerEnvironment["HERALD_HUB_STANDBY_CONNECTION_STRING"] = connectionString
+            workerEnvironment["HERALD_HUB_STANDBY_NAME"] = standby
+        }
         let workers = try (0..<(workerCount ?? defaultWorkerCount)).map { _ in
             try ChildProcess("herald-worker", environment: workerEnvironment)
         }

@@ -168,6 +168,7 @@ struct StatsBody: Encodable {
         /// Live devices the stale sweep's last pass found not seen for the limit; 0 when off.
         var stale: Int
         var retired: Retired
+        var lastReconcile: Nullable<Reconcile> = Nullable(nil)
     }
 
     /// Devices retired within the window: `{"total": n, "byReason": {"stale": n, …}}`.
@@ -178,6 +179,33 @@ struct StatsBody: Encodable {
         init(_ byReason: [String: Int]) {
             self.byReason = byReason
             total = byReason.values.reduce(0, +)
+        }
+    }
+
+    /// The newest hub reconcile run (`heraldctl hub reconcile`, or the scheduled one).
+    struct Reconcile: Encodable {
+        var startedAt: Date
+        var finishedAt: Nullable<Date>
+        var state: String
+        var apply: Bool
+        var scanned: Int64
+        var orphans: Int64
+        var foreign: Int64
+        var missing: Int64
+        var different: Int64
+        var repaired: Int64
+
+        init(_ run: HubReconcileRun) {
+            startedAt = run.startedAt
+            finishedAt = Nullable(run.finishedAt)
+            state = run.state.rawValue
+            apply = run.apply
+            scanned = run.scanned
+            orphans = run.orphans
+            foreign = run.foreign
+            missing = run.missing
+            different = run.different
+            repaired = run.repaired
         }
     }
 
@@ -221,7 +249,8 @@ struct StatsBody: Encodable {
                     deviceId: $0.deviceID.description, user: Nullable($0.user), operation: $0.operation,
                     httpStatus: Nullable($0.httpStatus), error: Nullable($0.error), at: $0.at)
             },
-            stale: stats.staleDevices, retired: Retired(stats.retiredDevicesByReason))
+            stale: stats.staleDevices, retired: Retired(stats.retiredDevicesByReason),
+            lastReconcile: Nullable(stats.lastReconcile.map(Reconcile.init)))
         hubThrottling = Throttling(
             throttledLast5m: stats.throttling.throttledLast5m, lastThrottledAt: Nullable(stats.throttling.lastThrottledAt),
             inEffect: stats.throttling.inEffect)

@@ -677,7 +677,37 @@
 
   // MARK: Devices
 
+  // The newest hub reconcile run (`heraldctl hub reconcile`, or the scheduled one), from /v1/stats.
+  function reconcileCard(token) {
+    const body = el("p", { class: "loading muted" }, "Loading");
+    const card = el("section", { class: "card", "data-card": "reconcile" }, el("h2", {}, "Last hub reconcile"), body);
+    api("/v1/stats?window=15m").then((stats) => {
+      if (!current(token)) return;
+      const run = stats.devices && stats.devices.lastReconcile;
+      if (!run) {
+        body.replaceWith(el("p", { class: "muted" }, "No reconcile has run (heraldctl hub reconcile)."));
+        return;
+      }
+      const count = (label, value, note) => [el("dt", {}, label), el("dd", { class: "num" }, String(value), note ? el("span", { class: "muted" }, " " + note) : "")];
+      body.replaceWith(el("dl", { class: "facts" },
+        el("dt", {}, "state"), el("dd", {}, badge(run.state), run.apply ? " (repairs applied)" : " (report only)"),
+        el("dt", {}, "started"), el("dd", {}, fmtTime(run.startedAt)),
+        el("dt", {}, "finished"), el("dd", {}, fmtTime(run.finishedAt)),
+        ...count("scanned", run.scanned),
+        ...count("orphans", run.orphans, "Herald's, no live device"),
+        ...count("missing", run.missing, "live, not at the hub"),
+        ...count("different", run.different),
+        ...count("foreign", run.foreign, "not Herald's: never deleted"),
+        ...count("repaired", run.repaired, "jobs enqueued")));
+    }).catch((error) => {
+      if (!current(token)) return;
+      body.replaceWith(el("p", { class: "error", role: "alert" }, "Could not load the last reconcile: " + error.message));
+    });
+    return card;
+  }
+
   async function renderDevices(container, name, token) {
+    container.append(reconcileCard(token));
     const input = el("input", { id: "device-user", value: name, required: true, maxlength: 64, placeholder: "alice" });
     const form = el("form", { class: "toolbar", "aria-label": "Look up a user" },
       el("div", { class: "field" }, el("label", { for: "device-user" }, "User name"), input),

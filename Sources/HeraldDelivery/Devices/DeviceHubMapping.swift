@@ -3,10 +3,17 @@ import HeraldStorage
 import NotificationHubs
 
 /// How a device row becomes what the hub stores: one registration (native, or template when
-/// the device has a template) or one installation.
+/// the device has a template) or one installation. Both carry the device's tags and its
+/// ``HubMarker`` (`herald-device:<id>`), which says Herald wrote it.
 enum DeviceHubMapping {
-    /// The registration of a registration-style device, at the hub id `registrationID`.
-    static func registration(for device: DeviceRecord, platform: Platform, registrationID: String) -> Registration {
+    /// The tags the hub holds for `device`: its own, then its marker.
+    static func hubTags(for device: DeviceRecord) -> [String] {
+        device.tags + [HubMarker.tag(for: device.id)]
+    }
+
+    /// The registration of a registration-style device, at the hub id `registrationID` (nil: a
+    /// new registration, the hub picks the id).
+    static func registration(for device: DeviceRecord, platform: Platform, registrationID: String?) -> Registration {
         let channel: RegistrationChannel
         switch platform {
         case .apns: channel = .apple(deviceToken: device.handle)
@@ -16,7 +23,8 @@ enum DeviceHubMapping {
         // Template headers were checked when the device was stored: `X-WNS-*` on WNS (with
         // `X-WNS-Type`), none on APNs and FCM v1.
         let template = device.template.map { RegistrationTemplate(body: $0.body, headers: $0.headers) }
-        return Registration(channel: channel, tags: device.tags, template: template, registrationID: registrationID)
+        return Registration(
+            channel: channel, tags: hubTags(for: device), template: template, registrationID: registrationID)
     }
 
     /// The installation of an installation-style device: its tags (`username:<user>`
@@ -34,7 +42,7 @@ enum DeviceHubMapping {
                 tags: spec.tags.isEmpty ? nil : spec.tags)
         }
         return Installation(
-            id: installationID, platform: pushPlatform, pushChannel: device.handle, tags: device.tags,
+            id: installationID, platform: pushPlatform, pushChannel: device.handle, tags: hubTags(for: device),
             templates: templates.isEmpty ? nil : templates)
     }
 

@@ -29,6 +29,8 @@ struct DeviceJobRunner: Sendable {
     let authenticationAttempts: Int
     /// Read-write rounds per attempt while the device keeps changing.
     let maxSyncRounds: Int
+    /// `standby.sync`; with a standby hub, every successful sync enqueues one.
+    var standby: StandbyJobRunner? = nil
 
     /// Pages (of 100) read when listing what the hub holds for a handle.
     static let maxListingPages = 10
@@ -55,6 +57,10 @@ struct DeviceJobRunner: Sendable {
         handlers.register(DeviceJobs.installationSync) { job in try await self.sync(job) }
         handlers.register(DeviceJobs.registrationDelete) { job in try await self.deleteFromHub(job) }
         handlers.register(DeviceJobs.installationDelete) { job in try await self.deleteFromHub(job) }
+        handlers.register(DeviceJobs.standbySync) { job in
+            guard let standby = self.standby else { return .completed }
+            return try await standby.sync(job)
+        }
         return handlers
     }
 
@@ -92,6 +98,7 @@ struct DeviceJobRunner: Sendable {
                 }
                 try await store.recordHubCalls(log.drain())
                 report(result, device: current, rounds: round, logger: logger)
+                await followOnStandby(result, device: current.id, logger: logger)
                 if case .synced(_, let finished?) = result { return .finished(finished) }
                 return .completed
             }
@@ -299,6 +306,22 @@ struct DeviceJobRunner: Sendable {
     private func enqueueRegistrationDeletes(_ ids: [String], for deviceID: DeviceID) async throws {
         let jobs = try ids.map { id in try NewJob.hubDelete(HubDeleteArgs(deviceID: deviceID, hubID: id), kind: .registration) }
         try await queue.enqueue(jobs)
+    }
+
+    /// After a sync that changed the primary, the same change for the standby hub, as a job of
+    /// its own. Enqueued after the primary's result is recorded, and a failure to enqueue is
+    /// only logged: nothing about the standby may fail the primary's sync.
+    private func followOnStandby(_ result: RoundResult, device: DeviceID, logger: Logger) async {
+        guard standby?.standby != nil else { return }
+        switch result {
+        case .synced, .removed: break
+        case .skipped, .changed: return
+        }
+        do {
+            _ = try await queue.enqueue(.standbySync(DeviceSyncArgs(deviceID: device)))
+        } catch {
+            logger.warning("herald.standby.enqueue_failed", metadata: ["error": "\(error)"])
+        }
     }
 
     /// The runner's logger with the job's id, kind and attempt.

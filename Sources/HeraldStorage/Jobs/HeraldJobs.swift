@@ -45,6 +45,14 @@ extension NewJob {
             }
         return try NewJob(queue: DeviceJobs.queue, kind: jobKind, args: args, uniqueKey: "\(keyPrefix):\(args.hubID)")
     }
+
+    /// `standby.sync`: apply the device's current state to the standby hub. Waiting standby
+    /// syncs of one device coalesce (``DeviceJobs/standbyUniqueKey(_:)``).
+    public static func standbySync(_ args: DeviceSyncArgs) -> NewJob {
+        NewJob(
+            queue: DeviceJobs.queue, kind: DeviceJobs.standbySync, argsJSON: args.jobJSON,
+            uniqueKey: DeviceJobs.standbyUniqueKey(args.deviceID))
+    }
 }
 
 extension HubSendArgs {

@@ -171,6 +171,8 @@ public struct OpsStats: Sendable {
     public var staleDevices = 0
     /// Devices retired within the window, by reason (`stale`, `ExpiredChannel`, …).
     public var retiredDevicesByReason: [String: Int] = [:]
+    /// The newest hub reconcile run, of any hub; nil when none ran.
+    public var lastReconcile: HubReconcileRun? = nil
 }
 
 /// Abandoned or expired hub sends with one cause (``StatsStore/failures(window:)``).

@@ -82,6 +82,8 @@ public struct StatsStore: Sendable {
             errors: errors, queues: queues, devicesBySyncState: bySyncState, recentFailedSyncs: failedSyncs,
             throttling: throttling, campaignRuns: runs)
         (stats.staleDevices, stats.retiredDevicesByReason) = try await deviceHygiene(from: from)
+        stats.lastReconcile = try await HubMaintenanceStore(client: client, queue: queue, logger: logger, wait: wait)
+            .lastReconcile()
         return stats
     }
 
