@@ -188,7 +188,7 @@ struct BulkSendTests {
                 }
                 // At the end: still one bar line (redrawn in place, not one line per redraw), full.
                 let final = Shared<String>("")
-                try await Poll.until(timeout: .seconds(60), "never finished; pane: \(final.withLock { $0 })") {
+                try await Poll.until(timeout: .seconds(180), "never finished; pane: \(final.withLock { $0 })") {
                     let pane = try run(["capture-pane", "-p", "-t", "send"]).output
                     final.withLock { $0 = pane }
                     return pane.contains("exit=")
