@@ -378,21 +378,9 @@ struct DeviceJobRunner: Sendable {
             throw CancellationError()
         } catch let error as NotificationHubsError {
             try await store.recordHubCalls(log.drain())
-            let reason = HubErrorPolicy.reason(error)
-            let metadata: Logger.Metadata = [
-                "reason": "\(reason)", "hub.status": "\(error.status.map { String($0) } ?? "-")",
-            ]
-            switch HubErrorPolicy.decide(error, attempt: Int(job.attempt), authenticationAttempts: authenticationAttempts)
-            {
-            case .cancelled:
-                throw CancellationError()
-            case .retry(let notBefore) where !job.isLastAttempt:
-                logger.warning("herald.hub.delete_retry", metadata: metadata)
-                return .retry(reason: reason, notBefore: notBefore)
-            case .retry, .fail:
-                logger.error("herald.hub.delete_failed", metadata: metadata)
-                return .discard(reason: reason)
-            }
+            return try HubErrorPolicy.outcome(
+                of: error, job: job, authenticationAttempts: authenticationAttempts, event: "herald.hub.delete",
+                logger: logger)
         } catch {
             try? await store.recordHubCalls(log.drain())
             throw error

@@ -41,21 +41,9 @@ struct StandbyJobRunner: Sendable {
             logger.info("herald.standby.synced", metadata: ["device.deleted": "\(device.isDeleted)"])
             return .completed
         } catch let error as NotificationHubsError {
-            let reason = HubErrorPolicy.reason(error)
-            let metadata: Logger.Metadata = [
-                "reason": "\(reason)", "hub.status": "\(error.status.map { String($0) } ?? "-")",
-            ]
-            switch HubErrorPolicy.decide(error, attempt: Int(job.attempt), authenticationAttempts: authenticationAttempts)
-            {
-            case .cancelled:
-                throw CancellationError()
-            case .retry(let notBefore) where !job.isLastAttempt:
-                logger.warning("herald.standby.sync_retry", metadata: metadata)
-                return .retry(reason: reason, notBefore: notBefore)
-            case .retry, .fail:
-                logger.error("herald.standby.sync_failed", metadata: metadata)
-                return .discard(reason: reason)
-            }
+            return try HubErrorPolicy.outcome(
+                of: error, job: job, authenticationAttempts: authenticationAttempts, event: "herald.standby.sync",
+                logger: logger)
         }
     }
 

@@ -1,5 +1,7 @@
 import HeraldDomain
+import Logging
 import NotificationHubs
+import PostgresQueue
 
 /// What a failed hub call means for the job that made it (DESIGN.md, "Errors from the hub"),
 /// and how the failure is described where it is stored.
@@ -28,6 +30,26 @@ enum HubErrorPolicy {
         if error.isTransient { return .retry(notBefore: error.retryAfter) }
         if error.isAuthentication { return attempt < authenticationAttempts ? .retry(notBefore: nil) : .fail }
         return .fail
+    }
+
+    /// How a job that only repeats its hub call ends on `error`: retried (not before
+    /// `Retry-After`) while attempts remain, else discarded, logged as `<event>_retry` or
+    /// `<event>_failed` with the reason and status.
+    static func outcome(
+        of error: NotificationHubsError, job: ClaimedJob, authenticationAttempts: Int, event: String, logger: Logger
+    ) throws -> JobOutcome {
+        let reason = reason(error)
+        let metadata: Logger.Metadata = ["reason": "\(reason)", "hub.status": "\(error.status.map { String($0) } ?? "-")"]
+        switch decide(error, attempt: Int(job.attempt), authenticationAttempts: authenticationAttempts) {
+        case .cancelled:
+            throw CancellationError()
+        case .retry(let notBefore) where !job.isLastAttempt:
+            logger.warning("\(event)_retry", metadata: metadata)
+            return .retry(reason: reason, notBefore: notBefore)
+        case .retry, .fail:
+            logger.error("\(event)_failed", metadata: metadata)
+            return .discard(reason: reason)
+        }
     }
 
     /// The failure as a job error and a device's `last_error`: the operation, the status or
