@@ -414,6 +414,16 @@ def run(system):
                and [c.find_elements(By.TAG_NAME, "td")[1].text for c in calls] == [c["operation"] for c in api_calls],
                "the devices page shows alice's device, synced, with each registration-side hub call",
                f"{len(calls)} call(s) on the page, {len(api_calls)} in the API")
+        browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#device-hygiene [aria-busy='false']")
+                     and d.find_elements(By.CSS_SELECTOR, "[data-card='reconcile'] > p.muted:not(.loading), [data-card='reconcile'] dl"),
+                     what="the device hygiene and reconcile cards")
+        _, stats, _ = system.v1("GET", "/v1/stats?window=1h", key=system.read_key)
+        hygiene = browser.find("#device-hygiene")[0].text
+        reconcile = browser.find("[data-card='reconcile']")[0].text
+        report("stale (last sweep)" in hygiene and "retired in" in hygiene
+               and ("No reconcile has run" in reconcile) == (stats["devices"]["lastReconcile"] is None),
+               "the devices page shows the stale and retired counts and the last reconcile",
+               f"{hygiene!r} / {reconcile!r}")
         browser.shot("devices")
         browser.go("#/campaigns")
         browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#campaigns, #page .muted:not(.loading)"),
