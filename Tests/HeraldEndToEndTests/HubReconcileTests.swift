@@ -169,6 +169,37 @@ struct HubReconcileTests {
         }
     }
 
+    @Test("HERALD_HUB_RECONCILE_HOURS: a worker reconciles with repairs on its own, deleting a marked orphan and recreating a missing device")
+    func scheduled() async throws {
+        try await TestDatabase.with { db async throws in
+            try await HeraldSystem.with(db, workers: 1) { system in
+                try await Self.seed(system, count: 20)
+                let primary = try Self.hubClient(system, hub: system.hub)
+                let held = try await system.hubRegistrations()
+                let gone = try #require(held.first)
+                try await primary.deleteRegistration(id: gone.registrationId)
+                let orphan = try await primary.createRegistration(
+                    .apple(deviceToken: Self.token(), tags: [HubMarker.tag(for: .random())]))
+                let orphanID = try #require(orphan.registrationID)
+
+                // The system's worker runs without a schedule; this one with it, and checks at start.
+                let scheduled = try ChildProcess(
+                    "herald-worker", environment: system.workerEnvironment.merging(["HERALD_HUB_RECONCILE_HOURS": "1"]) { $1 })
+                defer { scheduled.signal(SIGTERM) }
+                try await Poll.until(timeout: .seconds(60), "no scheduled run finished: \(scheduled.stderr.suffix(3))") {
+                    try await db.count("SELECT count(*) FROM hub_reconcile_runs WHERE state = 'finished' AND apply") == 1
+                }
+                #expect(try await db.count("SELECT orphans FROM hub_reconcile_runs") == 1)
+                #expect(try await db.count("SELECT missing FROM hub_reconcile_runs") == 1)
+                try await Poll.until(timeout: .seconds(60), "the repairs never reached the hub") {
+                    let now = try await system.hubRegistrations()
+                    return now.count == 20 && !now.contains { $0.registrationId == orphanID }
+                        && now.contains { Set($0.tags) == Set(gone.tags) }
+                }
+            }
+        }
+    }
+
     // MARK: Helpers
 
     /// `count` synced devices of 100 users (10 each), written to the database and synced by the worker.
