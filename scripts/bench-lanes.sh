@@ -137,10 +137,19 @@ backlog_rate() {
 }
 
 api_pid=""; worker_pid=""
+# The worker, then the API: SIGTERM, and SIGKILL (said on standard error) after 60 s.
 stop_processes() {
+  local pid name
   for pid in "$worker_pid" "$api_pid"; do
     [ -n "$pid" ] || continue
-    kill -TERM "$pid" 2>/dev/null || true; kill -CONT "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+    name="$(cat "/proc/$pid/comm" 2>/dev/null || echo "$pid")"
+    kill -TERM "$pid" 2>/dev/null || true; kill -CONT "$pid" 2>/dev/null || true
+    for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "bench-lanes: $name did not stop within 60 s of SIGTERM; killed" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
   done
   api_pid=""; worker_pid=""
 }
