@@ -15,7 +15,7 @@
 #
 # Usage: scripts/bench.sh BIN_DIR
 # Knobs: BENCH_BASELINE_BIN, BENCH_SKIP_STATS=1 (leaves out the stats benchmark, whose first run
-# seeds 1 M notifications), BENCH_SKIP_LANES=1 (leaves out the fairness benchmark, about six
+# seeds 1 M notifications), BENCH_SKIP_LANES=1 (leaves out the fairness benchmark, several
 # minutes), BENCH_UPDATE_DOCS=1, and those of the scripts it runs.
 set -euo pipefail
 bin="${1:?usage: bench.sh BIN_DIR}"
