@@ -225,6 +225,10 @@ half() {
   backlog_rate batch "$mode" "$since" "n.api_key_id = $id_a AND n.created_at >= '$batch_since'"
   bench_poll "SELECT count(*) FROM notifications WHERE api_key_id = $id_a AND created_at >= '$batch_since' AND state IN ('Queued', 'Scheduled')"
   [ "$POLL" = 0 ] || echo "bench-lanes: $mode batch: $POLL of the backlog still waiting when the singles had gone out (left unsent)" >&2
+  # Every hub send of the half that went out went out once and was not given up.
+  local bad
+  bad="$(q "SELECT count(*) FROM hub_sends WHERE attempts > 1 OR state IN ('Abandoned', 'Unknown', 'Cancelled', 'Expired')")"
+  [ "$bad" -eq 0 ] || { echo "bench-lanes: $mode: $bad hub sends were retried or given up" >&2; q "SELECT state, attempts, last_error, count(*) FROM hub_sends GROUP BY 1, 2, 3" >&2; exit 1; }
   stop_processes
 }
 
