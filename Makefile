@@ -5,13 +5,13 @@ SWIFT ?= swift
 RELEASE_PATH ?= .build-release
 DB_ENV := .data/postgres.env
 
-.PHONY: help build docs test chaos run bench bench-queue bench-pickup bench-hub bench-api bench-send bench-stats release-products lint format migrate db-up db-down clean
+.PHONY: help build docs test chaos run bench bench-queue bench-pickup bench-hub bench-api bench-send bench-lanes bench-stats release-products lint format migrate db-up db-down clean
 
 help:
 	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
 	@echo "make test        start PostgreSQL, build every product, run every test (also through PgBouncer), the deploy checks and the reduced fault harness"
 	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, partitions, ...)"
-	@echo "make bench       every benchmark (release build); bench-queue, bench-pickup, bench-hub, bench-api, bench-send, bench-stats for subsets"
+	@echo "make bench       every benchmark (release build); bench-queue, bench-pickup, bench-hub, bench-api, bench-send, bench-lanes, bench-stats for subsets"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
 	@echo "make docs        rewrite docs/configuration.md from the Setting declarations (a test checks it)"
 	@echo "make migrate     apply migrations to the local database"
@@ -100,6 +100,11 @@ bench-api: db-up release-products
 # The send pipeline: batch accept, end to end through the worker, latency (scripts/bench-send.sh).
 bench-send: db-up release-products
 	@scripts/bench-send.sh "$(RELEASE_PATH)/release"
+
+# Fairness: another key's single sends while a campaign's and a batch backlog drain, with the
+# queue's lanes off (before) and on (after) in one run (scripts/bench-lanes.sh).
+bench-lanes: db-up release-products
+	@scripts/bench-lanes.sh "$(RELEASE_PATH)/release"
 
 lint:
 	$(SWIFT) format lint --recursive --parallel Package.swift Sources Tests Benchmarks Plugins Tools

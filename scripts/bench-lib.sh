@@ -19,6 +19,9 @@
 #                          hub client alone, the queue's own enqueue) paid for no polling. Call it
 #                          from the script's own shell, not in `$(…)`: bash gives a subshell no
 #                          access to the session.
+#   bench_seed_history COUNT  COUNT finished notifications (one completed hub send and its outcome
+#                          each, two days old, of the first API key) in the bench database, then
+#                          ANALYZE: what the tables hold at the start of each measured phase
 
 bench_setup() {
   local name="$1"
@@ -104,4 +107,27 @@ bench_poll() {
   done
   echo "bench: the polling session ended" >&2
   exit 1
+}
+
+# Finished sends the tables hold at the start of each phase, as a database in use does.
+# Without them each phase began on the empty tables TRUNCATE leaves, and the worker's
+# connections kept the plans PostgreSQL made for them at the phase's first batches:
+# sequential scans of hub_sends and notifications, run for every batch as the tables grew
+# (auto_explain: 716 such lookups of a batch's hub sends in one run, 2 ms each by the end).
+bench_seed_history() {
+  psql -qtA "$bench_url" -c "WITH n AS (
+       INSERT INTO notifications (id, api_key_id, target, content, state, deadline, created_at, updated_at,
+                                  finished_at)
+       SELECT gen_random_uuid(), (SELECT id FROM api_keys ORDER BY id LIMIT 1), '{\"tags\": \"bench:history\"}',
+              '{\"apple\": {\"aps\": {\"alert\": \"history\"}}}', 'Completed', now() - interval '1 day',
+              now() - interval '2 days', now() - interval '2 days', now() - interval '2 days'
+       FROM generate_series(1, $1) RETURNING id),
+     h AS (
+       INSERT INTO hub_sends (notification_id, format, tag_expression, state, attempts, hub_notification_id,
+                              last_status)
+       SELECT id, 'apple', 'bench:history', 'Completed', 1, 'history', 201 FROM n RETURNING id, notification_id)
+     INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, http_status, duration_ms,
+                                        decision, state, at)
+     SELECT id, notification_id, 'send', 1, 201, 1, 'enqueued', 'Enqueued', now() - interval '2 days' FROM h" >/dev/null
+  psql -qtA "$bench_url" -c "ANALYZE notifications, hub_sends, notification_outcomes" >/dev/null
 }

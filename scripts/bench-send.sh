@@ -180,32 +180,11 @@ check_outcomes() {
   missing="$(q "SELECT count(*) FROM hub_sends h WHERE NOT EXISTS (SELECT 1 FROM notification_outcomes o WHERE o.hub_send_id = h.id AND o.kind = 'send')")"
   [ "$missing" -eq 0 ] || { echo "bench-send: $missing hub sends have no outcome row" >&2; exit 1; }
 }
-# Finished sends the tables hold at the start of each phase, as a database in use does.
-# Without them each phase began on the empty tables TRUNCATE leaves, and the worker's
-# connections kept the plans PostgreSQL made for them at the phase's first batches:
-# sequential scans of hub_sends and notifications, run for every batch as the tables grew
-# (auto_explain: 716 such lookups of a batch's hub sends in one run, 2 ms each by the end).
+# Finished sends in the tables at the start of each phase (bench_seed_history says why).
 history="${BENCH_HISTORY:-50000}"
-seed_history() {
-  q "WITH n AS (
-       INSERT INTO notifications (id, api_key_id, target, content, state, deadline, created_at, updated_at,
-                                  finished_at)
-       SELECT gen_random_uuid(), (SELECT id FROM api_keys ORDER BY id LIMIT 1), '{\"tags\": \"bench:history\"}',
-              '{\"apple\": {\"aps\": {\"alert\": \"history\"}}}', 'Completed', now() - interval '1 day',
-              now() - interval '2 days', now() - interval '2 days', now() - interval '2 days'
-       FROM generate_series(1, $history) RETURNING id),
-     h AS (
-       INSERT INTO hub_sends (notification_id, format, tag_expression, state, attempts, hub_notification_id,
-                              last_status)
-       SELECT id, 'apple', 'bench:history', 'Completed', 1, 'history', 201 FROM n RETURNING id, notification_id)
-     INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, http_status, duration_ms,
-                                        decision, state, at)
-     SELECT id, notification_id, 'send', 1, 201, 1, 'enqueued', 'Enqueued', now() - interval '2 days' FROM h" >/dev/null
-  q "ANALYZE notifications, hub_sends, notification_outcomes" >/dev/null
-}
 reset() {
   q "TRUNCATE notifications CASCADE" >/dev/null; q "DELETE FROM pgqueue.jobs WHERE queue = 'notifications'" >/dev/null
-  seed_history
+  bench_seed_history "$history"
 }
 
 # 1. Accept: the API alone (no worker), 4 senders posting batches of 1,000.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark, on the release executables in BIN_DIR, in one process tree:
 # the queue (herald-bench queue), the hub client (herald-bench hub), device registration
-# (scripts/bench-api.sh), the send pipeline (scripts/bench-send.sh) and the stats API
-# (herald-bench stats). Each prints `bench NAME VALUE UNIT` lines and fails if a device or a
+# (scripts/bench-api.sh), the send pipeline (scripts/bench-send.sh), fairness between senders
+# (scripts/bench-lanes.sh) and the stats API (herald-bench stats). Each prints `bench NAME VALUE UNIT` lines and fails if a device or a
 # send did not end in its final state. At the end, the figures that have a target
 # (docs/benchmarks.md lists them) are printed against it as `target NAME VALUE OP GOAL met|missed`.
 #
@@ -15,7 +15,8 @@
 #
 # Usage: scripts/bench.sh BIN_DIR
 # Knobs: BENCH_BASELINE_BIN, BENCH_SKIP_STATS=1 (leaves out the stats benchmark, whose first run
-# seeds 1 M notifications), BENCH_UPDATE_DOCS=1, and those of the scripts it runs.
+# seeds 1 M notifications), BENCH_SKIP_LANES=1 (leaves out the fairness benchmark, several
+# minutes), BENCH_UPDATE_DOCS=1, and those of the scripts it runs.
 set -euo pipefail
 bin="${1:?usage: bench.sh BIN_DIR}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,6 +42,7 @@ suite() {
     echo "# hub client" >&2; "$dir/herald-bench" hub
     echo "# device registration" >&2; scripts/bench-api.sh "$dir"
     echo "# send pipeline" >&2; scripts/bench-send.sh "$dir"
+    if [ "${BENCH_SKIP_LANES:-0}" != 1 ]; then echo "# lanes" >&2; BENCH_LANES_TARGETS=0 scripts/bench-lanes.sh "$dir"; fi
     if [ "${BENCH_SKIP_STATS:-0}" != 1 ]; then echo "# stats API" >&2; "$dir/herald-bench" stats --database "$stats_db"; fi
   ) | tee "$out"
   echo "bench total.seconds $(($(date +%s) - started)) s" | tee -a "$out"
@@ -78,6 +80,9 @@ targets = [
     ("queue.pickup.p50_ms", "<=", 1), ("queue.drain.pgbench_ratio", ">=", 0.9), ("api.rss_mb", "<=", 60),
     ("worker.rss_mb", "<=", 80), ("send.e2e_two_workers_ratio", ">=", 0.95), ("cli.send_rate", ">=", 0.8),
     ("stats.p95_ms", "<=", 50),
+    ("lanes.campaign.single_p99.after", "<=", 2000), ("lanes.batch.single_p99.after", "<=", 2000),
+    ("lanes.batch.second_sender_first.after", "<=", 2000), ("lanes.campaign.ratio_to_idle.after", "<=", 10),
+    ("lanes.batch.ratio_to_idle.after", "<=", 10),
 ]
 print("# figure | target" + (" | before" if before else "") + " | now")
 for name, op, goal in targets:
