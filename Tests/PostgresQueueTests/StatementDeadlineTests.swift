@@ -13,8 +13,11 @@ struct StatementDeadlineTests {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("deadline")
             let logged = Shared<[String]>([])
-            var logger = Logger(label: "deadline-test", factory: { _ in CollectingLogHandler(messages: logged) })
-            logger.logLevel = .warning
+            let logger = {
+                var logger = Logger(label: "deadline-test", factory: { _ in CollectingLogHandler(messages: logged) })
+                logger.logLevel = .warning
+                return logger
+            }()
             try await db.queue.enqueue(NewJob(queue: q, kind: "k", argsJSON: "{}"))
             // Another session holds the claim table: every claim waits on its lock.
             let holder = try await PostgresConnection.connect(
