@@ -88,7 +88,7 @@ public func buildWorker(
             var executorConfiguration = JobExecutor.Configuration(
                 queue: queueName, concurrency: configuration.concurrency, leaseDuration: configuration.lease,
                 hotPollInterval: configuration.hotPollInterval,
-                retryPolicy: DeliveryHandlers.retryPolicy(forQueue: queueName))
+                retryPolicy: DeliveryHandlers.retryPolicy(forQueue: queueName), statementDeadline: stores.databaseWait)
             options.executorConfiguration?(&executorConfiguration)
             executors.append(
                 JobExecutor(queue: queue, handlers: handlers, configuration: executorConfiguration, listener: listener))

@@ -85,7 +85,7 @@ actor Completer {
         var tries = 0
         while true {
             do {
-                try await Deadline.run(within: JobExecutor.statementDeadline, "completing jobs") {
+                try await Deadline.run(within: configuration.statementDeadline, "completing jobs") {
                     try await self.writeOnce(batch)
                 }
                 break

@@ -44,6 +44,10 @@ public final class JobExecutor: Service, Sendable {
         public var maxPendingCompletions: Int
         /// Identifies this executor in `locked_by`. Must be unique per running executor.
         public var workerID: String
+        /// The longest a claim or a completion write may wait for the database before it is
+        /// given up and tried again (``Deadline``): a statement sent on a connection the server
+        /// killed may never answer.
+        public var statementDeadline: Duration
         /// Called after each non-empty claim, before the jobs start (instrumentation and tests).
         public var afterClaim: (@Sendable ([JobID]) async -> Void)?
 
@@ -54,7 +58,7 @@ public final class JobExecutor: Service, Sendable {
             hotPollInterval: Duration = .milliseconds(1), hotWindow: Duration = .milliseconds(100),
             retryPolicy: JobRetryPolicy = .init(), shutdownBudget: Duration = .seconds(20),
             maxPendingCompletions: Int = 10_000, workerID: String = JobExecutor.defaultWorkerID(),
-            afterClaim: (@Sendable ([JobID]) async -> Void)? = nil
+            statementDeadline: Duration = .seconds(30), afterClaim: (@Sendable ([JobID]) async -> Void)? = nil
         ) {
             self.queue = queue
             self.concurrency = max(1, concurrency)
@@ -67,6 +71,7 @@ public final class JobExecutor: Service, Sendable {
             self.shutdownBudget = shutdownBudget
             self.maxPendingCompletions = max(1, maxPendingCompletions)
             self.workerID = workerID
+            self.statementDeadline = max(statementDeadline, .milliseconds(100))
             self.afterClaim = afterClaim
         }
     }
@@ -227,7 +232,7 @@ public final class JobExecutor: Service, Sendable {
         // Bounded: a claim that never answers would stop this executor for good. Jobs a late
         // claim took are leased to this worker without running, and run again once their
         // lease expires.
-        let claimed = try await Deadline.run(within: Self.statementDeadline, "claim") {
+        let claimed = try await Deadline.run(within: configuration.statementDeadline, "claim") {
             var claimed: [ClaimedJob] = []
             claimed.reserveCapacity(limit)
             do {
@@ -249,9 +254,6 @@ public final class JobExecutor: Service, Sendable {
         if !claimed.isEmpty { queue.metrics.claimed(queue: configuration.queue, count: claimed.count) }
         return claimed
     }
-
-    /// The longest a claim or a completion write may wait for the database (``Deadline``).
-    static let statementDeadline = Duration.seconds(30)
 
     // MARK: Running
 
@@ -320,10 +322,13 @@ public final class JobExecutor: Service, Sendable {
             let ids = state.withLock { Array($0.leased.keys) }
             guard !ids.isEmpty else { continue }
             do {
-                try await queue.client.query(
-                    QueueSQL.heartbeat(
-                        ids: ids, workerID: configuration.workerID, leaseMs: configuration.leaseDuration.milliseconds),
-                    logger: logger)
+                let query = QueueSQL.heartbeat(
+                    ids: ids, workerID: configuration.workerID, leaseMs: configuration.leaseDuration.milliseconds)
+                let (client, logger) = (queue.client, logger)
+                // Bounded like a claim: a heartbeat stuck on a killed connection would let every lease lapse.
+                try await Deadline.run(within: configuration.statementDeadline, "heartbeat") {
+                    _ = try await client.query(query, logger: logger)
+                }
             } catch {
                 logger.warning("pgqueue.heartbeat.failed", metadata: ["queue": "\(configuration.queue)", "error": "\(error)"])
             }

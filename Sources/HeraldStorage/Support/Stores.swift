@@ -33,6 +33,9 @@ public struct Stores: Sendable {
     /// set a probing monitor and run it as a service; by default the database is assumed
     /// available and nothing probes.
     public var availability: DatabaseAvailability
+    /// The longest one database operation waits (``StorageConfiguration/databaseWait``); the
+    /// worker bounds its executors' claims, completions and heartbeats by it too.
+    public let databaseWait: Duration
 
     /// Builds every store on `client`, enqueuing through `queue`.
     public init(
@@ -59,5 +62,6 @@ public struct Stores: Sendable {
             client: client, queue: queue, devices: devices, logger: logger, wait: configuration.databaseWait)
         self.migrations = MigrationRunner(client: client, logger: logger)
         self.availability = .assumedAvailable(logger: logger)
+        self.databaseWait = configuration.databaseWait
     }
 }
