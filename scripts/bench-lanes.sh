@@ -236,20 +236,7 @@ half before HERALD_QUEUE_LANES=off
 half after
 figure lanes.seconds "$(($(date +%s) - started))" s
 
-# On its own, the figures with a target (the same targets as scripts/bench.sh's).
+# On its own, its figures with a target (scripts/bench-targets.py).
 if [ "${BENCH_LANES_TARGETS:-1}" != 0 ]; then
-  python3 - "$work/figures.txt" <<'PY'
-import sys
-figures = {}
-for line in open(sys.argv[1]):
-    parts = line.split()
-    if len(parts) == 4 and parts[0] == "bench":
-        figures[parts[1]] = float(parts[2])
-for name, goal in (("lanes.campaign.single_p99.after", 2000), ("lanes.batch.single_p99.after", 2000),
-                   ("lanes.batch.second_sender_first.after", 2000), ("lanes.campaign.ratio_to_idle.after", 10),
-                   ("lanes.batch.ratio_to_idle.after", 10)):
-    value = figures.get(name)
-    shown = "-" if value is None else f"{value:g}"
-    print(f"target {name} {shown} <= {goal:g} {'met' if value is not None and value <= goal else 'missed'}")
-PY
+  python3 scripts/bench-targets.py "$work/figures.txt" --only lanes.
 fi

@@ -55,43 +55,7 @@ if [ -n "${BENCH_BASELINE_BIN:-}" ]; then
 fi
 suite "$bin" "$results/after.txt" herald_bench_stats
 
-python3 - "$results" <<'PY'
-import os, sys
-results = sys.argv[1]
-def load(name):
-    path = os.path.join(results, name)
-    figures = {}
-    if os.path.exists(path):
-        for line in open(path):
-            parts = line.split()
-            if len(parts) == 4 and parts[0] == "bench":
-                figures[parts[1]] = float(parts[2])
-    return figures
-before, after = load("before.txt"), load("after.txt")
-for figures in (before, after):
-    # The larger resident set of either load phase.
-    for process in ("api", "worker"):
-        values = [figures[k] for k in (f"{process}.rss_mb", f"send.{process}_rss_mb") if k in figures]
-        if values: figures[f"{process}.rss_mb"] = max(values)
-targets = [
-    ("api.device_put_sql_ratio", ">=", 1.0), ("api.sync_keepup_ratio", ">=", 1.0),
-    ("send.batch_accept_ratio", ">=", 0.5), ("send.e2e_ratio", ">=", 0.6),
-    ("send.e2e_telemetry_ratio", ">=", 0.35), ("send.latency.p50_ms", "<=", 5), ("send.latency.p99_ms", "<=", 25),
-    ("queue.pickup.p50_ms", "<=", 1), ("queue.drain.pgbench_ratio", ">=", 0.9), ("api.rss_mb", "<=", 60),
-    ("worker.rss_mb", "<=", 80), ("send.e2e_two_workers_ratio", ">=", 0.95), ("cli.send_rate", ">=", 0.8),
-    ("stats.p95_ms", "<=", 50),
-    ("lanes.campaign.single_p99.after", "<=", 2000), ("lanes.batch.single_p99.after", "<=", 2000),
-    ("lanes.batch.second_sender_first.after", "<=", 2000), ("lanes.campaign.ratio_to_idle.after", "<=", 10),
-    ("lanes.batch.ratio_to_idle.after", "<=", 10),
-]
-print("# figure | target" + (" | before" if before else "") + " | now")
-for name, op, goal in targets:
-    value = after.get(name)
-    met = value is not None and (value >= goal if op == ">=" else value <= goal)
-    shown = "-" if value is None else f"{value:g}"
-    prior = f" before {before[name]:g}" if name in before else (" before -" if before else "")
-    print(f"target {name} {shown} {op} {goal:g}{prior} {'met' if met else 'missed'}")
-PY
+python3 scripts/bench-targets.py "$results/after.txt" "$results/before.txt"
 }
 
 mkdir -p "$(dirname "$latest")"
