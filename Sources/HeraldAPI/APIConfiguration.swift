@@ -18,6 +18,8 @@ public struct APIConfiguration: Sendable {
     public var maxBodyBytes: Int
     /// Largest body of `POST /v1/notifications:batch` (other routes keep ``maxBodyBytes``).
     public var maxBatchBodyBytes: Int
+    /// Largest body of `POST /v1/campaigns` and `PATCH /v1/campaigns/{id}`.
+    public var maxCampaignBodyBytes: Int
     /// Tags a client may set on one device (the server's `username:` tag comes on top).
     public var maxClientTags: Int
     /// How device users sign in.
@@ -50,6 +52,12 @@ public struct APIConfiguration: Sendable {
     public static let maxBatchBodyBytes = Setting.int(
         "api.max_batch_body_bytes", default: 8 << 20, range: (64 << 10)...(64 << 20), details: "sender-api.md",
         "the largest body of `POST /v1/notifications:batch` in bytes (other routes keep `HERALD_API_MAX_BODY_BYTES`)")
+    /// `HERALD_API_MAX_CAMPAIGN_BODY_BYTES`. The default fits the largest `users` audience
+    /// (10,000 names of up to 64 characters) with content at the payload limits.
+    public static let maxCampaignBodyBytes = Setting.int(
+        "api.max_campaign_body_bytes", default: 1 << 20, range: (64 << 10)...(16 << 20), details: "campaigns.md",
+        "the largest body of `POST /v1/campaigns` and `PATCH /v1/campaigns/{id}` in bytes (other routes keep `HERALD_API_MAX_BODY_BYTES`)"
+    )
     /// `HERALD_MAX_CLIENT_TAGS`.
     public static let maxClientTags = Setting.int(
         "max_client_tags", default: 20, range: 0...57, details: "device-api.md",
@@ -57,7 +65,8 @@ public struct APIConfiguration: Sendable {
 
     /// Every key this configuration reads, its parts' included.
     public static let settings: [SettingDescription] =
-        [host.documentation] + [port, maxBodyBytes, maxBatchBodyBytes, maxClientTags].map(\.documentation)
+        [host.documentation]
+        + [port, maxBodyBytes, maxBatchBodyBytes, maxCampaignBodyBytes, maxClientTags].map(\.documentation)
         + [trustedProxies.documentation]
         + AuthConfiguration.settings + SendConfiguration.settings
 
@@ -66,6 +75,7 @@ public struct APIConfiguration: Sendable {
         host: String = APIConfiguration.host.defaultValue, port: Int = APIConfiguration.port.defaultValue,
         maxBodyBytes: Int = APIConfiguration.maxBodyBytes.defaultValue,
         maxBatchBodyBytes: Int = APIConfiguration.maxBatchBodyBytes.defaultValue,
+        maxCampaignBodyBytes: Int = APIConfiguration.maxCampaignBodyBytes.defaultValue,
         maxClientTags: Int = APIConfiguration.maxClientTags.defaultValue,
         trustedProxies: TrustedProxies = TrustedProxies(),
         auth: AuthConfiguration = AuthConfiguration(), sends: SendConfiguration = SendConfiguration()
@@ -75,6 +85,7 @@ public struct APIConfiguration: Sendable {
         self.trustedProxies = trustedProxies
         self.maxBodyBytes = maxBodyBytes
         self.maxBatchBodyBytes = maxBatchBodyBytes
+        self.maxCampaignBodyBytes = maxCampaignBodyBytes
         self.maxClientTags = maxClientTags
         self.auth = auth
         self.sends = sends
@@ -85,6 +96,7 @@ public struct APIConfiguration: Sendable {
         self.init(
             host: try reader.value(Self.host), port: try reader.value(Self.port),
             maxBodyBytes: try reader.value(Self.maxBodyBytes), maxBatchBodyBytes: try reader.value(Self.maxBatchBodyBytes),
+            maxCampaignBodyBytes: try reader.value(Self.maxCampaignBodyBytes),
             maxClientTags: try reader.value(Self.maxClientTags), trustedProxies: try reader.value(Self.trustedProxies),
             auth: try AuthConfiguration(reader),
             sends: try SendConfiguration(reader))

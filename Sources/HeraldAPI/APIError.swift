@@ -173,6 +173,7 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         case .conflict: .conflict
         case .gone: .gone
         case .notFound: .notFound
+        case .overLimit: .unprocessableContent
         }
     }
 }
@@ -184,7 +185,7 @@ struct ErrorBody: Codable {
 }
 
 /// Turns every error into a JSON error response: `APIError` as it is, `DomainError` by its
-/// kind (400, 409, 410, 404), `StorageError.unavailable` as 503, Hummingbird's own errors
+/// kind (400, 409, 410, 404, 422), `StorageError.unavailable` as 503, Hummingbird's own errors
 /// (404 for unknown routes, 413) with a JSON body, and anything else as a generic 500 whose
 /// details go to the log only.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {

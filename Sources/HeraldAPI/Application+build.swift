@@ -71,8 +71,7 @@ public func buildApplication(
             rates: rates),
         campaigns: CampaignController(
             store: stores.campaigns, maxBodyBytes: configuration.maxBodyBytes,
-            hubSendLimits: HubSendLimits(
-                perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest)),
+            maxDefinitionBodyBytes: configuration.maxCampaignBodyBytes),
         users: UserController(devices: stores.devices, maxBodyBytes: configuration.maxBodyBytes),
         dashboard: DashboardController(),
         opsActions: OpsActionController(store: stores.notifications, maxBodyBytes: configuration.maxBodyBytes),
@@ -87,7 +86,8 @@ public func buildApplication(
     router.add(middleware: ErrorMiddleware())
     router.add(
         middleware: BodyLimitMiddleware(
-            limit: configuration.maxBodyBytes, overrides: [APIRoutes.batchPath: configuration.maxBatchBodyBytes]))
+            limit: configuration.maxBodyBytes, overrides: [APIRoutes.batchPath: configuration.maxBatchBodyBytes],
+            campaignLimit: configuration.maxCampaignBodyBytes))
 
     // Every authenticated route needs the database: while it is down they answer 503 at once
     // (and requests waiting on it end with 503) instead of waiting for the pool to reconnect.

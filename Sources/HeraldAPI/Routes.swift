@@ -109,7 +109,7 @@ enum APIRoutes {
             statuses: apiKey.union([200, 404, 409])),
         RouteSpec(
             method: .post, path: "/v1/campaigns", operation: .campaignCreate, access: .apiKey,
-            statuses: apiKey.union([201, 400, 409, 413]),
+            statuses: apiKey.union([201, 400, 409, 413, 422]),
             body: .init(schema: "CampaignRequest", required: CampaignRequestReader.requiredFields)),
         RouteSpec(
             method: .get, path: "/v1/campaigns", operation: .campaignList, access: .apiKey,
@@ -119,7 +119,7 @@ enum APIRoutes {
             statuses: apiKey.union([200, 404])),
         RouteSpec(
             method: .patch, path: "/v1/campaigns/{id}", operation: .campaignUpdate, access: .apiKey,
-            statuses: apiKey.union([200, 400, 404, 409, 413]), body: .init(schema: "CampaignPatch", required: [])),
+            statuses: apiKey.union([200, 400, 404, 409, 413, 422]), body: .init(schema: "CampaignPatch", required: [])),
         RouteSpec(
             method: .delete, path: "/v1/campaigns/{id}", operation: .campaignArchive, access: .apiKey,
             statuses: apiKey.union([200, 404])),
@@ -131,7 +131,7 @@ enum APIRoutes {
             statuses: apiKey.union([200, 404, 409])),
         RouteSpec(
             method: .post, path: "/v1/campaigns/{id}/runs", operation: .campaignFire, access: .apiKey,
-            statuses: apiKey.union([200, 201, 400, 404, 409, 413])),
+            statuses: apiKey.union([200, 201, 400, 404, 409, 413, 422])),
         RouteSpec(
             method: .get, path: "/v1/campaigns/{id}/runs", operation: .campaignRuns, access: .apiKey,
             statuses: apiKey.union([200, 400, 404])),
@@ -158,4 +158,14 @@ enum APIRoutes {
 
     /// The path of the batch route, whose bodies may be larger.
     static let batchPath = "/v1/notifications:batch"
+
+    /// Whether `path` is `/v1/campaigns` or `/v1/campaigns/{id}`: the routes that take a whole
+    /// campaign definition (create, `PATCH`), whose bodies may be larger.
+    static func isCampaignDefinitionPath(_ path: String) -> Bool {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3 || parts.count == 4, parts[0].isEmpty, parts[1] == "v1", parts[2] == "campaigns" else {
+            return false
+        }
+        return parts.count == 3 || !parts[3].isEmpty
+    }
 }

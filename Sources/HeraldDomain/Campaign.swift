@@ -258,10 +258,21 @@ public struct CampaignDefinition: Sendable, Hashable, Codable {
 
     /// The notification of a local-time run's wave in `zone`: the audience's devices that carry
     /// the zone's tag (`(audience) && tz:…`; `tz:…` alone for `all`), sent at `sendAt` (nil: at once).
-    public func waveRequest(zone: String, sendAt: Date?) -> NotificationRequest {
-        NotificationRequest(
-            target: .inZone(audience.target, zoneTag: ZoneTag.tag(forZone: zone)), content: content, options: options,
+    /// For a `users` audience, `users` (when given) are the audience's users with a device in
+    /// the zone: the wave names only them.
+    public func waveRequest(zone: String, users: [String]? = nil, sendAt: Date?) -> NotificationRequest {
+        var base = audience.target
+        if let users, case .users = audience { base = .users(users) }
+        return NotificationRequest(
+            target: .inZone(base, zoneTag: ZoneTag.tag(forZone: zone)), content: content, options: options,
             sendAt: sendAt, ttl: ttl, telemetry: true)
+    }
+
+    /// The fewest hub sends a run makes, as known when the campaign is saved: its notification's
+    /// hub sends; for a local-time run, one wave's with the whole audience in it (a `users`
+    /// audience spread over more zones makes a few more: each zone's wave rounds up its chunks).
+    public var leastRunHubSends: Int {
+        localTime == nil ? notificationRequest.hubSendCount : waveRequest(zone: "UTC", sendAt: nil).hubSendCount
     }
 
     /// The most tags a local-time campaign's `tags` audience may name: its waves add the zone
@@ -374,6 +385,9 @@ public enum CampaignRunState: String, Sendable, Hashable, Codable, CaseIterable 
     case cancelled = "Cancelled"
     /// Its slot passed while nothing ran, longer ago than the catch-up window: never sent.
     case missed = "Missed"
+    /// Refused when it fired: it would have made more hub sends than a run may (its reason
+    /// says how many): never sent.
+    case refused = "Refused"
 
     /// Whether nothing will change the state any more.
     public var isFinal: Bool { self != .running }

@@ -11,6 +11,8 @@ public struct DomainError: Error, Sendable, Hashable, CustomStringConvertible {
         case gone
         /// The thing asked for does not exist (HTTP 404).
         case notFound
+        /// The request is well formed but more than a limit allows (HTTP 422).
+        case overLimit
     }
 
     /// A short, stable code for clients and metrics, e.g. `invalid_tag`: one of the static
@@ -60,6 +62,7 @@ public struct DomainError: Error, Sendable, Hashable, CustomStringConvertible {
             case payloadTooLarge = "payload_too_large"
             case platformRetired = "platform_retired"
             case reservedTag = "reserved_tag"
+            case runTooLarge = "run_too_large"
             case slotTooFarAhead = "slot_too_far_ahead"
             case tooManyDevices = "too_many_devices"
             case tooManyTags = "too_many_tags"
@@ -156,6 +159,8 @@ public struct DomainError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let platformRetired = Code(.platformRetired)
         /// A tag uses a prefix the server sets itself (`username:`, `tz:`).
         public static let reservedTag = Code(.reservedTag)
+        /// A campaign run would make more hub sends than a run may.
+        public static let runTooLarge = Code(.runTooLarge)
         /// A local-time campaign's slot would schedule waves more than 7 days ahead.
         public static let slotTooFarAhead = Code(.slotTooFarAhead)
         /// The user has as many live devices as allowed.

@@ -62,7 +62,11 @@ public enum HeraldMetrics {
             name: "herald_devices_retired_total",
             help: "Devices Herald retired, by reason (stale, or the push service's ExpiredChannel, BadChannel, WrongToken)."),
         "herald_campaign_slots_total": Family(
-            name: "herald_campaign_slots_total", help: "Campaign slots handled, by result (fired, duplicate, missed)."),
+            name: "herald_campaign_slots_total",
+            help: "Campaign slots handled, by result (fired, duplicate, missed, refused)."),
+        "herald_campaign_firing_failures_total": Family(
+            name: "herald_campaign_firing_failures_total",
+            help: "Campaign slots the scheduler could not fire: firings rolled back, and runs refused over the run-size limit."),
         "herald_campaign_runs_finished_total": Family(
             name: "herald_campaign_runs_finished_total", help: "Campaign runs that reached a final state, by state."),
         "herald_campaign_runs": Family(name: "herald_campaign_runs", help: "Campaign runs by state."),

@@ -176,9 +176,12 @@ struct LocalTimeTests {
                 try await Self.user(world, name, zone: zone)
                 _ = try await world.device(name)
             }
+            // A user in the default zone: a users audience has a wave only where its users are.
+            _ = try await world.device("london")
             let campaign = try await world.campaigns.create(
                 try Self.campaign(
-                    "dst", .users(["kolkata", "adelaide", "berlin", "newyork"]), localTime: "09:00", catchUp: 604_800))
+                    "dst", .users(["kolkata", "adelaide", "berlin", "newyork", "london"]), localTime: "09:00",
+                    catchUp: 604_800))
             // 2026-11-01 (New York's first day on EST): more than a week before the tests run, so
             // every wave is older than the largest catch-up window.
             let slot = Date(timeIntervalSince1970: 1_793_491_200)  // 2026-11-01T00:00:00Z

@@ -228,6 +228,27 @@ struct CampaignCommandTests {
         }
     }
 
+    @Test("create applies the run-size limit as the API does: over it, exit 1 with run_too_large and the figures, nothing saved")
+    func createOverRunLimit() async throws {
+        try await TestDatabase.with { db async throws in
+            let folder = try Self.folder()
+            defer { folder.remove() }
+            let file = try folder.file("news.yaml", Self.yaml.replacingOccurrences(of: "at_least: null", with: ""))
+            var environment = Self.environment(db)
+            environment["HERALD_CAMPAIGN_MAX_HUB_SENDS_PER_RUN"] = "1"
+            let process = try ChildProcess("heraldctl", arguments: ["campaign", "create", "--file", file], environment: environment)
+            let status = try await process.waitForExit()
+            #expect(status == 1, "\(process.stdout) \(process.stderr)")
+            #expect(process.stderr.count == 1, "\(process.stderr)")
+            let line = process.stderr.first ?? ""
+            #expect(line.contains("run_too_large") && line.contains("needs 2 hub sends") && line.contains("at most 1"), "\(line)")
+            #expect(try await db.count("SELECT count(*) FROM campaigns") == 0)
+            // Within the limit (the default), the same file is saved.
+            #expect(try await Self.ctl(db, ["campaign", "create", "--file", file]).status == 0)
+            #expect(try await db.count("SELECT count(*) FROM campaigns") == 1)
+        }
+    }
+
     /// A daily local-time campaign at 09:00 to every device, as YAML.
     static func localTimeYAML(name: String) -> String {
         """

@@ -10,28 +10,31 @@ import NIOCore
 ///
 /// | request | answer |
 /// |---|---|
-/// | `POST /v1/campaigns` (a ``CampaignRequestReader`` body) | 201 the campaign, `Location`; 409 `name_taken` |
+/// | `POST /v1/campaigns` (a ``CampaignRequestReader`` body) | 201 the campaign, `Location`; 409 `name_taken`; 422 `run_too_large` |
 /// | `GET /v1/campaigns?cursor=&limit=&includeArchived=` | 200 `{"campaigns", "nextCursor"}`, oldest first |
 /// | `GET /v1/campaigns/{id}` | 200 the campaign with `nextRuns` |
-/// | `PATCH /v1/campaigns/{id}` (any fields) | 200 the campaign; 409 when archived |
+/// | `PATCH /v1/campaigns/{id}` (any fields) | 200 the campaign; 409 when archived; 422 `run_too_large` |
 /// | `DELETE /v1/campaigns/{id}` | 200 the campaign, `archived` (its runs stay) |
 /// | `POST /v1/campaigns/{id}/pause`, `/resume` | 200 the campaign; 409 when archived |
-/// | `POST /v1/campaigns/{id}/runs` (+ `Idempotency-Key`) | 201 the new run, `Location`; 200 with `Idempotent-Replayed: true` for the key's run; 409 when archived |
+/// | `POST /v1/campaigns/{id}/runs` (+ `Idempotency-Key`) | 201 the new run, `Location`; 200 with `Idempotent-Replayed: true` for the key's run; 409 when archived; 422 `run_too_large` (the run is recorded `Refused`, `Location` names it) |
 /// | `GET /v1/campaigns/{id}/runs?cursor=&limit=` | 200 `{"runs", "nextCursor"}`, newest first |
 /// | `GET /v1/campaigns/{id}/runs/{run}` | 200 the run with live counts |
 /// | `DELETE /v1/campaigns/{id}/runs/{run}` | 200 the run, `Cancelled`; 409 once it ended otherwise |
 ///
-/// A path id that is not a number is simply not found (404), as an unknown one.
+/// A path id that is not a number is simply not found (404), as an unknown one. Create and
+/// `PATCH` bodies may be up to `maxDefinitionBodyBytes` (a 10,000-user audience), other
+/// routes' `maxBodyBytes`.
 struct CampaignController: Sendable {
     let store: CampaignStore
     let maxBodyBytes: Int
-    var hubSendLimits = HubSendLimits()
+    var maxDefinitionBodyBytes = APIConfiguration.maxCampaignBodyBytes.defaultValue
 
     /// `POST /v1/campaigns`.
     func create(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let key = try requireKey(context)
-        let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .senderAPI)
-        let definition = try CampaignRequestReader.definition(body, limits: hubSendLimits)
+        let body = try JSONCursor.object(
+            in: try await request.collectBody(limit: maxDefinitionBodyBytes), rules: .senderAPI)
+        let definition = try CampaignRequestReader.definition(body)
         let campaign = try await store.create(definition, by: key.id)
         context.logger.info(
             "herald.campaign.created", metadata: ["campaign.id": "\(campaign.id)", "api_key.id": "\(key.id)"])
@@ -71,11 +74,11 @@ struct CampaignController: Sendable {
     func update(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let key = try requireKey(context)
         let id = try Self.campaignID(context)
-        let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .senderAPI)
-        let limits = hubSendLimits
+        let body = try JSONCursor.object(
+            in: try await request.collectBody(limit: maxDefinitionBodyBytes), rules: .senderAPI)
         // Merged under the campaign's row lock: concurrent PATCHes of different fields both hold.
         let campaign = try await store.update(id: id) { stored in
-            try CampaignRequestReader.patched(stored, with: body, limits: limits)
+            try CampaignRequestReader.patched(stored, with: body)
         }
         context.logger.info("herald.campaign.updated", metadata: ["campaign.id": "\(id)", "api_key.id": "\(key.id)"])
         return try JSONWriter.response(CampaignBody(campaign, now: Date()))
@@ -109,6 +112,15 @@ struct CampaignController: Sendable {
         }
         let result = try await store.fire(id: id, by: .api, apiKeyID: key.id, idempotencyKey: idempotencyKey)
         var headers: HTTPFields = [.location: "/v1/campaigns/\(id)/runs/\(result.run.id)"]
+        if case .fired(let run) = result, run.state == .refused {
+            context.logger.info(
+                "herald.campaign.run_refused",
+                metadata: ["campaign.id": "\(id)", "campaign_run.id": "\(run.id)", "api_key.id": "\(key.id)"])
+            throw APIError(
+                .unprocessableContent, code: .runTooLarge,
+                message: "\(run.reason ?? "the run makes too many hub sends"); recorded as run \(run.id), Refused",
+                headers: headers)
+        }
         let status: HTTPResponse.Status
         switch result {
         case .fired(let run):

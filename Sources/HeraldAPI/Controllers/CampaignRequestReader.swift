@@ -16,8 +16,9 @@ import HeraldStorage
 /// (`"09:00"`: each run sends in waves at that time of day in each zone).
 ///
 /// The domain's rules (``CampaignDefinition/validated(now:)``: the audience, payload limits,
-/// ranges, a schedule that fires) are checked by the store on the database clock; this reader
-/// checks the shape, the cron expression and zone, and the hub-send limit.
+/// ranges, a schedule that fires) and the run-size limit (`HERALD_CAMPAIGN_MAX_HUB_SENDS_PER_RUN`,
+/// `422 run_too_large`) are checked by the store on the database clock; this reader checks the
+/// shape, the cron expression and zone.
 enum CampaignRequestReader {
     /// The fields a new campaign must have (the OpenAPI `CampaignRequest.required`).
     static let requiredFields = ["name", "audience", "content", "schedule"]
@@ -31,7 +32,7 @@ enum CampaignRequestReader {
     static let scheduleFields: Set<String> = ["at", "cron", "timeZone"]
 
     /// `POST /v1/campaigns`: a whole definition.
-    static func definition(_ body: JSONObjectCursor, limits: HubSendLimits = .init()) throws(APIError) -> CampaignDefinition {
+    static func definition(_ body: JSONObjectCursor) throws(APIError) -> CampaignDefinition {
         for field in requiredFields { _ = try body.required(field) }
         try body.refuseUnknownKeys(knownFields, "is not a field of a campaign")
         var definition = CampaignDefinition(
@@ -41,27 +42,18 @@ enum CampaignRequestReader {
         for field in optionalFields where body.fields[field] != nil {
             try apply(body.field(field), named: field, to: &definition)
         }
-        _ = try limits.check(runRequest(definition), at: body)
         return definition
-    }
-
-    /// The notification one run (or one wave of a local-time run) makes, for the hub-send limit.
-    static func runRequest(_ definition: CampaignDefinition) -> NotificationRequest {
-        definition.localTime == nil ? definition.notificationRequest : definition.waveRequest(zone: "UTC", sendAt: nil)
     }
 
     /// `PATCH /v1/campaigns/{id}`: `stored` with the fields the body gives replaced (a given
     /// `audience`, `content` or `schedule` replaces the stored one whole); `null` clears an
     /// optional field and is refused for a required one.
-    static func patched(
-        _ stored: CampaignDefinition, with body: JSONObjectCursor, limits: HubSendLimits = .init()
-    ) throws(APIError) -> CampaignDefinition {
+    static func patched(_ stored: CampaignDefinition, with body: JSONObjectCursor) throws(APIError) -> CampaignDefinition {
         try body.refuseUnknownKeys(knownFields, "is not a field of a campaign")
         var definition = stored
         for field in body.fields.keys.sorted() {
             try apply(body.field(field), named: field, to: &definition)
         }
-        _ = try limits.check(runRequest(definition), at: body)
         return definition
     }
 

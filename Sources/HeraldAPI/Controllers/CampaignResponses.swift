@@ -30,6 +30,10 @@ struct CampaignBody: Encodable {
     var nextRuns: [SlotBody]
     var createdAt: Date
     var updatedAt: Date
+    /// Why the scheduler last could not fire one of its slots (absent once a slot fires).
+    var lastError: String?
+    /// When ``lastError`` was recorded.
+    var lastErrorAt: Date?
 
     /// How many instants ``nextRuns`` shows.
     static let nextRunsShown = CampaignStore.nextRunsShown
@@ -66,6 +70,8 @@ struct CampaignBody: Encodable {
             }
         createdAt = campaign.createdAt
         updatedAt = campaign.updatedAt
+        lastError = campaign.lastError
+        lastErrorAt = campaign.lastErrorAt
     }
 }
 
@@ -107,6 +113,8 @@ struct CampaignRunBody: Encodable {
     var finishedAt: Date?
     /// A local-time run's waves (absent otherwise, and in run lists).
     var waves: [WaveBody]?
+    /// Why a `Refused` run was refused, with the figures.
+    var reason: String?
 
     init(_ run: CampaignRun) {
         id = run.id
@@ -120,6 +128,7 @@ struct CampaignRunBody: Encodable {
         startedAt = run.startedAt
         finishedAt = run.finishedAt
         waves = run.waves.isEmpty ? nil : run.waves.map(WaveBody.init)
+        reason = run.reason
     }
 }
 

@@ -20,6 +20,11 @@ public struct Campaign: Sendable, Hashable {
     public var createdAt: Date
     /// When it last changed.
     public var updatedAt: Date
+    /// Why the scheduler last could not fire one of its slots (a refused run's reason, or the
+    /// error that rolled the firing back); nil once a slot fires.
+    public var lastError: String? = nil
+    /// When ``lastError`` was recorded.
+    public var lastErrorAt: Date? = nil
 }
 
 /// A page of campaigns, oldest first.
@@ -68,6 +73,8 @@ public struct CampaignRun: Sendable, Hashable {
     public var finishedAt: Date?
     /// A local-time run's waves, by instant (empty otherwise, and in run lists).
     public var waves: [CampaignWave] = []
+    /// Why it was refused (a ``CampaignRunState/refused`` run only), with the figures.
+    public var reason: String? = nil
 }
 
 /// One wave of a local-time run: the audience's devices in one zone.
@@ -141,6 +148,20 @@ public struct CampaignTick: Sendable, Hashable {
     public var missed = 0
     /// Missed slots not recorded one by one (beyond ``CampaignStore/maxMissedRecorded``).
     public var missedUnrecorded = 0
+    /// Runs refused when they fired (over the run-size limit): recorded `Refused`, never sent.
+    public var refused = 0
+    /// Campaigns whose firing failed and was rolled back (recorded as their `lastError`).
+    public var failed = 0
+
+    /// Adds `other`'s counts.
+    public mutating func add(_ other: CampaignTick) {
+        fired += other.fired
+        duplicates += other.duplicates
+        missed += other.missed
+        missedUnrecorded += other.missedUnrecorded
+        refused += other.refused
+        failed += other.failed
+    }
 
     /// Creates an empty tick.
     public init() {}

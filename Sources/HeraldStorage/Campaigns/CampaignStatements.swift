@@ -8,13 +8,16 @@ import PostgresQueue
 enum CampaignStatements {
     static let columns = """
         id, name, audience::text, content::text, options::text, ttl_seconds, schedule_at, cron, time_zone, \
-        catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, created_at, updated_at, local_time
+        catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, created_at, updated_at, local_time, \
+        last_error, last_error_at
         """
+    /// The cell after ``columns`` in reads that add the database's clock.
+    static let nowCell = 19
 
     static let runColumns = """
         r.id, r.campaign_id, r.slot, r.fired_by, r.state, r.counts::text, \
         (SELECT n.id FROM notifications n WHERE n.campaign_run_id = r.id LIMIT 1), r.created_at, r.started_at, \
-        r.finished_at
+        r.finished_at, r.reason
         """
     // MARK: Definitions
 
@@ -80,13 +83,24 @@ enum CampaignStatements {
     /// Adds a run of `campaignID` unless its slot or idempotency key has one; its `id` when added.
     static func insertRun(
         campaignID: CampaignID, slot: Date, firedBy: CampaignFiring, state: CampaignRunState, apiKeyID: Int64?,
-        idempotencyKey: String?, startedAt: Date?, finishedAt: Date?
+        idempotencyKey: String?, startedAt: Date?, finishedAt: Date?, reason: String? = nil
     ) -> PostgresQuery {
         """
         INSERT INTO campaign_runs (campaign_id, slot, fired_by, state, api_key_id, idempotency_key, started_at,
-                                   finished_at)
+                                   finished_at, reason)
         VALUES (\(campaignID), \(slot), \(firedBy.rawValue), \(state.rawValue), \(apiKeyID),
-                \(idempotencyKey), \(startedAt), \(finishedAt))
+                \(idempotencyKey), \(startedAt), \(finishedAt), \(reason))
+        ON CONFLICT DO NOTHING
+        RETURNING id
+        """
+    }
+
+    /// Adds a `Missed` run (fired by the schedule) of `campaignID` for each of `slots` that has
+    /// none; the ids of those added.
+    static func insertMissedRuns(campaignID: CampaignID, slots: [Date]) -> PostgresQuery {
+        """
+        INSERT INTO campaign_runs (campaign_id, slot, fired_by, state, finished_at)
+        SELECT \(campaignID), s, 'schedule', 'Missed', now() FROM unnest(\(slots)::timestamptz[]) AS s
         ON CONFLICT DO NOTHING
         RETURNING id
         """
@@ -102,13 +116,33 @@ enum CampaignStatements {
         """
     }
 
-    /// The distinct `tz:` tags of live devices, of the users `names` when given; one text column.
-    static func zoneTags(users names: [String]?) -> PostgresQuery {
+    /// The distinct zone tags of live devices, one text column: a loose index scan of
+    /// `devices_zone_tag` (each step reads the next tag after the last), one probe per zone.
+    static func zoneTags() -> PostgresQuery {
         """
-        SELECT DISTINCT t FROM devices d, unnest(d.tags) AS t
-        WHERE d.deleted_at IS NULL AND d.platform IS NOT NULL AND t LIKE 'tz:%'
-          AND (\(names == nil) OR d.user_id IN (SELECT id FROM users WHERE name = ANY(\(names ?? []))))
-        ORDER BY t
+        WITH RECURSIVE zones (tag) AS (
+            (SELECT herald_zone_tag(d.tags) FROM devices d
+             WHERE d.deleted_at IS NULL AND d.platform IS NOT NULL AND herald_zone_tag(d.tags) IS NOT NULL
+             ORDER BY herald_zone_tag(d.tags) LIMIT 1)
+            UNION ALL
+            SELECT (SELECT herald_zone_tag(d.tags) FROM devices d
+                    WHERE d.deleted_at IS NULL AND d.platform IS NOT NULL AND herald_zone_tag(d.tags) > z.tag
+                    ORDER BY herald_zone_tag(d.tags) LIMIT 1)
+            FROM zones z WHERE z.tag IS NOT NULL
+        )
+        SELECT tag FROM zones WHERE tag IS NOT NULL
+        """
+    }
+
+    /// The users of `names` with a live device, by the device's zone tag: zone tag, user name;
+    /// one row per pair, by tag then name (the users by their unique name, their devices by
+    /// `devices_user`).
+    static func zoneUsers(_ names: [String]) -> PostgresQuery {
+        """
+        SELECT herald_zone_tag(d.tags) AS tag, u.name FROM users u JOIN devices d ON d.user_id = u.id
+        WHERE u.name = ANY(\(names)::text[]) AND d.deleted_at IS NULL AND d.platform IS NOT NULL
+          AND herald_zone_tag(d.tags) IS NOT NULL
+        GROUP BY 1, 2 ORDER BY 1, 2
         """
     }
 
@@ -142,20 +176,56 @@ enum CampaignStatements {
         """
     }
 
-    /// Active campaigns with a due slot, locked (`SKIP LOCKED`), as ``campaign(_:)`` rows followed
-    /// by the database's clock.
-    static func dueCampaigns(limit: Int64) -> PostgresQuery {
+    /// The ids of active campaigns with a due slot, oldest slot first, but those in `excluding`
+    /// and those left until a later `retry_at`; not locked.
+    static func dueCampaignIDs(limit: Int64, excluding: [CampaignID]) -> PostgresQuery {
         """
-        SELECT \(unescaped: columns), now() FROM campaigns
-        WHERE state = 'active' AND next_slot <= now()
-        ORDER BY next_slot LIMIT \(limit) FOR UPDATE SKIP LOCKED
+        SELECT id FROM campaigns
+        WHERE state = 'active' AND next_slot <= now() AND id <> ALL(\(excluding)::int8[])
+          AND (retry_at IS NULL OR retry_at <= now())
+        ORDER BY next_slot LIMIT \(limit)
         """
     }
 
-    /// Moves campaign `id`'s next slot.
-    static func setNextSlot(id: CampaignID, _ nextSlot: Date?) -> PostgresQuery {
+    /// Campaign `id` when it is active and due, locked (`FOR UPDATE SKIP LOCKED`), as a
+    /// ``campaign(_:)`` row followed by the database's clock.
+    static func lockDue(id: CampaignID) -> PostgresQuery {
         """
-        UPDATE campaigns SET next_slot = \(nextSlot)
+        SELECT \(unescaped: columns), now() FROM campaigns
+        WHERE id = \(id) AND state = 'active' AND next_slot <= now()
+        FOR UPDATE SKIP LOCKED
+        """
+    }
+
+    /// What a move of the next slot does to `last_error`.
+    enum LastError {
+        case keep, clear
+        case set(String)
+    }
+
+    /// Moves campaign `id`'s next slot, and keeps, clears or sets its last error (at `now`).
+    static func moveNextSlot(id: CampaignID, _ nextSlot: Date?, error: LastError, now: Date) -> PostgresQuery {
+        switch error {
+        case .keep:
+            "UPDATE campaigns SET next_slot = \(nextSlot) WHERE id = \(id)"
+        case .clear:
+            """
+            UPDATE campaigns SET next_slot = \(nextSlot), last_error = NULL, last_error_at = NULL, retry_at = NULL
+            WHERE id = \(id)
+            """
+        case .set(let text):
+            """
+            UPDATE campaigns SET next_slot = \(nextSlot), last_error = \(text), last_error_at = \(now), retry_at = NULL
+            WHERE id = \(id)
+            """
+        }
+    }
+
+    /// Records why campaign `id`'s firing failed, now, and leaves it until `retryAfter` seconds from now.
+    static func recordError(id: CampaignID, _ text: String, retryAfter: Int) -> PostgresQuery {
+        """
+        UPDATE campaigns SET last_error = \(text), last_error_at = now(),
+            retry_at = now() + make_interval(secs => \(retryAfter))
         WHERE id = \(id)
         """
     }
@@ -330,7 +400,7 @@ enum CampaignStatements {
             "SELECT \(unescaped: CampaignStatements.columns), now() FROM campaigns WHERE id = \(id) FOR \(unescaped: mode)",
             logger: logger)
         {
-            return (try CampaignStatements.campaign(row), try row.makeRandomAccess()[17].decode(Date.self))
+            return (try CampaignStatements.campaign(row), try row.makeRandomAccess()[nowCell].decode(Date.self))
         }
         throw CampaignStore.notFound(id)
     }
@@ -384,7 +454,8 @@ enum CampaignStatements {
             id: try cells[0].decode(Int64.self), definition: definition,
             state: try CampaignState(stored: try cells[11].decode(String.self), column: "campaigns.state"),
             nextSlot: try cells[12].decode(Date?.self), apiKeyID: try cells[13].decode(Int64?.self),
-            createdAt: try cells[14].decode(Date.self), updatedAt: try cells[15].decode(Date.self))
+            createdAt: try cells[14].decode(Date.self), updatedAt: try cells[15].decode(Date.self),
+            lastError: try cells[17].decode(String?.self), lastErrorAt: try cells[18].decode(Date?.self))
     }
 
     static func run(_ row: PostgresRow) throws -> CampaignRun {
@@ -399,6 +470,7 @@ enum CampaignStatements {
             state: try CampaignRunState(stored: try cells[4].decode(String.self), column: "campaign_runs.state"),
             counts: counts ?? .empty,
             notificationID: try cells[6].decode(UUID?.self), createdAt: try cells[7].decode(Date.self),
-            startedAt: try cells[8].decode(Date?.self), finishedAt: try cells[9].decode(Date?.self))
+            startedAt: try cells[8].decode(Date?.self), finishedAt: try cells[9].decode(Date?.self),
+            reason: try cells[10].decode(String?.self))
     }
 }

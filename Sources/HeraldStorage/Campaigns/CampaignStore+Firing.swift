@@ -47,27 +47,62 @@ extension CampaignStore {
     }
 
     /// One slot, inside the caller's transaction: the run row, and (for a running run) its
-    /// notification, hub sends and jobs.
+    /// notification, hub sends and jobs. A local-time run's waves are planned from the zones of
+    /// its audience's devices (a `users` audience grouped by zone: each zone's wave names only
+    /// the users with a device there). A run whose hub sends, all waves and formats together,
+    /// are over ``maxHubSendsPerRun`` is recorded `Refused` with the reason and writes nothing
+    /// else; a local-time `users` run none of whose users has a device is `Completed` at once.
     func fire(
         _ campaign: Campaign, slot: Date, state: CampaignRunState, by firing: CampaignFiring, apiKeyID: Int64?,
         idempotencyKey: IdempotencyKey?, now: Date, on connection: PostgresConnection
     ) async throws -> CampaignFireResult {
+        let definition = campaign.definition
         var state = state
+        var reason: String?
         var waves: [CampaignWavePlan] = []
-        if state == .running, let localTime = campaign.definition.localTime {
+        var usersByZone: [String: [String]] = [:]
+        var nobody = false
+        if state == .running, let localTime = definition.localTime {
+            let zones: [String]
+            if case .users(let names) = definition.audience {
+                usersByZone = try await self.usersByZone(names, on: connection)
+                zones = usersByZone.keys.sorted()
+            } else {
+                zones = try await self.zones(on: connection) + [defaultTimeZone]
+            }
             waves = LocalTimeWaves.plan(
-                slot: slot, at: localTime, campaignZone: campaign.definition.schedule.timeZoneIdentifier,
-                zones: try await zones(of: campaign.definition.audience, on: connection) + [defaultTimeZone], now: now,
-                catchUpSeconds: campaign.definition.catchUp)
-            // Every wave's instant passed beyond the catch-up window: the run is missed.
-            if waves.allSatisfy({ $0.start == .missed }) { state = .missed }
+                slot: slot, at: localTime, campaignZone: definition.schedule.timeZoneIdentifier, zones: zones, now: now,
+                catchUpSeconds: definition.catchUp)
+            if waves.isEmpty {
+                nobody = true
+            } else if waves.allSatisfy({ $0.start == .missed }) {
+                // Every wave's instant passed beyond the catch-up window: the run is missed.
+                state = .missed
+            }
         }
-        let startedAt: Date? = state == .running ? now : nil
+        if state == .running {
+            let sends =
+                nobody
+                ? 0
+                : waves.isEmpty
+                    ? definition.notificationRequest.hubSendCount
+                    : waves.filter { $0.start != .missed }.reduce(0) {
+                        $0 + definition.waveRequest(zone: $1.zone, users: usersByZone[$1.zone], sendAt: nil).hubSendCount
+                    }
+            if sends > maxHubSendsPerRun {
+                state = .refused
+                reason = runTooLargeReason(sends: sends, definition: definition, atLeast: false)
+                waves = []
+            } else if nobody {
+                state = .completed
+            }
+        }
+        let startedAt: Date? = state == .running || state == .completed ? now : nil
         let finishedAt: Date? = state == .running ? nil : now
         let inserted = try await connection.query(
             CampaignStatements.insertRun(
                 campaignID: campaign.id, slot: slot, firedBy: firing, state: state, apiKeyID: apiKeyID,
-                idempotencyKey: idempotencyKey?.rawValue, startedAt: startedAt, finishedAt: finishedAt),
+                idempotencyKey: idempotencyKey?.rawValue, startedAt: startedAt, finishedAt: finishedAt, reason: reason),
             logger: logger)
         var runID: CampaignRunID?
         for try await id in inserted.decode(Int64.self) { runID = id }
@@ -83,44 +118,55 @@ extension CampaignStore {
         }
         var notificationID: NotificationID?
         if !waves.isEmpty {
-            notificationID = try await insertWaves(waves, of: campaign, runID: runID, now: now, on: connection)
+            notificationID = try await insertWaves(
+                waves, of: campaign, usersByZone: usersByZone, runID: runID, now: now, on: connection)
         } else if state == .running {
-            let request = try campaign.definition.notificationRequest.validated(now: now)
+            let request = try definition.notificationRequest.validated(now: now)
             var rows = NotificationRows()
             _ = try rows.append(request, now: now, encoder: NotificationRows.encoder())
             try await notifications.insert(
                 rows, sender: .campaignRun(runID, campaign: campaign.id),
-                throttlePerSecond: campaign.definition.throttlePerSecond, on: connection)
+                throttlePerSecond: definition.throttlePerSecond, on: connection)
             notificationID = rows.ids.first
         }
         return .fired(
             CampaignRun(
                 id: runID, campaignID: campaign.id, slot: slot, firedBy: firing, state: state, counts: .empty,
                 notificationID: notificationID, createdAt: now, startedAt: startedAt, finishedAt: finishedAt,
-                waves: waves.isEmpty ? [] : try await Self.waves(of: runID, on: connection, logger: logger)))
+                waves: waves.isEmpty ? [] : try await Self.waves(of: runID, on: connection, logger: logger),
+                reason: reason))
     }
 
-    /// The zones a local-time run has waves for: the zone tags of the audience's live devices
-    /// (the named users' devices for a `users` audience; every device's for `tags` and `all`,
-    /// since the database cannot evaluate a tag expression: a zone none of the audience is in
-    /// gets a wave that reaches nobody). The default zone is added by the caller.
-    func zones(of audience: CampaignAudience, on connection: PostgresConnection) async throws -> [String] {
-        let names: [String]? = if case .users(let names) = audience { names } else { nil }
+    /// The zones of every live device (their zone tags, read through the `devices_zone_tag`
+    /// index one zone at a time), for a local-time `tags` or `all` run: the database cannot
+    /// evaluate a tag expression, so a zone none of the audience is in gets a wave that reaches
+    /// nobody. The default zone is added by the caller.
+    func zones(on connection: PostgresConnection) async throws -> [String] {
         var zones: [String] = []
-        for try await tag in try await connection.query(
-            CampaignStatements.zoneTags(users: names), logger: logger
-        ).decode(String.self) {
+        for try await tag in try await connection.query(CampaignStatements.zoneTags(), logger: logger).decode(String.self) {
             if let zone = ZoneTag.zone(fromTag: tag) { zones.append(zone) }
         }
         return zones
     }
 
-    /// A local-time run's waves, inside the caller's transaction: a notification for each wave
-    /// that goes out (sent at its instant, or at once when it started late), and a
+    /// The users of `names` with a live device, by the zone of the device (a user with devices in
+    /// several zones is in each of them; each of their devices is in one), each zone's users by name.
+    func usersByZone(_ names: [String], on connection: PostgresConnection) async throws -> [String: [String]] {
+        var users: [String: [String]] = [:]
+        for try await (tag, name) in try await connection.query(
+            CampaignStatements.zoneUsers(names), logger: logger
+        ).decode((String, String).self) {
+            if let zone = ZoneTag.zone(fromTag: tag) { users[zone, default: []].append(name) }
+        }
+        return users
+    }
+
+    /// A local-time run's waves, inside the caller's transaction (a `users` audience's wave names
+    /// the users of its zone in `usersByZone`): a notification for each wave that goes out (sent at its instant, or at once when it started late), and a
     /// `campaign_waves` row for every wave. Returns the first wave's notification.
     func insertWaves(
-        _ waves: [CampaignWavePlan], of campaign: Campaign, runID: CampaignRunID, now: Date,
-        on connection: PostgresConnection
+        _ waves: [CampaignWavePlan], of campaign: Campaign, usersByZone: [String: [String]], runID: CampaignRunID,
+        now: Date, on connection: PostgresConnection
     ) async throws -> NotificationID? {
         var rows = NotificationRows()
         let encoder = NotificationRows.encoder()
@@ -131,7 +177,7 @@ extension CampaignStore {
                 continue
             }
             let request = try campaign.definition.waveRequest(
-                zone: wave.zone, sendAt: wave.start == .scheduled ? wave.instant : nil
+                zone: wave.zone, users: usersByZone[wave.zone], sendAt: wave.start == .scheduled ? wave.instant : nil
             ).validated(now: now)
             _ = try rows.append(request, now: now, encoder: encoder)
             notificationIDs.append(rows.ids.last?.uuidString ?? "")
@@ -176,59 +222,181 @@ extension CampaignStore {
         return waves
     }
 
-    /// The scheduler's tick: every active campaign whose next slot is due, each under its row
-    /// lock (`SKIP LOCKED`: concurrent ticks on other workers take other campaigns). For each,
-    /// the slots from its next slot up to now (database clock): those younger than the
-    /// campaign's catch-up window fire (a slot that already has a run counts as a duplicate),
-    /// older ones are recorded as `Missed` runs; then its next slot moves past now.
+    /// The scheduler's tick: every active campaign whose next slot is due (one whose firing
+    /// failed waits ``failureRetryDelay`` seconds), each on its own
+    /// (``fireDue(id:)``), so one campaign's failure neither delays nor rolls back another's.
+    /// Up to `limit` campaigns are read at a time, again while a read was full.
     public func fireDueSlots(limit: Int = 100) async throws -> CampaignTick {
-        try await StorageSQL.transaction(client, logger: logger, "fire due campaign slots", within: wait) { connection in
-            var tick = CampaignTick()
-            let rows = try await connection.query(CampaignStatements.dueCampaigns(limit: Int64(limit)), logger: logger)
-            var due: [(Campaign, Date)] = []
-            for try await row in rows {
-                due.append((try CampaignStatements.campaign(row), try row.makeRandomAccess()[17].decode(Date.self)))
-            }
-            for (campaign, now) in due {
-                guard let first = campaign.nextSlot else { continue }
-                let schedule = campaign.definition.schedule
-                // The due slots, newest last: the first, then the schedule's up to now.
-                var slots = [first]
-                var missedBeyond = 0
-                var cursor = first
-                let kept = Self.maxMissedRecorded + 1
-                while let next = schedule.nextSlot(after: cursor), next <= now {
-                    slots.append(next)
-                    cursor = next
-                    // Keep the newest `kept` (trimmed in halves, so a long outage stays linear).
-                    if slots.count >= 2 * kept {
-                        missedBeyond += slots.count - kept
-                        slots.removeFirst(slots.count - kept)
-                    }
+        var tick = CampaignTick()
+        var seen: [CampaignID] = []
+        while true {
+            let excluding = seen
+            let ids = try await StorageSQL.run("read due campaigns", within: wait) {
+                var ids: [CampaignID] = []
+                for try await id in try await client.query(
+                    CampaignStatements.dueCampaignIDs(limit: Int64(limit), excluding: excluding),
+                    logger: logger
+                ).decode(Int64.self) {
+                    ids.append(id)
                 }
-                if slots.count > kept {
+                return ids
+            }
+            for id in ids { tick.add(await fireDue(id: id)) }
+            seen += ids
+            if ids.count < limit { return tick }
+        }
+    }
+
+    /// How long (seconds) the scheduler leaves a campaign whose firing failed before it tries
+    /// again (until then its due slot waits; past the catch-up window it is recorded `Missed`).
+    public static let failureRetryDelay = 30
+
+    /// Fires campaign `id`'s due slots, unless another worker holds it (`SKIP LOCKED`), in short
+    /// transactions: first the slots that can no longer fire in time (older than the catch-up
+    /// window; for a local-time run, even its last possible wave, at UTC−12) are recorded
+    /// `Missed` and nothing else is done for them; then each slot that fires has its own
+    /// transaction (its run, notification, hub sends and jobs, bounded by
+    /// ``maxHubSendsPerRun``) that also moves the next slot past it. A firing that fails is
+    /// rolled back alone and recorded as the campaign's `lastError`; a refused run
+    /// (over the limit) records its reason there too. Never throws: what failed is in the tick.
+    public func fireDue(id: CampaignID) async -> CampaignTick {
+        var tick = CampaignTick()
+        do {
+            guard let (live, planned) = try await planDue(id: id) else { return tick }
+            tick.add(planned)
+            for slot in live {
+                guard let result = try await fireDue(id: id, slot: slot) else { break }
+                switch result {
+                case .fired(let run):
+                    switch run.state {
+                    case .missed: tick.missed += 1
+                    case .refused:
+                        tick.refused += 1
+                        logger.warning(
+                            "herald.campaigns.run_refused",
+                            metadata: ["campaign.id": "\(id)", "campaign_run.id": "\(run.id)", "reason": "\(run.reason ?? "")"])
+                    default: tick.fired += 1
+                    }
+                case .existing: tick.duplicates += 1
+                }
+            }
+        } catch {
+            tick.failed += 1
+            logger.warning(
+                "herald.campaigns.firing_failed", metadata: ["campaign.id": "\(id)", "error": "\(String(reflecting: error))"])
+            let text = Self.lastErrorText(error)
+            do {
+                try await StorageSQL.run("record a campaign's firing failure", within: wait) {
+                    try await client.query(CampaignStatements.recordError(id: id, text, retryAfter: Self.failureRetryDelay), logger: logger)
+                }
+            } catch {
+                logger.warning(
+                    "herald.campaigns.failure_unrecorded",
+                    metadata: ["campaign.id": "\(id)", "error": "\(String(reflecting: error))"])
+            }
+        }
+        return tick
+    }
+
+    /// The first step of ``fireDue(id:)``, in one transaction under the campaign's row lock:
+    /// records the slots that can no longer fire in time as `Missed` runs and moves the next
+    /// slot to the first that can (or past now). Nil when the campaign is not due or another
+    /// worker holds it; else the slots to fire (oldest first) and what was recorded.
+    func planDue(id: CampaignID) async throws -> ([Date], CampaignTick)? {
+        try await StorageSQL.transaction(client, logger: logger, "plan a campaign's due slots", within: wait) {
+            connection in
+            guard let (campaign, now) = try await Self.lockDue(id, on: connection, logger: logger),
+                let first = campaign.nextSlot
+            else { return nil }
+            var tick = CampaignTick()
+            let definition = campaign.definition
+            let schedule = definition.schedule
+            // The due slots, newest last: the first, then the schedule's up to now.
+            var slots = [first]
+            var missedBeyond = 0
+            var cursor = first
+            let kept = Self.maxMissedRecorded + 1
+            while let next = schedule.nextSlot(after: cursor), next <= now {
+                slots.append(next)
+                cursor = next
+                // Keep the newest `kept` (trimmed in halves, so a long outage stays linear).
+                if slots.count >= 2 * kept {
                     missedBeyond += slots.count - kept
                     slots.removeFirst(slots.count - kept)
                 }
-                tick.missedUnrecorded += missedBeyond
-                let catchUp = TimeInterval(campaign.definition.catchUp)
-                for slot in slots {
-                    // A local-time run decides per wave (some may still be ahead); it is missed
-                    // when all of its waves are.
-                    let late = campaign.definition.localTime == nil && now.timeIntervalSince(slot) >= catchUp
-                    let result = try await fire(
-                        campaign, slot: slot, state: late ? .missed : .running, by: .schedule, apiKeyID: nil,
-                        idempotencyKey: nil, now: now, on: connection)
-                    switch result {
-                    case .fired(let run): if run.state == .missed { tick.missed += 1 } else { tick.fired += 1 }
-                    case .existing: tick.duplicates += 1
-                    }
-                }
-                try await connection.query(
-                    CampaignStatements.setNextSlot(id: campaign.id, schedule.nextSlot(after: max(cursor, now))),
-                    logger: logger)
             }
-            return tick
+            if slots.count > kept {
+                missedBeyond += slots.count - kept
+                slots.removeFirst(slots.count - kept)
+            }
+            tick.missedUnrecorded += missedBeyond
+            let catchUp = TimeInterval(definition.catchUp)
+            // Too late: the slot (a local-time run: its last possible wave) is past the window.
+            let missed = slots.filter { slot in
+                let last = definition.localTime.map {
+                    LocalTimeWaves.latestWave(slot: slot, at: $0, campaignZone: schedule.timeZoneIdentifier)
+                } ?? slot
+                return now.timeIntervalSince(last) >= catchUp
+            }
+            let live = Array(slots.dropFirst(missed.count))
+            if !missed.isEmpty {
+                var recorded = 0
+                for try await _ in try await connection.query(
+                    CampaignStatements.insertMissedRuns(campaignID: id, slots: missed), logger: logger
+                ).decode(Int64.self) {
+                    recorded += 1
+                }
+                tick.missed += recorded
+                tick.duplicates += missed.count - recorded
+            }
+            let next = live.first ?? schedule.nextSlot(after: max(cursor, now))
+            try await connection.query(
+                CampaignStatements.moveNextSlot(id: id, next, error: .keep, now: now), logger: logger)
+            return (live, tick)
+        }
+    }
+
+    /// One due slot of ``fireDue(id:)``, in its own transaction under the campaign's row lock:
+    /// fires it and moves the next slot past it (clearing `lastError`, or setting it to a
+    /// refused run's reason). Nil when the campaign is no longer due at this slot (paused,
+    /// changed, or fired by another worker meanwhile).
+    func fireDue(id: CampaignID, slot: Date) async throws -> CampaignFireResult? {
+        try await StorageSQL.transaction(client, logger: logger, "fire a campaign's due slot", within: wait) {
+            connection in
+            guard let (campaign, now) = try await Self.lockDue(id, on: connection, logger: logger),
+                campaign.nextSlot == slot
+            else { return nil }
+            let result = try await fire(
+                campaign, slot: slot, state: .running, by: .schedule, apiKeyID: nil, idempotencyKey: nil, now: now,
+                on: connection)
+            let error: CampaignStatements.LastError =
+                if case .fired(let run) = result, run.state == .refused { .set(run.reason ?? "refused") } else { .clear }
+            try await connection.query(
+                CampaignStatements.moveNextSlot(
+                    id: id, campaign.definition.schedule.nextSlot(after: slot), error: error, now: now),
+                logger: logger)
+            return result
+        }
+    }
+
+    /// Locks campaign `id` when it is active and due (`FOR UPDATE SKIP LOCKED`): it and the
+    /// database's clock; nil when it is not due or another transaction holds it.
+    static func lockDue(
+        _ id: CampaignID, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (Campaign, Date)? {
+        for try await row in try await connection.query(CampaignStatements.lockDue(id: id), logger: logger) {
+            return (try CampaignStatements.campaign(row), try row.makeRandomAccess()[CampaignStatements.nowCell].decode(Date.self))
+        }
+        return nil
+    }
+
+    /// What a campaign's `lastError` says of `error`: a refusal's or the store's own sentence,
+    /// never an internal error's text (that goes to the log).
+    static func lastErrorText(_ error: any Error) -> String {
+        switch error {
+        case let error as DomainError: "\(error.code): \(error.message)"
+        case let error as StorageError: "\(error.code): \(error.message)"
+        default: "unexpected error firing a slot: see the worker log (herald.campaigns.firing_failed)"
         }
     }
 

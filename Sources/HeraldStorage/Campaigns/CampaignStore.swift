@@ -1,5 +1,6 @@
 import Foundation
 public import HeraldDomain
+import HeraldSettings
 import Logging
 import PostgresNIO
 import PostgresQueue
@@ -13,8 +14,10 @@ public struct CampaignStore: Sendable {
     let notifications: NotificationStore
     /// The longest one operation waits for the database.
     let wait: Duration
-    /// The zone of users who set none: every local-time run has a wave for it.
+    /// The zone of users who set none: every local-time `tags` or `all` run has a wave for it.
     let defaultTimeZone: String
+    /// The most hub sends one run may make (``StorageConfiguration/campaignMaxHubSendsPerRun``).
+    var maxHubSendsPerRun = StorageConfiguration.campaignMaxHubSendsPerRun.defaultValue
 
     /// The default page size.
     public static let defaultPageSize = 50
@@ -30,13 +33,14 @@ public struct CampaignStore: Sendable {
     // MARK: Definitions
 
     /// Saves a new campaign, checked with ``CampaignDefinition/validated(now:)`` on the
-    /// database clock, active, its next slot computed. A name in use (regardless of case) is
-    /// `DomainError` `name_taken` (409).
+    /// database clock and against the run-size limit (``checkRunSize(_:)``), active, its next
+    /// slot computed. A name in use (regardless of case) is `DomainError` `name_taken` (409).
     public func create(_ definition: CampaignDefinition, by apiKeyID: Int64? = nil) async throws -> Campaign {
         try await StorageSQL.transaction(client, logger: logger, "create a campaign", attempts: 1, within: wait) {
             connection in
             let now = try await CampaignStatements.databaseNow(connection, logger: logger)
             let checked = try definition.validated(now: now)
+            try checkRunSize(checked)
             let values = try CampaignStatements.columnValues(checked, now: now)
             let rows = try await connection.query(
                 CampaignStatements.create(checked, values: values, apiKeyID: apiKeyID), logger: logger)
@@ -90,7 +94,8 @@ public struct CampaignStore: Sendable {
     }
 
     /// Replaces a campaign's definition (checked as on create) and recomputes its next slot
-    /// from now. An archived campaign is `DomainError` `campaign_archived` (409).
+    /// from now; a slot already due and not yet fired stays due. An archived campaign is
+    /// `DomainError` `campaign_archived` (409).
     public func update(id: CampaignID, _ definition: CampaignDefinition) async throws -> Campaign {
         try await update(id: id) { _ in definition }
     }
@@ -107,7 +112,13 @@ public struct CampaignStore: Sendable {
             let (current, now) = try await CampaignStatements.lock(id, on: connection, logger: logger)
             guard current.state != .archived else { throw Self.archived(current) }
             let checked = try change(current.definition).validated(now: now)
-            let values = try CampaignStatements.columnValues(checked, now: now)
+            try checkRunSize(checked)
+            var values = try CampaignStatements.columnValues(checked, now: now)
+            // A slot that came due and has not fired yet stays due: the scheduler fires it (with
+            // the new definition) or records it Missed, rather than the change dropping it.
+            if current.state == .active, let due = current.nextSlot, due <= now {
+                values.nextSlot = due
+            }
             let rows = try await connection.query(
                 CampaignStatements.update(id: id, checked, values: values), logger: logger)
             for try await row in rows { return try CampaignStatements.campaign(row) }
@@ -143,6 +154,29 @@ public struct CampaignStore: Sendable {
 
 
 
+
+    /// Refuses, with `DomainError` `run_too_large` (422), a definition whose runs make more hub
+    /// sends than ``maxHubSendsPerRun`` even with the fewest it can make
+    /// (``CampaignDefinition/leastRunHubSends``).
+    func checkRunSize(_ definition: CampaignDefinition) throws(DomainError) {
+        let sends = definition.leastRunHubSends
+        guard sends > maxHubSendsPerRun else { return }
+        throw runTooLarge(sends: sends, definition: definition, atLeast: definition.localTime != nil)
+    }
+
+    /// `run_too_large` for a run of `sends` hub sends.
+    func runTooLarge(sends: Int, definition: CampaignDefinition, atLeast: Bool) -> DomainError {
+        DomainError(code: .runTooLarge, message: runTooLargeReason(sends: sends, definition: definition, atLeast: atLeast), kind: .overLimit)
+    }
+
+    /// Why a run of `sends` hub sends is refused, with the figures.
+    func runTooLargeReason(sends: Int, definition: CampaignDefinition, atLeast: Bool) -> String {
+        let formats = definition.content.formats.count
+        let users: String = if case .users(let names) = definition.audience { "\(names.count) users, " } else { "" }
+        return "a run of campaign \"\(definition.name)\" needs \(atLeast ? "at least " : "")\(sends) hub sends "
+            + "(\(users)\(formats) format\(formats == 1 ? "" : "s")\(definition.localTime == nil ? "" : ", in waves by zone")); "
+            + "at most \(maxHubSendsPerRun) per run (\(StorageConfiguration.campaignMaxHubSendsPerRun.environmentName))"
+    }
 
     static func notFound(_ id: CampaignID) -> DomainError {
         DomainError(code: .notFound, message: "no campaign \(id)", kind: .notFound)

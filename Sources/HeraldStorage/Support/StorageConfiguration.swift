@@ -19,6 +19,10 @@ public struct StorageConfiguration: Sendable {
     /// named prepared statements, parsed and planned once per connection. Off behind a
     /// transaction pooler that cannot carry them (PgBouncer before 1.21).
     public var preparedStatements: Bool
+    /// The most hub sends one campaign run may make, all its waves and formats together:
+    /// checked when a campaign is saved (`422 run_too_large`) and when a run fires (the run is
+    /// `Refused`).
+    public var campaignMaxHubSendsPerRun: Int
 
     /// `HERALD_MAX_DEVICES_PER_USER`.
     public static let maxDevicesPerUser = Setting.int(
@@ -45,6 +49,14 @@ public struct StorageConfiguration: Sendable {
         "the hot statements are named prepared statements, parsed once per connection; `off` behind a transaction-pooling proxy that cannot carry them (PgBouncer before 1.21)"
     )
 
+    /// `HERALD_CAMPAIGN_MAX_HUB_SENDS_PER_RUN`. The default fits the largest `users` audience
+    /// (10,000 users) in all four formats in a local-time run spread over up to 500 zones
+    /// (2,000 chunks of 5 × 4, plus one partial chunk per zone and format).
+    public static let campaignMaxHubSendsPerRun = Setting.int(
+        "campaign.max_hub_sends_per_run", default: 10_000, range: 1...1_000_000, details: "campaigns.md",
+        "hub sends one campaign run may make, all waves and formats together; beyond, saving answers `422 run_too_large` and a firing run is `Refused`"
+    )
+
     /// `HERALD_DEFAULT_TIME_ZONE`.
     public static let defaultTimeZone = Setting<String>(
         key: "default_time_zone", default: "UTC", defaultText: "UTC",
@@ -66,6 +78,7 @@ public struct StorageConfiguration: Sendable {
     public static let settings =
         [maxDevicesPerUser, maxSendAttempts, bcryptCost, databaseWaitSeconds].map(
             \.documentation) + [defaultTimeZone.documentation, preparedStatements.documentation]
+        + [campaignMaxHubSendsPerRun.documentation]
 
     /// Creates settings; every default is the documented one.
     public init(
@@ -74,7 +87,8 @@ public struct StorageConfiguration: Sendable {
         bcryptCost: Int = StorageConfiguration.bcryptCost.defaultValue,
         databaseWait: Duration = .seconds(StorageConfiguration.databaseWaitSeconds.defaultValue),
         defaultTimeZone: String = StorageConfiguration.defaultTimeZone.defaultValue,
-        preparedStatements: Bool = StorageConfiguration.preparedStatements.defaultValue
+        preparedStatements: Bool = StorageConfiguration.preparedStatements.defaultValue,
+        campaignMaxHubSendsPerRun: Int = StorageConfiguration.campaignMaxHubSendsPerRun.defaultValue
     ) {
         self.maxDevicesPerUser = maxDevicesPerUser
         self.maxSendAttempts = maxSendAttempts
@@ -82,6 +96,7 @@ public struct StorageConfiguration: Sendable {
         self.databaseWait = databaseWait
         self.defaultTimeZone = defaultTimeZone
         self.preparedStatements = preparedStatements
+        self.campaignMaxHubSendsPerRun = campaignMaxHubSendsPerRun
     }
 
     /// Reads every key; throws a ``ConfigurationError`` naming the first malformed one.
@@ -91,6 +106,7 @@ public struct StorageConfiguration: Sendable {
             maxSendAttempts: try reader.value(Self.maxSendAttempts), bcryptCost: try reader.value(Self.bcryptCost),
             databaseWait: .seconds(try reader.value(Self.databaseWaitSeconds)),
             defaultTimeZone: try reader.value(Self.defaultTimeZone),
-            preparedStatements: try reader.value(Self.preparedStatements))
+            preparedStatements: try reader.value(Self.preparedStatements),
+            campaignMaxHubSendsPerRun: try reader.value(Self.campaignMaxHubSendsPerRun))
     }
 }

@@ -53,7 +53,8 @@ public struct Stores: Sendable {
             statements: StatementRunner(prepared: configuration.preparedStatements))
         self.campaigns = CampaignStore(
             client: client, logger: logger, notifications: notifications, wait: configuration.databaseWait,
-            defaultTimeZone: configuration.defaultTimeZone)
+            defaultTimeZone: configuration.defaultTimeZone,
+            maxHubSendsPerRun: configuration.campaignMaxHubSendsPerRun)
         self.users = UserStore(
             client: client, logger: logger, wait: configuration.databaseWait,
             preparedStatements: configuration.preparedStatements)
