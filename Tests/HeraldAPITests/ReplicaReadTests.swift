@@ -101,7 +101,8 @@ struct ReplicaReadTests {
         }
     }
 
-    @Test("a campaign's runs list is read on the replica, its detail on the primary; failures and a user's devices on the replica")
+    @Test(
+        "a campaign's runs list is read on the replica, its detail on the primary; failures and a user's devices on the replica")
     func otherReads() async throws {
         try await ReplicaWorld.with { world in
             let api = world.api

@@ -318,7 +318,8 @@ struct DatabaseReadURLTests {
 
         let some = try RuntimeConfiguration(
             try await SettingsReader.environment([
-                "HERALD_DATABASE_URL": primary, "HERALD_DATABASE_READ_URL": "postgres://reader:pw@replica.example.com:6432/herald",
+                "HERALD_DATABASE_URL": primary,
+                "HERALD_DATABASE_READ_URL": "postgres://reader:pw@replica.example.com:6432/herald",
                 "HERALD_DATABASE_POOL_SIZE": "7", "HERALD_DATABASE_SSLMODE": "require",
                 "HERALD_DATABASE_REPLICA_LAG_BOUND_SECONDS": "5",
             ]))

@@ -50,7 +50,9 @@ public struct ReadStores: Sendable {
     ) {
         self.database = database
         primary = Side(client: database.primary, isReplica: false, queue: queue, configuration: configuration, logger: logger)
-        replica = database.replica.map { Side(client: $0, isReplica: true, queue: queue, configuration: configuration, logger: logger) }
+        replica = database.replica.map {
+            Side(client: $0, isReplica: true, queue: queue, configuration: configuration, logger: logger)
+        }
     }
 
     /// Runs `body` on the replica's stores while it serves, else on the primary's. A read the
