@@ -9,7 +9,7 @@ DB_ENV := .data/postgres.env
 
 help:
 	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
-	@echo "make test        start PostgreSQL, build every product, run every test (also through PgBouncer), the deploy checks and the reduced fault harness"
+	@echo "make test        start PostgreSQL, build every product, run every test (also through PgBouncer, and the ops reads on a streaming replica), the deploy checks and the reduced fault harness"
 	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, partitions, ...)"
 	@echo "make bench       every benchmark (release build); bench-queue, bench-pickup, bench-hub, bench-api, bench-send, bench-lanes, bench-stats for subsets"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
@@ -35,7 +35,7 @@ docs:
 
 # db-up, then build every product (tests start the executables as child processes), then
 # scripts/test.sh: the Swift tests; the end-to-end send and registration suites again through a
-# PgBouncer in transaction mode with three workers; the deploy files' checks; the dashboard in a
+# PgBouncer in transaction mode with three workers; the ops reads on a streaming replica; the deploy files' checks; the dashboard in a
 # real browser; the fault harness at its reduced size (it restarts the cluster, so it runs last).
 # `make test` fails when any of them fails, and its last lines name which.
 # At most this many tests run at once. Unbounded, the suites (many start real processes) ran all at

@@ -8,6 +8,12 @@
 #   scripts/db.sh env    print the env file (fails if the cluster is not running)
 #   scripts/db.sh restart [fast|immediate] [SECONDS]
 #                        stop the cluster, keep it down SECONDS, start it on the same port
+#   scripts/db.sh replica up     a streaming replica of the cluster (pg_basebackup -R, a hot
+#                        standby on another port, hot_standby_feedback off), started with the
+#                        cluster if needed; writes .data/replica.env and prints it (idempotent):
+#                        HERALD_DATABASE_READ_URL and HERALD_TEST_REPLICA_URL
+#   scripts/db.sh replica down   stop the replica only (its files stay, for a faster next start)
+#   scripts/db.sh replica env    print .data/replica.env (fails if the replica is not running)
 #
 # Runs as root (initdb refuses root, so the cluster belongs to an unprivileged user) or as
 # an ordinary user. Needs nothing set up by hand: on a fresh Debian machine it installs the
@@ -231,6 +237,7 @@ cmd_down() {
   bindir="$(find_bindir)" || die "no PostgreSQL binaries"
   owner="$(cluster_owner)"
   dir="$(cluster_dir "$owner")"
+  replica_down
   if is_running "$bindir" "$owner" "$dir"; then
     as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -m fast -w stop >/dev/null
     log "stopped the cluster in $dir"
@@ -257,6 +264,112 @@ cmd_restart() {
   log "started again on port $port"
 }
 
+# The replica's files sit beside the cluster's, so that the cluster's owner can reach them too.
+replica_dir() {
+  local owner="$1" primary
+  primary="$(cluster_dir "$owner")"
+  echo "${primary%/}-replica"
+}
+
+replica_env_file="$data_root/replica.env"
+
+# Waits until the standby on port $3 streams from the cluster (its WAL receiver says so).
+wait_streaming() {
+  local bindir="$1" password="$2" port="$3" i status
+  for i in $(seq 1 600); do
+    status="$(PGPASSWORD="$password" "$bindir/psql" -X -qtA -h 127.0.0.1 -p "$port" -U "$db_user" -d postgres \
+      -c "SELECT status FROM pg_stat_wal_receiver" 2>/dev/null || true)"
+    [ "$status" = "streaming" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+replica_up() {
+  local bindir owner dir port password primary_port
+  cmd_up >/dev/null
+  bindir="$(find_bindir)"
+  owner="$(cluster_owner)"
+  dir="$(replica_dir "$owner")"
+  password="$(cat "$data_root/postgres.password")"
+  primary_port="$(sed -n 4p "$(cluster_dir "$owner")/postmaster.pid")"
+
+  if is_running "$bindir" "$owner" "$dir"; then
+    port="$(sed -n 4p "$dir/postmaster.pid")"
+    log "reusing the running replica in $dir (port $port)"
+  else
+    port="$(free_port)"
+    # A standby left from an earlier start streams again from where it stopped; one that
+    # cannot (the cluster moved to another port, its WAL is gone) is made again.
+    if [ -f "$dir/standby.signal" ]; then
+      sed -i "s/port=[0-9]*/port=$primary_port/" "$dir/postgresql.auto.conf"
+      log "starting the replica in $dir on 127.0.0.1:$port"
+      if ! as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -w -t 120 -l "$dir/server.log" -o "-p $port -k $dir" start >/dev/null \
+        || ! wait_streaming "$bindir" "$password" "$port"; then
+        log "the old replica does not stream; making it again"
+        as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -m immediate -w stop >/dev/null 2>&1 || true
+        rm -rf "$dir"
+      fi
+    elif [ -e "$dir" ]; then
+      rm -rf "$dir"
+    fi
+    if [ ! -d "$dir" ]; then
+      log "copying the cluster on port $primary_port into $dir (pg_basebackup)"
+      mkdir -p "$dir"
+      chown "$owner" "$dir"
+      chmod 700 "$dir"
+      # -R writes standby.signal and primary_conninfo (with the password: the file is the owner's only).
+      local out; out="$(mktemp)"
+      # The cluster's socket sits in its folder: pg_basebackup skips it with a warning, kept out of the output.
+      as_owner "$owner" env PGPASSWORD="$password" "$bindir/pg_basebackup" -h 127.0.0.1 -p "$primary_port" \
+        -U "$db_user" -D "$dir" -R -X stream -c fast >"$out" 2>&1 \
+        || { grep -v 'skipping special file' "$out" >&2; rm -f "$out"; die "pg_basebackup failed"; }
+      rm -f "$out"
+      cat >>"$dir/postgresql.conf" <<CONF
+# Herald local replica (scripts/db.sh replica up)
+# Off: the replica's readers never hold back vacuum on the cluster's queue tables; a long
+# query conflicting with replayed cleanup is cancelled after max_standby_streaming_delay.
+hot_standby = on
+hot_standby_feedback = off
+max_standby_streaming_delay = 30s
+shared_buffers = 128MB
+CONF
+      log "starting the replica on 127.0.0.1:$port"
+      as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -w -t 900 -l "$dir/server.log" -o "-p $port -k $dir" start >/dev/null \
+        || { tail -20 "$dir/server.log" >&2 || true; die "the replica did not start"; }
+    fi
+  fi
+  wait_ready "$bindir" "$port"
+  wait_streaming "$bindir" "$password" "$port" || { tail -20 "$dir/server.log" >&2 || true; die "the replica does not stream"; }
+  {
+    printf 'HERALD_DATABASE_READ_URL=postgres://%s:%s@127.0.0.1:%s/%s\n' "$db_user" "$password" "$port" "$db_name"
+    printf 'HERALD_TEST_REPLICA_URL=postgres://%s:%s@127.0.0.1:%s/%s\n' "$db_user" "$password" "$port" "$db_name"
+  } >"$replica_env_file"
+  chmod 600 "$replica_env_file"
+  cat "$replica_env_file"
+}
+
+replica_down() {
+  local bindir owner dir
+  rm -f "$replica_env_file"
+  bindir="$(find_bindir)" || return 0
+  owner="$(cluster_owner)"
+  dir="$(replica_dir "$owner")"
+  if is_running "$bindir" "$owner" "$dir"; then
+    as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -m fast -w stop >/dev/null
+    log "stopped the replica in $dir"
+  fi
+}
+
+cmd_replica() {
+  case "${1:-}" in
+    up) replica_up ;;
+    down) replica_down ;;
+    env) [ -f "$replica_env_file" ] || die "no replica running: run 'scripts/db.sh replica up'"; cat "$replica_env_file" ;;
+    *) echo "usage: $0 replica up|down|env" >&2; exit 2 ;;
+  esac
+}
+
 cmd_env() {
   [ -f "$env_file" ] || die "no cluster running: run 'make db-up'"
   cat "$env_file"
@@ -267,5 +380,6 @@ case "${1:-}" in
   down) cmd_down ;;
   env) cmd_env ;;
   restart) cmd_restart "${2:-fast}" "${3:-0}" ;;
-  *) echo "usage: $0 up|down|env|restart [fast|immediate] [seconds]" >&2; exit 2 ;;
+  replica) cmd_replica "${2:-}" ;;
+  *) echo "usage: $0 up|down|env|restart [fast|immediate] [seconds]|replica up|down|env" >&2; exit 2 ;;
 esac

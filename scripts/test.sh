@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test` after the build: the Swift tests; the DocC catalogues of the reusable libraries
 # (`swift package generate-documentation`, warnings are errors); the end-to-end send and registration suites
-# again through a PgBouncer in transaction mode with three workers (scripts/pgbouncer.sh); the
+# again through a PgBouncer in transaction mode with three workers (scripts/pgbouncer.sh); the ops
+# reads against a real streaming replica (`scripts/db.sh replica up`, the ReplicaReadTests suite); the
 # deploy files' checks (scripts/deploy-check.sh); the dashboard in a real browser
 # (scripts/dashboard-test.sh); then the fault harness at its reduced size (it restarts the
 # cluster, so it runs alone, last). Every part runs even when an earlier one failed.
@@ -47,11 +48,26 @@ pooled() {
     return "$status"
 }
 
+# The replica suite skips without HERALD_TEST_REPLICA_URL: it runs here, with a replica started for it.
+replicated() {
+    scripts/db.sh replica up >/dev/null || return 1
+    local status=0
+    (
+        set -a
+        . ./.data/replica.env
+        set +a
+        "${SWIFT:-swift}" test --skip-build --filter 'HeraldAPITests.ReplicaReadTests'
+    ) || status=$?
+    scripts/db.sh replica down || true
+    return "$status"
+}
+
 part swift-test env HERALD_BIN_DIR="$bin" "${SWIFT:-swift}" test --skip-build
 # The archives go to .build/plugins/Swift-DocC/outputs/.
 part docc "${SWIFT:-swift}" package generate-documentation --target NotificationHubs --target PostgresQueue \
     --warnings-as-errors
 part pgbouncer pooled
+part replica replicated
 part deploy-check scripts/deploy-check.sh all "$bin"
 part dashboard scripts/dashboard-test.sh "$bin"
 part chaos scripts/chaos.sh "$bin" reduced

@@ -53,7 +53,7 @@ public func buildApplication(
     let limiter = RateLimiter()
     let rates = KeyRates(limiter: limiter, defaultRate: sends.defaultKeyRatePerSecond)
     let handlers = RouteHandlers(
-        ops: OpsRoutes(registry: registry, availability: stores.availability),
+        ops: OpsRoutes(registry: registry, availability: stores.availability, replica: stores.reads.database),
         openAPI: try OpenAPIDocument.load(),
         devices: DeviceController(
             devices: stores.devices, signIn: authenticator,
@@ -64,18 +64,18 @@ public func buildApplication(
             store: stores.notifications, limiter: limiter, perUserRate: sends.tutorialSendsPerUserPerSecond,
             maxBodyBytes: configuration.maxBodyBytes),
         notifications: NotificationController(
-            store: stores.notifications, maxBodyBytes: configuration.maxBodyBytes,
+            store: stores.notifications, reads: stores.reads, maxBodyBytes: configuration.maxBodyBytes,
             maxBatchBodyBytes: configuration.maxBatchBodyBytes,
             hubSendLimits: HubSendLimits(
                 perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest),
             rates: rates),
         campaigns: CampaignController(
-            store: stores.campaigns, maxBodyBytes: configuration.maxBodyBytes,
+            store: stores.campaigns, reads: stores.reads, maxBodyBytes: configuration.maxBodyBytes,
             maxDefinitionBodyBytes: configuration.maxCampaignBodyBytes),
         users: UserController(devices: stores.devices, maxBodyBytes: configuration.maxBodyBytes),
         dashboard: DashboardController(),
         opsActions: OpsActionController(store: stores.notifications, maxBodyBytes: configuration.maxBodyBytes),
-        console: OpsConsoleController(store: stores.stats))
+        console: OpsConsoleController(reads: stores.reads))
     let keys = APIKeyVerifier(keys: stores.apiKeys, cacheSeconds: sends.apiKeyCacheSeconds)
 
     let router = Router(context: HeraldRequestContext.self)

@@ -15,11 +15,16 @@ public import Prometheus
 /// - `GET /health/ready`: `200 {"status":"ok"}` when the gate's last probe found the database
 ///   answering with exactly the schema this build expects, and that probe is recent; otherwise
 ///   `503 {"status":"unavailable","detail":…}` with one of a few fixed details, never the
-///   database's own error text. It reads the gate's state: no query per call;
+///   database's own error text. It reads the gate's state: no query per call. With a read
+///   replica (``ReadDatabase``), the answer carries `replica` (``ReplicaReport``), and a ready
+///   process whose replica lags beyond its bound, is unreachable or not probed yet answers
+///   `200 {"status":"degraded","detail":…}`: the replica only serves ops reads, which fall back
+///   to the primary when it is down, so it never takes the process out of rotation;
 /// - `GET /metrics`: Prometheus text of the process's registry; with a queue, the queue's depth
 ///   by queue and state and the age of each queue's oldest waiting job, read from
 ///   ``JobQueue/counts()`` on each scrape (`herald_queue_jobs{queue,state}`,
-///   `herald_queue_oldest_waiting_seconds{queue}`).
+///   `herald_queue_oldest_waiting_seconds{queue}`); with a read replica,
+///   `herald_database_replica_lag_seconds` and `herald_database_replica_up` from its last probe.
 ///
 /// The health routes are open; `/metrics` takes an API key (see ``OpsKeyMiddleware``).
 ///
@@ -34,18 +39,23 @@ public struct OpsRoutes: Sendable {
     private let registry: PrometheusCollectorRegistry
     private let queueGauges: QueueGauges?
     private let availability: DatabaseAvailability
+    private let replica: ReadDatabase?
+    private let replicaGauges: ReplicaGauges?
     private let changes = HealthChanges()
 
     /// Routes that report the health `availability` sees (nil: a process that does not watch the
     /// database, always live and ready), export `registry`, and, when `queue` is given, export
     /// its depth (the process's one queue: these routes never make their own), with the queues
     /// named in `queues` present (at 0) even while they hold no jobs. A scrape skips the queue
-    /// gauges while the database counts as down instead of waiting for it.
+    /// gauges while the database counts as down instead of waiting for it. `replica`: where
+    /// the process's ops reads go; readiness and the metrics report it when it has a replica.
     public init(
         registry: PrometheusCollectorRegistry, queue: JobQueue? = nil, queues: [String] = [],
-        availability: DatabaseAvailability? = nil
+        availability: DatabaseAvailability? = nil, replica: ReadDatabase? = nil
     ) {
         self.registry = registry
+        self.replica = replica?.replica == nil ? nil : replica
+        self.replicaGauges = self.replica.map { _ in ReplicaGauges(registry: registry) }
         self.queueGauges = queue.map { QueueGauges(queue: $0, registry: registry, known: queues) }
         self.availability =
             availability ?? .assumedAvailable(logger: Logger(label: "herald.ops", factory: { _ in SwiftLogNoOpLogHandler() }))
@@ -77,10 +87,15 @@ public struct OpsRoutes: Sendable {
     public func ready<Context: RequestContext>(_ request: Request, context: Context) async throws -> Response {
         let readiness = availability.readiness()
         changes.ready(readiness, logger: context.logger)
+        let report = replica.flatMap(ReplicaReport.init)
         guard let detail = Self.detail(readiness) else {
-            return try HealthReply(status: "ok", detail: nil).response(from: request, context: context)
+            if let report, let degraded = report.degradedDetail {
+                return try HealthReply(status: "degraded", detail: degraded, replica: report)
+                    .response(from: request, context: context)
+            }
+            return try HealthReply(status: "ok", detail: nil, replica: report).response(from: request, context: context)
         }
-        return try Self.unavailable(detail, request: request, context: context)
+        return try Self.unavailable(detail, replica: report, request: request, context: context)
     }
 
     /// The fixed detail of each reason readiness fails (nil: ready). Never the database's text.
@@ -95,15 +110,17 @@ public struct OpsRoutes: Sendable {
     }
 
     private static func unavailable<Context: RequestContext>(
-        _ detail: String, request: Request, context: Context
+        _ detail: String, replica: ReplicaReport? = nil, request: Request, context: Context
     ) throws -> Response {
-        var response = try HealthReply(status: "unavailable", detail: detail).response(from: request, context: context)
+        var response = try HealthReply(status: "unavailable", detail: detail, replica: replica)
+            .response(from: request, context: context)
         response.status = .serviceUnavailable
         return response
     }
 
     /// `GET /metrics`: the registry in Prometheus text format, the queue gauges set first.
     public func metrics<Context: RequestContext>(_ request: Request, context: Context) async throws -> Response {
+        if let replica, let replicaGauges { replicaGauges.set(replica.state) }
         if let queueGauges {
             do {
                 try await availability.whileAvailable { try await queueGauges.update() }
@@ -147,4 +164,6 @@ final class HealthChanges: Sendable {
 struct HealthReply: ResponseCodable {
     var status: String
     var detail: String?
+    /// Present when the process reads from a replica.
+    var replica: ReplicaReport?
 }

@@ -5,6 +5,7 @@ import NIOCore
 import NIOSSL
 public import PostgresNIO
 import PostgresQueue
+public import ServiceLifecycle
 
 /// Process-wide setup shared by the executables.
 public enum HeraldBootstrap {
@@ -38,6 +39,26 @@ public enum HeraldBootstrap {
         stores.availability = DatabaseAvailability(
             configuration: try runtime.database.connection(connectTimeout: timeout), timeout: timeout, logger: logger)
         return stores
+    }
+
+    /// Points `stores.reads` at the replica `runtime.readDatabase` names (herald-api's ops
+    /// reads); without one, leaves them on the primary and returns nil. The returned services
+    /// (the replica's pool, then its ``ReadDatabase`` probe) run next to the primary's client.
+    /// A replica that is down at start is no reason to refuse: reads stay on the primary until
+    /// its probe answers.
+    public static func readReplica(
+        into stores: inout Stores, runtime: RuntimeConfiguration, storage: StorageConfiguration, logger: Logger
+    ) -> [any Service]? {
+        guard let settings = runtime.readDatabase else { return nil }
+        var background = logger
+        background.logLevel = max(logger.logLevel, .error)
+        let replica = PostgresClient(configuration: settings.postgres, backgroundLogger: background)
+        let database = ReadDatabase(
+            primary: stores.reads.database.primary, replica: replica, lagBound: runtime.replicaLagBound,
+            timeout: settings.probeTimeout, logger: logger)
+        stores.reads = ReadStores(database: database, queue: stores.queue, configuration: storage, logger: logger)
+        logger.notice("herald.replica.configured", metadata: ["database": "\(settings.redacted)"])
+        return [replica, database]
     }
 
     /// Runs `body` with a running client, after checking within `timeout` that the database

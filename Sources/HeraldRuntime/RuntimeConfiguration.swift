@@ -13,6 +13,10 @@ public import PostgresQueue
 public struct RuntimeConfiguration: Sendable {
     /// The database.
     public var database: DatabaseSettings
+    /// The streaming replica the ops reads go to (``ReadDatabase``); nil: they go to ``database``.
+    public var readDatabase: DatabaseSettings?
+    /// The replica lag beyond which readiness reports `degraded`.
+    public var replicaLagBound: Duration
     /// The log level of every component.
     public var logLevel: Logger.Level
     /// Enqueue-side settings of the process's one `JobQueue`.
@@ -24,6 +28,16 @@ public struct RuntimeConfiguration: Sendable {
     public static let databaseURL = Setting<String?>.optionalString(
         "database.url", defaultText: "— (required)", secret: true, details: "deploy.md",
         "`postgres://user:password@host:port/database[?sslmode=…&sslrootcert=…]`, `sslmode` as libpq's (`disable`, `allow`, `prefer`, `require`, `verify-ca`, `verify-full`); unset: `disable` on loopback, else `verify-full`"
+    )
+    /// `HERALD_DATABASE_READ_URL` (optional; a secret).
+    public static let databaseReadURL = Setting<String?>.optionalString(
+        "database.read_url", defaultText: "— (reads on the primary)", secret: true, details: "operations.md",
+        "a PostgreSQL streaming replica of `HERALD_DATABASE_URL` for herald-api's ops reads (statistics, lists, failures, a user's devices); same form, TLS settings and pool size as `HERALD_DATABASE_URL`"
+    )
+    /// `HERALD_DATABASE_REPLICA_LAG_BOUND_SECONDS`.
+    public static let replicaLagBound = Setting.int(
+        "database.replica_lag_bound_seconds", default: 30, range: 1...86400, details: "operations.md",
+        "replica lag beyond which `/health/ready` answers `degraded` (still 200: reads stay on the replica, writes are not affected)"
     )
     /// `HERALD_DATABASE_SSLMODE`: the URL's `sslmode`, given outside the secret.
     public static let databaseSSLMode = Setting<String?>.optionalString(
@@ -58,6 +72,7 @@ public struct RuntimeConfiguration: Sendable {
     /// Every key this configuration reads.
     public static let settings: [SettingDescription] = [
         databaseURL.documentation, databaseSSLMode.documentation, databaseSSLRootCert.documentation,
+        databaseReadURL.documentation, replicaLagBound.documentation,
         poolSize.documentation, probeTimeout.documentation, logLevel.documentation,
         queueNotify.documentation, memoryTrim.documentation,
     ]
@@ -73,6 +88,20 @@ public struct RuntimeConfiguration: Sendable {
             sslRootCertificate: try reader.value(Self.databaseSSLRootCert))
         database.poolSize = try reader.value(Self.poolSize)
         database.probeTimeout = .seconds(try reader.value(Self.probeTimeout))
+        if let readURL = try reader.value(Self.databaseReadURL) {
+            do {
+                var read = try DatabaseSettings(
+                    url: readURL, sslMode: try reader.value(Self.databaseSSLMode),
+                    sslRootCertificate: try reader.value(Self.databaseSSLRootCert))
+                read.poolSize = database.poolSize
+                read.probeTimeout = database.probeTimeout
+                readDatabase = read
+            } catch var error as ConfigurationError where error.key == Self.databaseURL.environmentName {
+                error.key = Self.databaseReadURL.environmentName
+                throw error
+            }
+        }
+        replicaLagBound = .seconds(try reader.value(Self.replicaLagBound))
         if let defaultLogLevel, reader.text(Self.logLevel) == nil {
             logLevel = defaultLogLevel
         } else {

@@ -37,12 +37,14 @@ struct HeraldAPIMain: AsyncParsableCommand {
         let logger = Logger(label: "herald-api")
         let metrics = HeraldMetrics.bootstrap(process: "herald-api")
         let client = PostgresClient(configuration: runtime.database.postgres, backgroundLogger: logger)
-        let stores: Stores
+        var stores: Stores
         do {
             stores = try HeraldBootstrap.watchedStores(client: client, runtime: runtime, storage: storage, logger: logger)
         } catch {
             HeraldExit.fail("herald-api", error)
         }
+        // The ops reads' replica, when configured: its pool and its lag probe.
+        let replica = HeraldBootstrap.readReplica(into: &stores, runtime: runtime, storage: storage, logger: logger) ?? []
         let app: any Service
         do {
             app = try await buildApplication(
@@ -53,13 +55,12 @@ struct HeraldAPIMain: AsyncParsableCommand {
         } catch {
             HeraldExit.fail("herald-api", ConfigurationError(key: "HERALD_AUTH_JWT_*", "\(error)"))
         }
+        let services: [any Service] =
+            [client, stores.availability] + replica
+            + [MemoryTrimmer(interval: runtime.memoryTrimInterval, logger: logger), app]
         let group = ServiceGroup(
             configuration: .init(
-                services: [
-                    .init(service: client), .init(service: stores.availability),
-                    .init(service: MemoryTrimmer(interval: runtime.memoryTrimInterval, logger: logger)),
-                    .init(service: app),
-                ],
+                services: services.map { .init(service: $0) },
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()

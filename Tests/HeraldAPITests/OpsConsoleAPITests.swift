@@ -185,6 +185,27 @@ struct OpsConsoleAPITests {
         }
     }
 
+    @Test("a user's devices: the newest 200 of 250, newest first (not the 200 oldest)")
+    func userDevicesNewest() async throws {
+        try await APIHarness.with { api async throws in
+            let alice = try await api.addUser("alice")
+            let reader = try await api.makeKey("reader", scopes: [.read])
+            // 250 devices, one a second apart: device i was created i seconds after device 0.
+            try await api.db.execute(
+                """
+                INSERT INTO devices (id, user_id, kind, platform, handle, created_at)
+                SELECT ('00000000-0000-4000-8000-' || lpad(i::text, 12, '0'))::uuid, \(alice.id), 'registration', 'apns',
+                       'handle-' || i, now() - make_interval(secs => 1000 - i)
+                FROM generate_series(0, 249) AS i
+                """)
+            let reply = try await api.send(.get, "/v1/users/alice/devices", auth: keyAuth(reader.key))
+            #expect(reply.status == .ok, "\(reply.text)")
+            let devices = try #require(reply.object?["devices"] as? [[String: Any]])
+            let numbers = devices.compactMap { ($0["id"] as? String).flatMap { Int($0.suffix(12)) } }
+            #expect(numbers == Array((50..<250).reversed()), "the newest 200, newest first")
+        }
+    }
+
     @Test("a user's devices: matched ignoring case, deleted ones included, fingerprints not handles, 20 newest hub calls")
     func userDevices() async throws {
         try await APIHarness.with { api async throws in

@@ -305,3 +305,39 @@ enum PlaintextOnlyServer {
         }
     }
 }
+
+/// `HERALD_DATABASE_READ_URL`: the replica the ops reads go to.
+@Suite("Database read URL")
+struct DatabaseReadURLTests {
+    @Test("absent: no replica; present: parsed with the primary's pool size and TLS settings; a bad one names its own key")
+    func readURL() async throws {
+        let primary = "postgres://herald:pw@127.0.0.1:5432/herald"
+        let none = try RuntimeConfiguration(try await SettingsReader.environment(["HERALD_DATABASE_URL": primary]))
+        #expect(none.readDatabase == nil)
+        #expect(none.replicaLagBound == .seconds(30))
+
+        let some = try RuntimeConfiguration(
+            try await SettingsReader.environment([
+                "HERALD_DATABASE_URL": primary,
+                "HERALD_DATABASE_READ_URL": "postgres://reader:pw@replica.example.com:6432/herald",
+                "HERALD_DATABASE_POOL_SIZE": "7", "HERALD_DATABASE_SSLMODE": "require",
+                "HERALD_DATABASE_REPLICA_LAG_BOUND_SECONDS": "5",
+            ]))
+        let read = try #require(some.readDatabase)
+        #expect(read.host == "replica.example.com" && read.port == 6432 && read.username == "reader")
+        #expect(read.poolSize == 7)
+        #expect(read.sslMode == .require)
+        #expect(some.replicaLagBound == .seconds(5))
+
+        do {
+            _ = try RuntimeConfiguration(
+                try await SettingsReader.environment([
+                    "HERALD_DATABASE_URL": primary, "HERALD_DATABASE_READ_URL": "mysql://x:hunter2@y/z",
+                ]))
+            Issue.record("a bad read URL was accepted")
+        } catch let error as ConfigurationError {
+            #expect(error.key == "HERALD_DATABASE_READ_URL")
+            #expect(!error.description.contains("hunter2"))
+        }
+    }
+}

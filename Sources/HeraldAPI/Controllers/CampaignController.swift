@@ -26,6 +26,8 @@ import NIOCore
 /// routes' `maxBodyBytes`.
 struct CampaignController: Sendable {
     let store: CampaignStore
+    /// The lists' reads (``ReadStores``: the replica when one serves).
+    let reads: ReadStores
     let maxBodyBytes: Int
     var maxDefinitionBodyBytes = APIConfiguration.maxCampaignBodyBytes.defaultValue
 
@@ -54,8 +56,10 @@ struct CampaignController: Sendable {
             }
             includeArchived = flag
         }
-        let page = try await store.list(
-            includeArchived: includeArchived, cursor: query.get("cursor"), limit: try Self.limit(query.get("limit")))
+        let (cursor, limit) = (query.get("cursor"), try Self.limit(query.get("limit")))
+        let page = try await reads.read { [includeArchived] in
+            try await $0.campaigns.list(includeArchived: includeArchived, cursor: cursor, limit: limit)
+        }
         let now = Date()
         return try JSONWriter.response(
             PageBody(
@@ -142,7 +146,8 @@ struct CampaignController: Sendable {
         let query = request.uri.queryParameters
         let limit = try Self.limit(query.get("limit"))
         _ = try await existing(id)
-        let page = try await store.runs(campaignID: id, cursor: query.get("cursor"), limit: limit)
+        let cursor = query.get("cursor")
+        let page = try await reads.read { try await $0.campaigns.runs(campaignID: id, cursor: cursor, limit: limit) }
         return try JSONWriter.response(
             PageBody(name: "runs", items: page.runs.map(CampaignRunBody.init), nextCursor: page.nextCursor))
     }

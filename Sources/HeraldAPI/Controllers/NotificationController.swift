@@ -20,6 +20,8 @@ import Logging
 /// first), after it is read and checked, so an invalid batch costs one.
 struct NotificationController: Sendable {
     let store: NotificationStore
+    /// The list's reads (``ReadStores``: the replica when one serves).
+    let reads: ReadStores
     let maxBodyBytes: Int
     let maxBatchBodyBytes: Int
     var hubSendLimits = HubSendLimits()
@@ -91,9 +93,11 @@ struct NotificationController: Sendable {
             }
             sender = parsed
         }
-        let page = try await store.list(
-            state: state, since: try date("since"), until: try date("until"), tag: query.get("tag"), sender: sender,
-            cursor: query.get("cursor"), limit: limit)
+        let (since, until, tag, cursor) = (try date("since"), try date("until"), query.get("tag"), query.get("cursor"))
+        let page = try await reads.read { [sender, limit] in
+            try await $0.notifications.list(
+                state: state, since: since, until: until, tag: tag, sender: sender, cursor: cursor, limit: limit)
+        }
         return try JSONWriter.response(
             PageBody(name: "notifications", items: page.notifications.map(SummaryBody.init), nextCursor: page.nextCursor))
     }

@@ -1,11 +1,12 @@
 import Foundation
 import HeraldDomain
+import HeraldOps
 import HeraldStorage
 import Hummingbird
 import PostgresQueue
 
 /// The ops console's read routes (API key with scope `read`; see ``APIKeyAuthenticator``), all
-/// read through ``StatsStore``:
+/// read through ``StatsStore`` on the read side (``ReadStores``: the replica when one serves):
 ///
 /// | request | answer |
 /// |---|---|
@@ -15,21 +16,23 @@ import PostgresQueue
 ///
 /// Any other `window` is a 400 `invalid_query` naming `window`.
 struct OpsConsoleController: Sendable {
-    let store: StatsStore
+    let reads: ReadStores
 
     /// `GET /v1/stats`.
     func stats(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         _ = try requireKey(context)
         let window = try Self.window(request)
-        let stats = try await store.stats(window: window)
-        return try JSONWriter.response(StatsBody(stats, generatedAt: Date()))
+        let (stats, fromReplica) = try await reads.read { (try await $0.stats.stats(window: window), $0.isReplica) }
+        var body = StatsBody(stats, generatedAt: Date())
+        body.database = StatsBody.Database(readsFrom: fromReplica ? "replica" : "primary", replica: ReplicaReport(reads.database))
+        return try JSONWriter.response(body)
     }
 
     /// `GET /v1/failures`.
     func failures(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         _ = try requireKey(context)
         let window = try Self.window(request)
-        return try JSONWriter.response(FailuresBody(try await store.failures(window: window)))
+        return try JSONWriter.response(FailuresBody(try await reads.read { try await $0.stats.failures(window: window) }))
     }
 
     /// `GET /v1/users/{name}/devices`.
@@ -37,7 +40,7 @@ struct OpsConsoleController: Sendable {
         _ = try requireKey(context)
         // A name that is not a valid user name cannot exist: not found, as an unknown one.
         guard let text = context.parameters.get("name"), let name = try? UserName.validated(text),
-            let found = try await store.userDevices(name: name)
+            let found = try await reads.read({ try await $0.stats.userDevices(name: name) })
         else {
             throw APIError(.notFound, code: .userNotFound, message: "no such user")
         }
@@ -92,6 +95,19 @@ struct StatsBody: Encodable {
     var devices: Devices
     var hubThrottling: Throttling
     var campaignRuns: [Run]
+    /// Where this answer was read, and the replica's state (null without one).
+    var database = Database(readsFrom: "primary", replica: nil)
+
+    struct Database: Encodable {
+        /// `primary` or `replica`: the database this answer's figures (all but `queues`) come from.
+        var readsFrom: String
+        var replica: Nullable<ReplicaReport>
+
+        init(readsFrom: String, replica: ReplicaReport?) {
+            self.readsFrom = readsFrom
+            self.replica = Nullable(replica)
+        }
+    }
 
     struct Notifications: Encodable {
         /// Notifications created within the window, by their current state; every state present.

@@ -182,6 +182,15 @@ extension DeviceStatements {
         """
     }
 
+    /// `userID`'s newest `limit` devices, deleted ones too, newest first; ``record(_:)`` rows.
+    static func newestDevices(userID: Int64, limit: Int) -> PostgresQuery {
+        """
+        SELECT \(unescaped: columns) FROM devices
+        WHERE user_id = \(userID)
+        ORDER BY created_at DESC, id DESC LIMIT \(Int64(limit))
+        """
+    }
+
     /// The live registered devices holding `handle`; ``record(_:)`` rows.
     static func devices(handle: String) -> PostgresQuery {
         """

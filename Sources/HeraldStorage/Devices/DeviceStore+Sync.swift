@@ -33,6 +33,14 @@ extension DeviceStore {
         }
     }
 
+    /// A user's newest `limit` devices, deleted ones too, newest first (the ops console's view).
+    public func newestDevices(userID: Int64, limit: Int) async throws -> [DeviceRecord] {
+        try await StorageSQL.run("read devices", within: wait) {
+            let rows = try await client.query(DeviceStatements.newestDevices(userID: userID, limit: limit), logger: logger)
+            return try await DeviceStatements.records(rows)
+        }
+    }
+
     /// The live devices holding `handle` (at most one, by the unique index).
     public func devices(handle: String) async throws -> [DeviceRecord] {
         try await StorageSQL.run("read devices", within: wait) {

@@ -118,8 +118,9 @@ public struct StatsStore: Sendable {
         }
     }
 
-    /// The user called `name` (ignoring case, as names are unique) with every device, deleted
-    /// ones too, and each device's last 20 hub calls; nil when there is no such user.
+    /// The user called `name` (ignoring case, as names are unique) with their newest
+    /// ``userDeviceLimit`` devices, deleted ones too, newest first, and each device's last 20 hub
+    /// calls; nil when there is no such user. Reads at most that many device rows.
     public func userDevices(name: String) async throws -> UserDevices? {
         let user: (Int64, String)? = try await StorageSQL.run("read a user", within: wait) {
             () async throws -> (Int64, String)? in
@@ -128,7 +129,7 @@ public struct StatsStore: Sendable {
             return nil
         }
         guard let (id, storedName) = user else { return nil }
-        let list = Array(try await devices.devices(userID: id, includeDeleted: true).prefix(Self.userDeviceLimit))
+        let list = try await devices.newestDevices(userID: id, limit: Self.userDeviceLimit)
         let calls = try await devices.recentHubCalls(deviceIDs: list.map { $0.id }, limit: 20)
         return UserDevices(userID: id, name: storedName, devices: list, hubCalls: calls)
     }

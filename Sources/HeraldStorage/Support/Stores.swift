@@ -29,6 +29,9 @@ public struct Stores: Sendable {
     public let stats: StatsStore
     /// The schema check and migrations.
     public let migrations: MigrationRunner
+    /// The ops reads (statistics, lists, failures, a user's devices): on the primary unless a
+    /// process that serves them (`herald-api`) sets a ``ReadDatabase`` with a replica.
+    public var reads: ReadStores
     /// Whether the database answers. Processes that watch it (`herald-api`, `herald-worker`)
     /// set a probing monitor and run it as a service; by default the database is assumed
     /// available and nothing probes.
@@ -62,6 +65,9 @@ public struct Stores: Sendable {
         self.stats = StatsStore(
             client: client, queue: queue, devices: devices, logger: logger, wait: configuration.databaseWait)
         self.migrations = MigrationRunner(client: client, logger: logger)
+        self.reads = ReadStores(
+            database: ReadDatabase(primary: client, logger: logger), queue: queue, configuration: configuration,
+            logger: logger)
         self.availability = .assumedAvailable(logger: logger)
         self.databaseWait = configuration.databaseWait
     }

@@ -39,6 +39,18 @@ struct APIHarness: Sendable {
         }
     }
 
+    /// Runs `body` against an application built with `configuration` on `stores` of `db` (for
+    /// stores a test set up itself, such as reads on a replica).
+    static func on(
+        _ db: TestDatabase, stores: Stores, _ configuration: APIConfiguration = .testing(),
+        metrics: PrometheusCollectorRegistry? = nil, _ body: @Sendable (APIHarness) async throws -> Void
+    ) async throws {
+        let app = try await buildApplication(configuration: configuration, stores: stores, logger: db.logger, metrics: metrics)
+        try await app.test(.router) { client in
+            try await body(APIHarness(db: db, client: client, stores: stores))
+        }
+    }
+
     /// Adds a user with a cost-4 bcrypt hash (or `cost`).
     @discardableResult
     func addUser(_ name: String, password: String = "s3cret", cost: UInt8 = 4) async throws -> UserRecord {
