@@ -18,7 +18,8 @@ ALTER TABLE pgqueue.jobs
 
 UPDATE pgqueue.jobs SET fair_at = run_at;
 
-ALTER TABLE pgqueue.jobs ALTER COLUMN fair_at SET NOT NULL;
+-- A row written by hand without a place goes in line at the time it is written.
+ALTER TABLE pgqueue.jobs ALTER COLUMN fair_at SET NOT NULL, ALTER COLUMN fair_at SET DEFAULT now();
 
 -- The claim index, in claim order (replaces jobs_claim_idx: priority no longer orders the claim).
 DROP INDEX pgqueue.jobs_claim_idx;
