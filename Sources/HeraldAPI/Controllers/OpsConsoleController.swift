@@ -88,10 +88,21 @@ struct StatsBody: Encodable {
     var notifications: Notifications
     var outcomes: Outcomes
     var errors: [ErrorGroup]
+    var queue: QueueLanes
     var queues: [Queue]
     var devices: Devices
     var hubThrottling: Throttling
     var campaignRuns: [Run]
+
+    struct QueueLanes: Encodable {
+        var lanes: [Lane]
+    }
+
+    struct Lane: Encodable {
+        var lane: String
+        var depth: Int
+        var oldestWaitSeconds: Double
+    }
 
     struct Notifications: Encodable {
         /// Notifications created within the window, by their current state; every state present.
@@ -241,6 +252,10 @@ struct StatsBody: Encodable {
         errors = stats.errors.map {
             ErrorGroup(httpStatus: Nullable($0.httpStatus), error: Nullable($0.error), count: $0.count, lastAt: $0.lastAt)
         }
+        queue = QueueLanes(
+            lanes: LaneDepth.lanes(stats.queues).map {
+                Lane(lane: $0.lane, depth: $0.depth, oldestWaitSeconds: $0.oldestWaitSeconds)
+            })
         queues = Self.queues(stats.queues)
         devices = Devices(
             bySyncState: Dictionary(uniqueKeysWithValues: stats.devicesBySyncState.map { ($0.key.rawValue, $0.value) }),
