@@ -26,6 +26,7 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
             case invalidMessage = "invalid_message"
             case invalidQuery = "invalid_query"
             case invalidToTag = "invalid_to_tag"
+            case laneBacklogged = "lane_backlogged"
             case messageTooLong = "message_too_long"
             case methodNotAllowed = "method_not_allowed"
             case overloaded
@@ -57,6 +58,8 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         public static let invalidQuery = Code(.invalidQuery)
         /// A tutorial send's `to_tag` is missing or malformed.
         public static let invalidToTag = Code(.invalidToTag)
+        /// The send's lane is further behind than its bound (HTTP 429, with `Retry-After`).
+        public static let laneBacklogged = Code(.laneBacklogged)
         /// A tutorial send's message is longer than allowed.
         public static let messageTooLong = Code(.messageTooLong)
         /// The route does not take this method (HTTP 405, with `Allow`).

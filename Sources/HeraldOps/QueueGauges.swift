@@ -1,4 +1,5 @@
 import HeraldDomain
+import HeraldStorage
 import PostgresQueue
 import Prometheus
 import Synchronization
@@ -8,7 +9,10 @@ import Synchronization
 ///
 /// - `herald_queue_jobs{queue, state}`: jobs waiting or running, by queue and state;
 /// - `herald_queue_oldest_waiting_seconds{queue}`: how long the oldest runnable job that
-///   waits (`available` or `retryable`) has waited.
+///   waits (`available` or `retryable`) has waited;
+/// - `herald_queue_lane_depth{lane}` and `herald_queue_lane_oldest_wait_seconds{lane}`: each
+///   lane's due waiting jobs and the wait of the oldest (``LaneDepth``), every Herald lane
+///   present from the first scrape on.
 ///
 /// A queue or state that has no jobs any more reads 0 instead of keeping its last value, and
 /// the queues named at creation read 0 in every waiting state from the first scrape on, so
@@ -25,6 +29,17 @@ final class QueueGauges: Sendable {
             helpText: "Age of the oldest runnable job that waits, by queue.")
     }
 
+    static var laneDepth: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "herald", metricName: "queue_lane_depth", unitName: "",
+            helpText: "Jobs waiting that are due, by lane.")
+    }
+    static var laneOldestWait: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "herald", metricName: "queue_lane_oldest_wait", unitName: "seconds",
+            helpText: "Age of the oldest due job that waits, by lane.")
+    }
+
     private struct Series: Hashable {
         var queue: String
         var state: String
@@ -33,7 +48,8 @@ final class QueueGauges: Sendable {
     private let queue: JobQueue
     private let registry: PrometheusCollectorRegistry
     /// Every series set so far, so one that is gone can be set to 0.
-    private let seen = Mutex((jobs: [Series: Gauge](), oldest: [String: Gauge]()))
+    private let seen = Mutex(
+        (jobs: [Series: Gauge](), oldest: [String: Gauge](), laneDepth: [String: Gauge](), laneOldest: [String: Gauge]()))
 
     init(queue: JobQueue, registry: PrometheusCollectorRegistry, known queues: [String] = []) {
         self.queue = queue
@@ -45,6 +61,10 @@ final class QueueGauges: Sendable {
                         descriptor: Self.jobs, labels: [("queue", name), ("state", state.rawValue)])
                 }
                 seen.oldest[name] = registry.makeGauge(descriptor: Self.oldestWaiting, labels: [("queue", name)])
+            }
+            for lane in HeraldLane.allCases.map(\.rawValue) {
+                seen.laneDepth[lane] = registry.makeGauge(descriptor: Self.laneDepth, labels: [("lane", lane)])
+                seen.laneOldest[lane] = registry.makeGauge(descriptor: Self.laneOldestWait, labels: [("lane", lane)])
             }
         }
     }
@@ -73,6 +93,15 @@ final class QueueGauges: Sendable {
             }
             for (series, gauge) in seen.jobs { gauge.set(to: jobs[series] ?? 0) }
             for (name, gauge) in seen.oldest { gauge.set(to: oldest[name] ?? 0) }
+            let lanes = LaneDepth.lanes(counts)
+            for lane in lanes where seen.laneDepth[lane.lane] == nil {
+                seen.laneDepth[lane.lane] = registry.makeGauge(descriptor: Self.laneDepth, labels: [("lane", lane.lane)])
+                seen.laneOldest[lane.lane] = registry.makeGauge(
+                    descriptor: Self.laneOldestWait, labels: [("lane", lane.lane)])
+            }
+            let byLane = Dictionary(uniqueKeysWithValues: lanes.map { ($0.lane, $0) })
+            for (lane, gauge) in seen.laneDepth { gauge.set(to: Double(byLane[lane]?.depth ?? 0)) }
+            for (lane, gauge) in seen.laneOldest { gauge.set(to: byLane[lane]?.oldestWaitSeconds ?? 0) }
         }
     }
 }

@@ -75,7 +75,7 @@ public struct RuntimeConfiguration: Sendable {
         databaseReadURL.documentation, replicaLagBound.documentation,
         poolSize.documentation, probeTimeout.documentation, logLevel.documentation,
         queueNotify.documentation, memoryTrim.documentation,
-    ]
+    ] + HeraldQueueLanes.settings
 
     /// Reads the configuration; `defaultLogLevel` replaces `info` when `HERALD_LOG_LEVEL` is unset
     /// (`heraldctl` is quiet by default).
@@ -111,7 +111,9 @@ public struct RuntimeConfiguration: Sendable {
         // same connections, behind the same pooler or none.
         queue = JobQueue.Configuration(
             notifyOnEnqueue: try reader.value(Self.queueNotify),
-            preparedStatements: try reader.value(StorageConfiguration.preparedStatements))
+            preparedStatements: try reader.value(StorageConfiguration.preparedStatements),
+            lanes: HeraldQueueLanes.lanes(
+                weights: try reader.value(HeraldQueueLanes.weights), bounds: try reader.value(HeraldQueueLanes.bounds)))
         memoryTrimInterval = .seconds(try reader.value(Self.memoryTrim))
     }
 

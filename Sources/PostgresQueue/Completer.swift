@@ -112,6 +112,7 @@ actor Completer {
         var finishIDs: [JobID] = [], finishAttempts: [Int16] = [], finishStates: [String] = [], finishErrors: [String] = []
         var requeueIDs: [JobID] = [], requeueAttempts: [Int16] = [], requeueStates: [String] = []
         var requeueDelays: [Int64] = [], requeueErrors: [String] = [], requeueDeltas: [Int16] = []
+        var requeueSpacings: [Int64] = []
         for completion in batch {
             let job = completion.job
             switch completion.resolution {
@@ -127,6 +128,7 @@ actor Completer {
                 requeueDelays.append(max(0, delay.milliseconds))
                 requeueErrors.append(error ?? "")
                 requeueDeltas.append(counts ? 0 : -1)
+                requeueSpacings.append(queue.configuration.lanes.spacingMicroseconds(of: job.lane))
             case .finished:
                 continue
             case .release:
@@ -136,6 +138,7 @@ actor Completer {
                 requeueDelays.append(0)
                 requeueErrors.append("")
                 requeueDeltas.append(-1)
+                requeueSpacings.append(-1)
             }
         }
         let worker = configuration.workerID
@@ -154,7 +157,8 @@ actor Completer {
             func requeue(clearKeys: Bool) -> PostgresQuery {
                 QueueSQL.requeue(
                     ids: requeueIDs, attempts: requeueAttempts, states: requeueStates, delaysMs: requeueDelays,
-                    errors: requeueErrors, attemptDeltas: requeueDeltas, workerID: worker, clearKeys: clearKeys)
+                    errors: requeueErrors, attemptDeltas: requeueDeltas, spacingsUs: requeueSpacings, workerID: worker,
+                    clearKeys: clearKeys)
             }
             written += try await QueueSQL.clearingKeysOnConflict { clearKeys in try await count(requeue(clearKeys: clearKeys)) }
         }

@@ -22,7 +22,7 @@ public import PostgresNIO
 /// ```
 public struct EmbeddedEnqueue: Sendable {
     /// How many parameters the CTE takes: `$first` … `$(first + parameterCount - 1)`.
-    public static let parameterCount = 10
+    public static let parameterCount = 13
 
     /// A `WITH` list entry, without `WITH` or a trailing comma:
     /// `name AS (INSERT INTO pgqueue.jobs … RETURNING id)`. It inserts the job once if `source`
@@ -32,16 +32,23 @@ public struct EmbeddedEnqueue: Sendable {
     public static func cte(named name: String, from source: String, firstParameter p: Int) -> String {
         """
         \(name) AS (
-            INSERT INTO pgqueue.jobs (id, queue, kind, args, priority, max_attempts, run_at, unique_key)
+            INSERT INTO pgqueue.jobs (
+                id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end, unique_key)
             SELECT nextval('pgqueue.job_ids'), $\(p)::text, $\(p + 1)::text, $\(p + 2)::text::jsonb,
-                   $\(p + 3)::int2, $\(p + 4)::int2,
-                   CASE WHEN $\(p + 7)::bool THEN $\(p + 6)::timestamptz
-                        ELSE now() + $\(p + 5)::int8 * interval '1 millisecond' END,
-                   NULLIF($\(p + 8)::text, '')
-            FROM (SELECT 1 AS one FROM \(source) LIMIT 1) AS due
+                   $\(p + 3)::int2, $\(p + 4)::int2, due.run_at, $\(p + 8)::text, NULLIF($\(p + 9)::text, ''),
+                   \(QueueStatements.fairAt(
+                       runAt: "due.run_at",
+                       last: QueueStatements.senderLast(
+                           queue: "$\(p)::text", lane: "$\(p + 8)::text", key: "$\(p + 9)::text", runAt: "due.run_at"),
+                       spacingUs: "$\(p + 10)::int8", k: "1")),
+                   $\(p + 9)::text <> '', NULLIF($\(p + 11)::text, '')
+            FROM (SELECT 1 AS one,
+                         \(QueueStatements.runAt(
+                             delayMs: "$\(p + 5)::int8", at: "$\(p + 6)::timestamptz", hasAt: "$\(p + 7)::bool")) AS run_at
+                  FROM \(source) LIMIT 1) AS due
             -- Correlated with the due row, so the hint is sent only when the job is.
             WHERE (SELECT count(pg_notify('\(JobQueue.notificationChannel)', q))
-                   FROM unnest($\(p + 9)::text[]) AS q WHERE due.one = 1) >= 0
+                   FROM unnest($\(p + 12)::text[]) AS q WHERE due.one = 1) >= 0
             ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable')
             DO NOTHING
             RETURNING id
@@ -53,10 +60,12 @@ public struct EmbeddedEnqueue: Sendable {
     public let job: NewJob
     /// The queues to wake when the statement commits (empty inside a debounce window).
     let notify: [String]
+    /// The queue's lanes, which place the job in line.
+    let lanes: QueueLanes
 
     /// Appends the job's values (``parameterCount`` of them), in the CTE's order, to `bindings`.
     public func appendBindings(to bindings: inout PostgresBindings) {
-        QueueStatements.EnqueueInput([job]).appendScalars(to: &bindings)
+        QueueStatements.EnqueueInput([job], lanes: lanes).appendScalars(to: &bindings)
         bindings.append(notify)
     }
 }
@@ -71,7 +80,7 @@ extension JobQueue {
         let notifyNow =
             configuration.notifyOnEnqueue
             && debouncer.shouldNotifyNow(queue: job.queue, schedule: { scheduleTrailingNotify(queue: job.queue) })
-        return EmbeddedEnqueue(job: job, notify: notifyNow ? [job.queue] : [])
+        return EmbeddedEnqueue(job: job, notify: notifyNow ? [job.queue] : [], lanes: configuration.lanes)
     }
 
     /// Counts `enqueue`'s job in the queue's metrics, once the caller's statement that carried

@@ -51,8 +51,14 @@ public struct NewJob: Sendable, Hashable {
     public var kind: String
     /// The job's arguments as JSON text.
     public var argsJSON: String
-    /// Lower runs first.
+    /// Recorded with the job for the caller's own use; the claim order is the lanes' fair order
+    /// (``QueueLanes``), not this.
     public var priority: Int16
+    /// The job's lane (``QueueLanes``): its weight spaces the job from its sender's others.
+    public var lane: String
+    /// The sender whose jobs this one is interleaved with (``QueueLanes``); nil: the job is a
+    /// sender of its own.
+    public var fairnessKey: String?
     /// When the job may first run.
     public var schedule: JobSchedule
     /// Attempts before the job is discarded.
@@ -64,12 +70,15 @@ public struct NewJob: Sendable, Hashable {
     /// Creates a job from JSON text arguments.
     public init(
         queue: String = "default", kind: String, argsJSON: String = "{}", priority: Int16 = 0,
-        schedule: JobSchedule = .now, maxAttempts: Int16 = 20, uniqueKey: String? = nil
+        schedule: JobSchedule = .now, maxAttempts: Int16 = 20, uniqueKey: String? = nil, lane: String = "default",
+        fairnessKey: String? = nil
     ) {
         self.queue = queue
         self.kind = kind
         self.argsJSON = argsJSON
         self.priority = priority
+        self.lane = lane
+        self.fairnessKey = fairnessKey
         self.schedule = schedule
         self.maxAttempts = maxAttempts
         self.uniqueKey = uniqueKey
@@ -78,12 +87,13 @@ public struct NewJob: Sendable, Hashable {
     /// Creates a job whose arguments are encoded with `JSONEncoder`.
     public init<Args: Encodable>(
         queue: String = "default", kind: String, args: Args, priority: Int16 = 0,
-        schedule: JobSchedule = .now, maxAttempts: Int16 = 20, uniqueKey: String? = nil
+        schedule: JobSchedule = .now, maxAttempts: Int16 = 20, uniqueKey: String? = nil, lane: String = "default",
+        fairnessKey: String? = nil
     ) throws {
         let data = try JSONEncoder().encode(args)
         self.init(
             queue: queue, kind: kind, argsJSON: String(decoding: data, as: UTF8.self), priority: priority,
-            schedule: schedule, maxAttempts: maxAttempts, uniqueKey: uniqueKey)
+            schedule: schedule, maxAttempts: maxAttempts, uniqueKey: uniqueKey, lane: lane, fairnessKey: fairnessKey)
     }
 }
 
@@ -117,6 +127,9 @@ public struct ClaimedJob: Sendable {
     public var maxAttempts: Int16
     /// The job's priority.
     public var priority: Int16
+    /// The job's lane (``NewJob/lane``): a retry or snooze rejoins the line one lane spacing
+    /// after its new run time.
+    public var lane: String
     /// When the job became runnable (database clock).
     public var runAt: Date
     /// When it was claimed (database clock).
@@ -144,9 +157,10 @@ public struct ClaimedJob: Sendable {
     /// Creates a claimed job (for tests of handlers).
     public init(
         id: JobID, queue: String, kind: String, argsJSON: String, attempt: Int16, maxAttempts: Int16,
-        priority: Int16, runAt: Date, attemptedAt: Date, createdAt: Date, lockedBy: String = ""
+        priority: Int16, runAt: Date, attemptedAt: Date, createdAt: Date, lockedBy: String = "", lane: String = "default"
     ) {
         self.lockedBy = lockedBy
+        self.lane = lane
         self.id = id
         self.queue = queue
         self.kind = kind

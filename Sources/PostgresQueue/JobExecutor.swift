@@ -237,14 +237,14 @@ public final class JobExecutor: Service, Sendable {
             claimed.reserveCapacity(limit)
             do {
                 let rows = try await queue.client.query(query, logger: logger)
-                for try await (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt)
-                    in rows.decode((JobID, String, String, Int16, Int16, Int16, Date, Date, Date).self)
+                for try await (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt, lane)
+                    in rows.decode((JobID, String, String, Int16, Int16, Int16, Date, Date, Date, String).self)
                 {
                     claimed.append(
                         ClaimedJob(
                             id: id, queue: queueName, kind: kind, argsJSON: args, attempt: attempt,
                             maxAttempts: maxAttempts, priority: priority, runAt: runAt, attemptedAt: attemptedAt,
-                            createdAt: createdAt, lockedBy: workerID))
+                            createdAt: createdAt, lockedBy: workerID, lane: lane))
                 }
             } catch let error as PSQLError {
                 throw QueueSQL.map(error, doing: "claim")

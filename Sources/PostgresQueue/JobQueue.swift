@@ -21,16 +21,22 @@ public struct JobQueue: Sendable {
         /// planned once per connection). Turn off behind a transaction pooler that does not
         /// track prepared statements (PgBouncer before 1.21): they then run unnamed.
         public var preparedStatements: Bool
+        /// The lanes' weights, which place each enqueued (and retried) job in the claim order.
+        /// Every process that enqueues or runs jobs of a queue should use the same lanes.
+        public var lanes: QueueLanes
 
         /// Creates a configuration. Defaults: notifications on, 5 ms window (at most about
         /// 200 notifying commits a second per queue and process, while jobs enqueued inside a
-        /// window wait at most 5 ms for their trailing wake-up), prepared statements on.
+        /// window wait at most 5 ms for their trailing wake-up), prepared statements on, every
+        /// lane at ``QueueLanes``' default weight.
         public init(
-            notifyOnEnqueue: Bool = true, notifyDebounce: Duration = .milliseconds(5), preparedStatements: Bool = true
+            notifyOnEnqueue: Bool = true, notifyDebounce: Duration = .milliseconds(5), preparedStatements: Bool = true,
+            lanes: QueueLanes = QueueLanes()
         ) {
             self.notifyOnEnqueue = notifyOnEnqueue
             self.notifyDebounce = notifyDebounce
             self.preparedStatements = preparedStatements
+            self.lanes = lanes
         }
     }
 
@@ -203,7 +209,7 @@ public struct JobQueue: Sendable {
     ) async throws
         -> [(id: JobID?, inserted: Bool)]
     {
-        let input = QueueStatements.EnqueueInput(jobs)
+        let input = QueueStatements.EnqueueInput(jobs, lanes: configuration.lanes)
         do {
             if jobs.count == 1 {
                 let row = try await statements.rows(
@@ -268,26 +274,74 @@ public struct JobQueue: Sendable {
         }
     }
 
-    /// Jobs waiting or running, by queue and state, with the age of the oldest runnable job.
-    /// Reads only the small claim table, so dashboards may call it often.
+    /// Jobs waiting or running, by queue, lane and state, with the age of the oldest runnable
+    /// job. One pass over the small claim table, so dashboards may call it often.
     public func counts() async throws -> [QueueCount] {
         do {
             let rows = try await client.query(
                 """
-                SELECT queue, state, count(*)::int8,
+                SELECT queue, lane, state, count(*)::int8, count(*) FILTER (WHERE run_at <= now())::int8,
                        coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now())), 0)::float8
-                FROM pgqueue.jobs GROUP BY queue, state ORDER BY queue, state
+                FROM pgqueue.jobs GROUP BY queue, lane, state ORDER BY queue, lane, state
                 """, logger: logger)
             var out: [QueueCount] = []
-            for try await (queue, state, count, age) in rows.decode((String, String, Int64, Double).self) {
-                out.append(
-                    QueueCount(
-                        queue: queue, state: JobState(rawValue: state) ?? .available, count: Int(count),
-                        oldestRunnableAge: .milliseconds(Int64(age * 1000))))
+            for try await (queue, lane, state, count, due, age) in rows.decode(
+                (String, String, String, Int64, Int64, Double).self)
+            {
+                guard let state = JobState(rawValue: state) else {
+                    throw JobQueueError(.query, "pgqueue.jobs.state holds an unknown state: \(state)")
+                }
+                var entry = QueueCount(
+                    queue: queue, state: state, count: Int(count), oldestRunnableAge: .milliseconds(Int64(age * 1000)))
+                entry.lane = lane
+                entry.due = Int(due)
+                out.append(entry)
             }
             return out
         } catch let error as PSQLError {
             throw QueueSQL.map(error, doing: "count jobs")
+        }
+    }
+
+    /// How long the oldest due job of each lane of `queue` that a sender (``NewJob/fairnessKey``)
+    /// enqueued and no worker has claimed yet has waited, by lane: a lane's backlog. Reads the
+    /// sender index (the line end each enqueue statement left per sender, which shares its
+    /// statement's run time), one probe per sender (at most `senderLimit` senders, in lane and
+    /// key order: beyond them the answer is an estimate), so it costs the same whatever the
+    /// backlog's size. Jobs without a sender and retries are not counted. A lane without such
+    /// jobs is absent.
+    public func laneBacklog(queue: String, senderLimit: Int = 1000) async throws -> [String: Duration] {
+        do {
+            let rows = try await client.query(
+                """
+                WITH RECURSIVE senders AS (
+                    (SELECT lane, fairness_key, 1 AS n FROM pgqueue.jobs
+                     WHERE queue = \(queue) AND line_end AND attempted_at IS NULL AND fairness_key IS NOT NULL
+                     ORDER BY lane, fairness_key LIMIT 1)
+                    UNION ALL
+                    SELECT next.lane, next.fairness_key, senders.n + 1
+                    FROM senders CROSS JOIN LATERAL (
+                        SELECT j.lane, j.fairness_key FROM pgqueue.jobs j
+                        WHERE j.queue = \(queue) AND j.line_end AND j.attempted_at IS NULL AND j.fairness_key IS NOT NULL
+                          AND (j.lane, j.fairness_key) > (senders.lane, senders.fairness_key)
+                        ORDER BY j.lane, j.fairness_key LIMIT 1) next
+                    WHERE senders.n < \(senderLimit)
+                )
+                SELECT senders.lane, max(extract(epoch FROM now() - oldest.run_at))::float8
+                FROM senders CROSS JOIN LATERAL (
+                    SELECT j.run_at FROM pgqueue.jobs j
+                    WHERE j.queue = \(queue) AND j.lane = senders.lane AND j.fairness_key = senders.fairness_key
+                      AND j.line_end AND j.attempted_at IS NULL AND j.fairness_key IS NOT NULL AND j.run_at <= now()
+                    ORDER BY j.run_at LIMIT 1) oldest
+                GROUP BY senders.lane
+                """, logger: logger)
+            var out: [String: Duration] = [:]
+            for try await (lane, seconds) in rows.decode((String, Double).self) {
+                out[lane] = .milliseconds(Int64(max(0, seconds) * 1000))
+            }
+            return out
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: "read lane backlogs")
         }
     }
 
@@ -298,7 +352,7 @@ public struct JobQueue: Sendable {
                 """
                 SELECT \(unescaped: JobSnapshot.columns) FROM pgqueue.jobs WHERE id = \(id)
                 UNION ALL
-                SELECT \(unescaped: JobSnapshot.columns) FROM pgqueue.job_history WHERE id = \(id)
+                SELECT \(unescaped: JobSnapshot.historyColumns) FROM pgqueue.job_history WHERE id = \(id)
                 LIMIT 1
                 """, logger: logger)
             return try await JobSnapshot.decode(rows).first
@@ -319,16 +373,28 @@ public struct JobQueue: Sendable {
     }
 }
 
-/// Jobs in one queue and state.
+/// Jobs in one queue, lane and state.
 public struct QueueCount: Sendable, Hashable {
     /// The queue.
     public var queue: String
+    /// The lane (``NewJob/lane``).
+    public var lane: String = "default"
     /// The state (`available`, `running` or `retryable`).
     public var state: JobState
     /// How many jobs.
     public var count: Int
+    /// How many of them may run now (`run_at` has passed).
+    public var due: Int = 0
     /// How long the oldest job that may run has been waiting (zero if none).
     public var oldestRunnableAge: Duration
+
+    /// Counts of one queue and state (lane `default`, none due).
+    public init(queue: String, state: JobState, count: Int, oldestRunnableAge: Duration) {
+        self.queue = queue
+        self.state = state
+        self.count = count
+        self.oldestRunnableAge = oldestRunnableAge
+    }
 }
 
 /// A job as stored, for inspection.
@@ -362,21 +428,32 @@ public struct JobSnapshot: Sendable, Hashable {
     public var errors: [AttemptError]
     /// The key that dedupes it among jobs that have not started, if any.
     public var uniqueKey: String?
+    /// Its lane.
+    public var lane: String
+    /// The sender it is interleaved with, if any.
+    public var fairnessKey: String?
+    /// Its place in the claim order; nil once it has finished.
+    public var fairAt: Date?
 
-    /// The columns ``decode(_:)`` reads, in its order.
-    static let columns = "id, queue, kind, args::text, state, attempt, max_attempts, run_at, errors::text, unique_key"
+    /// The columns ``decode(_:)`` reads, in its order, from `pgqueue.jobs`.
+    static let columns =
+        "id, queue, kind, args::text, state, attempt, max_attempts, run_at, errors::text, unique_key, lane, fairness_key, fair_at"
+    /// The same from `pgqueue.job_history`.
+    static let historyColumns =
+        "id, queue, kind, args::text, state, attempt, max_attempts, run_at, errors::text, unique_key, lane, fairness_key, NULL::timestamptz"
 
     /// Snapshots from rows of ``columns``.
     static func decode(_ rows: PostgresRowSequence) async throws -> [JobSnapshot] {
         var snapshots: [JobSnapshot] = []
-        for try await (id, queue, kind, args, state, attempt, maxAttempts, runAt, errors, uniqueKey) in rows.decode(
-            (JobID, String, String, String, String, Int16, Int16, Date, String, String?).self)
+        for try await (id, queue, kind, args, state, attempt, maxAttempts, runAt, errors, uniqueKey, lane, fairnessKey, fairAt)
+            in rows.decode((JobID, String, String, String, String, Int16, Int16, Date, String, String?, String, String?, Date?).self)
         {
             let history = (try? JSONDecoder().decode([AttemptError].self, from: Data(errors.utf8))) ?? []
             snapshots.append(
                 JobSnapshot(
                     id: id, queue: queue, kind: kind, argsJSON: args, state: JobState(rawValue: state) ?? .available,
-                    attempt: attempt, maxAttempts: maxAttempts, runAt: runAt, errors: history, uniqueKey: uniqueKey))
+                    attempt: attempt, maxAttempts: maxAttempts, runAt: runAt, errors: history, uniqueKey: uniqueKey,
+                    lane: lane, fairnessKey: fairnessKey, fairAt: fairAt))
         }
         return snapshots
     }

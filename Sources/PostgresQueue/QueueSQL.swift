@@ -51,7 +51,7 @@ enum QueueSQL {
     /// `pgqueue.job_history`'s columns, as every move to history writes them.
     private static let historyColumns = [
         "id", "queue", "kind", "args", "state", "priority", "attempt", "max_attempts", "run_at", "created_at",
-        "attempted_at", "unique_key", "errors",
+        "attempted_at", "unique_key", "errors", "lane", "fairness_key",
     ]
 
     /// `INSERT … SELECT` moving the `pgqueue.jobs` rows of `source` (a CTE of deleted rows) to
@@ -105,7 +105,8 @@ enum QueueSQL {
 
     // MARK: Statements
 
-    /// Claims up to `limit` runnable jobs of `queue` in one statement.
+    /// Claims up to `limit` runnable jobs of `queue` in one statement, in the lanes' fair order
+    /// (`fair_at`, set at insert: ``QueueLanes``), on the partial index `jobs_fair_claim_idx`.
     ///
     /// Its commit does not wait for the WAL flush (`synchronous_commit` off for its own
     /// transaction only): a claim a database crash loses only puts its jobs back in line, as
@@ -129,29 +130,34 @@ enum QueueSQL {
         WHERE j.id = ANY(ARRAY(
             SELECT id FROM pgqueue.jobs
             WHERE queue = \(queue) AND state IN ('available', 'retryable') AND run_at <= now()
-            ORDER BY priority, run_at, id
+            ORDER BY fair_at, id
             LIMIT \(limit)
             FOR UPDATE SKIP LOCKED))
-        RETURNING j.id, j.kind, j.args::text, j.attempt, j.max_attempts, j.priority, j.run_at, j.attempted_at, j.created_at
+        RETURNING j.id, j.kind, j.args::text, j.attempt, j.max_attempts, j.priority, j.run_at, j.attempted_at, j.created_at,
+                  j.lane
         """
     }
 
     /// Puts jobs back in line (retry, snooze, release), fenced. `attemptDeltas` is 0 for a
     /// retry and -1 for a snooze or a release (which do not use up an attempt). A job gives up
     /// its unique key when another waiting job holds it (`clearKeys` forces that, after a race).
+    /// A retry or snooze rejoins the line at its new run time plus its lane's spacing
+    /// (`spacingsUs`); a release (`spacingsUs` -1) keeps its place.
     static func requeue(
         ids: [JobID], attempts: [Int16], states: [String], delaysMs: [Int64], errors: [String],
-        attemptDeltas: [Int16], workerID: String, clearKeys: Bool
+        attemptDeltas: [Int16], spacingsUs: [Int64], workerID: String, clearKeys: Bool
     ) -> PostgresQuery {
         """
         WITH input AS (
             SELECT * FROM unnest(\(ids)::int8[], \(attempts)::int2[], \(states)::text[], \(delaysMs)::int8[],
-                                 \(errors)::text[], \(attemptDeltas)::int2[])
-                AS i(id, attempt, next_state, delay_ms, error, attempt_delta)
+                                 \(errors)::text[], \(attemptDeltas)::int2[], \(spacingsUs)::int8[])
+                AS i(id, attempt, next_state, delay_ms, error, attempt_delta, spacing_us)
         )
         UPDATE pgqueue.jobs j
         SET state = i.next_state,
             run_at = now() + i.delay_ms * interval '1 millisecond',
+            fair_at = CASE WHEN i.spacing_us < 0 THEN j.fair_at
+                           ELSE now() + i.delay_ms * interval '1 millisecond' + i.spacing_us * interval '1 microsecond' END,
             attempt = j.attempt + i.attempt_delta,
             locked_by = NULL,
             lease_expires_at = NULL,

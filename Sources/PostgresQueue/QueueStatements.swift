@@ -33,10 +33,29 @@ enum QueueStatements {
         /// The run time, when `hasAt` is true.
         var ats: [Date] = []
         var hasAt: [Bool] = []
+        var lanes: [String] = []
+        /// `''` for none (the job is a sender of its own).
+        var fairnessKeys: [String] = []
+        /// The lane's spacing (``QueueLanes/spacingMicroseconds(of:)``).
+        var spacings: [Int64] = []
+        /// The job's rank among its sender's jobs of the statement, from 1 (1 without a sender).
+        var ranks: [Int32] = []
+        /// Whether the job is its sender's last of the statement (the end of its line).
+        var lineEnds: [Bool] = []
+        /// The job's sender and run time in the sender columns below, from 1 (0: no sender).
+        var slots: [Int32] = []
+        /// One element per distinct sender and run time: the end of whose line the statement
+        /// looks up once.
+        var senderQueues: [String] = []
+        var senderLanes: [String] = []
+        var senderKeys: [String] = []
+        var senderDelays: [Int64] = []
+        var senderAts: [Date] = []
+        var senderHasAt: [Bool] = []
         /// `''` for none.
         var keys: [String] = []
 
-        init(_ jobs: [NewJob]) {
+        init(_ jobs: [NewJob], lanes configuration: QueueLanes) {
             for job in jobs {
                 queues.append(job.queue)
                 kinds.append(job.kind)
@@ -49,11 +68,68 @@ enum QueueStatements {
                     delays.append(max(0, d.milliseconds)); ats.append(Date(timeIntervalSince1970: 0)); hasAt.append(false)
                 case .at(let date): delays.append(0); ats.append(date); hasAt.append(true)
                 }
+                lanes.append(job.lane)
+                fairnessKeys.append(configuration.fairnessKey(of: job))
+                spacings.append(configuration.spacingMicroseconds(of: job.lane))
                 keys.append(job.uniqueKey ?? "")
             }
+            placeSenders()
         }
 
-        /// `$1`…`$8`, and `$9` (the unique keys) when `withKeys`.
+        /// A sender: the line its jobs join.
+        private struct Sender: Hashable {
+            var queue: String
+            var lane: String
+            var key: String
+        }
+
+        /// A sender and a run time: one lookup of the end of the line.
+        private struct Slot: Hashable {
+            var sender: Sender
+            var delay: Int64
+            var at: Date
+            var hasAt: Bool
+        }
+
+        /// The ranks, line ends and sender slots of the jobs, computed here so the statement
+        /// needs no window function or join for them.
+        private mutating func placeSenders() {
+            var counts: [Sender: Int32] = [:]
+            var last: [Sender: Int] = [:]
+            var slotNumbers: [Slot: Int32] = [:]
+            ranks.reserveCapacity(queues.count)
+            slots.reserveCapacity(queues.count)
+            for index in queues.indices {
+                guard !fairnessKeys[index].isEmpty else {
+                    ranks.append(1)
+                    slots.append(0)
+                    continue
+                }
+                let sender = Sender(queue: queues[index], lane: lanes[index], key: fairnessKeys[index])
+                let rank = counts[sender, default: 0] + 1
+                counts[sender] = rank
+                last[sender] = index
+                ranks.append(rank)
+                let slot = Slot(sender: sender, delay: delays[index], at: ats[index], hasAt: hasAt[index])
+                if let number = slotNumbers[slot] {
+                    slots.append(number)
+                } else {
+                    let number = Int32(senderQueues.count + 1)
+                    slotNumbers[slot] = number
+                    slots.append(number)
+                    senderQueues.append(sender.queue)
+                    senderLanes.append(sender.lane)
+                    senderKeys.append(sender.key)
+                    senderDelays.append(slot.delay)
+                    senderAts.append(slot.at)
+                    senderHasAt.append(slot.hasAt)
+                }
+            }
+            lineEnds = Array(repeating: false, count: queues.count)
+            for index in last.values { lineEnds[index] = true }
+        }
+
+        /// `$1`…`$20`, and `$21` (the unique keys) when `withKeys`.
         func append(to bindings: inout PostgresBindings, withKeys: Bool) {
             bindings.append(queues)
             bindings.append(kinds)
@@ -63,11 +139,24 @@ enum QueueStatements {
             bindings.append(delays)
             bindings.append(ats)
             bindings.append(hasAt)
+            bindings.append(lanes)
+            bindings.append(fairnessKeys)
+            bindings.append(spacings)
+            bindings.append(ranks)
+            bindings.append(lineEnds)
+            bindings.append(slots)
+            bindings.append(senderQueues)
+            bindings.append(senderLanes)
+            bindings.append(senderKeys)
+            bindings.append(senderDelays)
+            bindings.append(senderAts)
+            bindings.append(senderHasAt)
             if withKeys { bindings.append(keys) }
         }
 
-        /// The first job's columns as scalars, `$1`…`$9` in ``append(to:withKeys:)``'s order
-        /// (keys included).
+        /// The first job's columns as scalars, `$1`…`$11` in ``append(to:withKeys:)``'s order,
+        /// then its unique key, `$12` (a single job is its sender's first and last: rank 1, a
+        /// line end when it has a sender).
         func appendScalars(to bindings: inout PostgresBindings) {
             bindings.append(queues[0])
             bindings.append(kinds[0])
@@ -77,11 +166,58 @@ enum QueueStatements {
             bindings.append(delays[0])
             bindings.append(ats[0])
             bindings.append(hasAt[0])
+            bindings.append(lanes[0])
+            bindings.append(fairnessKeys[0])
+            bindings.append(spacings[0])
             bindings.append(keys[0])
         }
     }
 
-    /// An enqueue statement: the jobs' columns (`$1`…`$8`, the unique keys `$9` when
+    // MARK: Places in line (constant SQL text, no values)
+
+    /// The run time of a job from its `delay_ms`, `at` and `has_at` (SQL expressions).
+    static func runAt(delayMs: String, at: String, hasAt: String) -> String {
+        "CASE WHEN \(hasAt) THEN \(at) ELSE now() + \(delayMs) * interval '1 millisecond' END"
+    }
+
+    /// The `fair_at` of the latest line end (`line_end`) of a sender (`queue`, `lane`, `key`:
+    /// SQL expressions) that has never been claimed and is due no later than `runAt`: the end of
+    /// the sender's line, read on `jobs_sender_idx`. NULL when none, or when `key` is '' (no
+    /// sender).
+    static func senderLast(queue: String, lane: String, key: String, runAt: String) -> String {
+        """
+        (SELECT s.fair_at FROM pgqueue.jobs s
+         WHERE \(key) <> '' AND s.queue = \(queue) AND s.lane = \(lane) AND s.fairness_key = \(key)
+           AND s.line_end AND s.attempted_at IS NULL AND s.fairness_key IS NOT NULL AND s.run_at <= \(runAt)
+         ORDER BY s.run_at DESC, s.fair_at DESC LIMIT 1)
+        """
+    }
+
+    /// A job's place in line: `k` spacings (`spacingUs`, microseconds) after the later of its run
+    /// time and `last` (the end of its sender's line, NULL for none).
+    static func fairAt(runAt: String, last: String, spacingUs: String, k: String) -> String {
+        "greatest(\(runAt), \(last)) + \(spacingUs) * \(k) * interval '1 microsecond'"
+    }
+
+    /// The end of the line of each sender of a batch, `ends[slot]` (NULL when none): one lookup
+    /// per sender and run time (`$15`…`$20`), not per job.
+    static let lineEnds = """
+        lines AS MATERIALIZED (
+            SELECT ARRAY(
+                SELECT \(senderLast(
+                    queue: "c.queue", lane: "c.lane", key: "c.fairness_key",
+                    runAt: runAt(delayMs: "c.delay_ms", at: "c.at", hasAt: "c.has_at")))
+                FROM unnest($15::text[], $16::text[], $17::text[], $18::int8[], $19::timestamptz[], $20::bool[])
+                     WITH ORDINALITY AS c(queue, lane, fairness_key, delay_ms, at, has_at, ord)
+                ORDER BY c.ord) AS ends
+        )
+        """
+
+    /// A batch job's place in line, from `input` and `lines`.
+    static let batchFairAt = fairAt(
+        runAt: "input.run_at", last: "lines.ends[input.slot]", spacingUs: "input.spacing_us", k: "input.k")
+
+    /// An enqueue statement: the jobs' columns (`$1`…`$20`, the unique keys `$21` when
     /// `withKeys`), then the queues to notify; answers each job's id (none when a uniquely
     /// keyed job's holder is not visible) and whether it was inserted, in input order.
     protocol EnqueueStatement: PostgresPreparedStatement where Row == (JobID?, Bool) {
@@ -101,19 +237,23 @@ enum QueueStatements {
         static let name = String(reflecting: Self.self)
 
         static let sql = """
-            WITH input AS MATERIALIZED (
-                SELECT nextval('pgqueue.job_ids') AS id, i.*
+            WITH \(lineEnds),
+            input AS MATERIALIZED (
+                SELECT nextval('pgqueue.job_ids') AS id, i.*,
+                       \(runAt(delayMs: "i.delay_ms", at: "i.at", hasAt: "i.has_at")) AS run_at
                 FROM unnest($1::text[], $2::text[], $3::text[], $4::int2[], $5::int2[], $6::int8[], $7::timestamptz[],
-                            $8::bool[])
-                     WITH ORDINALITY AS i(queue, kind, args, priority, max_attempts, delay_ms, at, has_at, ord)
+                            $8::bool[], $9::text[], $10::text[], $11::int8[], $12::int4[], $13::bool[], $14::int4[])
+                     WITH ORDINALITY AS i(queue, kind, args, priority, max_attempts, delay_ms, at, has_at, lane,
+                                          fairness_key, spacing_us, k, line_end, slot, ord)
             ),
             inserted AS (
-                INSERT INTO pgqueue.jobs (id, queue, kind, args, priority, max_attempts, run_at)
-                SELECT id, queue, kind, args::jsonb, priority, max_attempts,
-                       CASE WHEN has_at THEN at ELSE now() + delay_ms * interval '1 millisecond' END
-                FROM input ORDER BY ord
+                INSERT INTO pgqueue.jobs (
+                    id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end)
+                SELECT id, queue, kind, args::jsonb, priority, max_attempts, run_at, lane, NULLIF(fairness_key, ''),
+                       \(batchFairAt), line_end
+                FROM input CROSS JOIN lines ORDER BY ord
             ),
-            notified AS (\(notified(parameter: 9)))
+            notified AS (\(notified(parameter: 21)))
             SELECT id, true FROM notified CROSS JOIN input ORDER BY ord
             """
 
@@ -130,23 +270,27 @@ enum QueueStatements {
         static let name = String(reflecting: Self.self)
 
         static let sql = """
-            WITH input AS MATERIALIZED (
-                SELECT nextval('pgqueue.job_ids') AS id, i.*
+            WITH \(lineEnds),
+            input AS MATERIALIZED (
+                SELECT nextval('pgqueue.job_ids') AS id, i.*,
+                       \(runAt(delayMs: "i.delay_ms", at: "i.at", hasAt: "i.has_at")) AS run_at
                 FROM unnest($1::text[], $2::text[], $3::text[], $4::int2[], $5::int2[], $6::int8[], $7::timestamptz[],
-                            $8::bool[], $9::text[])
-                     WITH ORDINALITY AS i(queue, kind, args, priority, max_attempts, delay_ms, at, has_at, unique_key, ord)
+                            $8::bool[], $9::text[], $10::text[], $11::int8[], $12::int4[], $13::bool[], $14::int4[],
+                            $21::text[])
+                     WITH ORDINALITY AS i(queue, kind, args, priority, max_attempts, delay_ms, at, has_at, lane,
+                                          fairness_key, spacing_us, k, line_end, slot, unique_key, ord)
             ),
             inserted AS (
-                INSERT INTO pgqueue.jobs (id, queue, kind, args, priority, max_attempts, run_at, unique_key)
-                SELECT id, queue, kind, args::jsonb, priority, max_attempts,
-                       CASE WHEN has_at THEN at ELSE now() + delay_ms * interval '1 millisecond' END,
-                       NULLIF(unique_key, '')
-                FROM input ORDER BY ord
+                INSERT INTO pgqueue.jobs (
+                    id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end, unique_key)
+                SELECT id, queue, kind, args::jsonb, priority, max_attempts, run_at, lane, NULLIF(fairness_key, ''),
+                       \(batchFairAt), line_end, NULLIF(unique_key, '')
+                FROM input CROSS JOIN lines ORDER BY ord
                 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable')
                 DO NOTHING
                 RETURNING id
             ),
-            notified AS (\(notified(parameter: 10)))
+            notified AS (\(notified(parameter: 22)))
             SELECT coalesce(inserted.id, existing.id), inserted.id IS NOT NULL
             FROM notified CROSS JOIN input
             LEFT JOIN inserted ON inserted.id = input.id
@@ -177,20 +321,29 @@ enum QueueStatements {
         typealias Row = (JobID?, Bool)
 
         static let sql = """
-            WITH inserted AS (
-                INSERT INTO pgqueue.jobs (id, queue, kind, args, priority, max_attempts, run_at, unique_key)
-                VALUES (nextval('pgqueue.job_ids'), $1::text, $2::text, $3::text::jsonb, $4::int2, $5::int2,
-                        CASE WHEN $8::bool THEN $7::timestamptz ELSE now() + $6::int8 * interval '1 millisecond' END,
-                        NULLIF($9::text, ''))
+            WITH input AS (
+                SELECT \(runAt(delayMs: "$6::int8", at: "$7::timestamptz", hasAt: "$8::bool")) AS run_at
+            ),
+            inserted AS (
+                INSERT INTO pgqueue.jobs (
+                    id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end, unique_key)
+                SELECT nextval('pgqueue.job_ids'), $1::text, $2::text, $3::text::jsonb, $4::int2, $5::int2, input.run_at,
+                       $9::text, NULLIF($10::text, ''),
+                       \(fairAt(
+                           runAt: "input.run_at",
+                           last: senderLast(queue: "$1::text", lane: "$9::text", key: "$10::text", runAt: "input.run_at"),
+                           spacingUs: "$11::int8", k: "1")),
+                       $10::text <> '', NULLIF($12::text, '')
+                FROM input
                 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable')
                 DO NOTHING
                 RETURNING id
             ),
-            notified AS (\(notified(parameter: 10)))
+            notified AS (\(notified(parameter: 13)))
             SELECT coalesce(
                        (SELECT id FROM inserted),
                        (SELECT e.id FROM pgqueue.jobs e
-                        WHERE e.unique_key = $9::text AND e.state IN ('available', 'retryable'))),
+                        WHERE e.unique_key = $12::text AND e.state IN ('available', 'retryable'))),
                    EXISTS (SELECT FROM inserted)
             FROM notified
             """
@@ -200,7 +353,7 @@ enum QueueStatements {
         var notify: [String]
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 10)
+            var bindings = PostgresBindings(capacity: 13)
             input.appendScalars(to: &bindings)
             bindings.append(notify)
             return bindings
@@ -256,7 +409,7 @@ enum QueueStatements {
 
 extension QueueStatements.EnqueueStatement {
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 10)
+        var bindings = PostgresBindings(capacity: 22)
         input.append(to: &bindings, withKeys: Self.withKeys)
         bindings.append(notify)
         return bindings

@@ -32,7 +32,7 @@ extension JobExecutor {
             SET state = 'running', attempt = attempt + 1, attempted_at = now(), locked_by = \(configuration.workerID),
                 lease_expires_at = now() + \(configuration.leaseDuration.milliseconds) * interval '1 millisecond'
             WHERE id = \(id) AND state IN ('available', 'retryable')
-            RETURNING id, queue, kind, args::text, attempt, max_attempts, priority, run_at, attempted_at, created_at
+            RETURNING id, queue, kind, args::text, attempt, max_attempts, priority, run_at, attempted_at, created_at, lane
             """
         return try await claimed(query, queue: nil).first
     }
@@ -53,24 +53,24 @@ extension JobExecutor {
             let rows = try await queue.client.query(query, logger: queue.logger)
             var jobs: [ClaimedJob] = []
             if let name {
-                for try await (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt)
-                    in rows.decode((JobID, String, String, Int16, Int16, Int16, Date, Date, Date).self)
+                for try await (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt, lane)
+                    in rows.decode((JobID, String, String, Int16, Int16, Int16, Date, Date, Date, String).self)
                 {
                     jobs.append(
                         ClaimedJob(
                             id: id, queue: name, kind: kind, argsJSON: args, attempt: attempt, maxAttempts: maxAttempts,
                             priority: priority, runAt: runAt, attemptedAt: attemptedAt, createdAt: createdAt,
-                            lockedBy: configuration.workerID))
+                            lockedBy: configuration.workerID, lane: lane))
                 }
             } else {
-                for try await (id, name, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt)
-                    in rows.decode((JobID, String, String, String, Int16, Int16, Int16, Date, Date, Date).self)
+                for try await (id, name, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt, lane)
+                    in rows.decode((JobID, String, String, String, Int16, Int16, Int16, Date, Date, Date, String).self)
                 {
                     jobs.append(
                         ClaimedJob(
                             id: id, queue: name, kind: kind, argsJSON: args, attempt: attempt, maxAttempts: maxAttempts,
                             priority: priority, runAt: runAt, attemptedAt: attemptedAt, createdAt: createdAt,
-                            lockedBy: configuration.workerID))
+                            lockedBy: configuration.workerID, lane: lane))
                 }
             }
             return jobs
@@ -106,7 +106,7 @@ extension JobQueue {
         do {
             let rows = try await client.query(
                 """
-                SELECT \(unescaped: JobSnapshot.columns) FROM \(unescaped: table)
+                SELECT \(unescaped: finished ? JobSnapshot.historyColumns : JobSnapshot.columns) FROM \(unescaped: table)
                 WHERE (\(name ?? "") = '' OR queue = \(name ?? ""))
                   AND (\(kind ?? "") = '' OR kind = \(kind ?? ""))
                   AND (\(uniqueKey ?? "") = '' OR unique_key = \(uniqueKey ?? ""))

@@ -92,6 +92,14 @@ struct OpsListenerTests {
                 try await queue.enqueue(
                     NewJob(queue: NotificationJobs.queue, kind: NotificationJobs.send, argsJSON: #"{"hubSendID":1}"#))
             }
+            // Three bulk jobs due a minute ago, on a queue of their own: the bulk lane's depth and
+            // oldest wait (lanes count across queues).
+            try await queue.enqueue(
+                (0..<3).map { _ in
+                    NewJob(
+                        queue: "lanes_test", kind: NotificationJobs.send, argsJSON: #"{"hubSendID":2}"#,
+                        schedule: .at(Date().addingTimeInterval(-60)), lane: "bulk", fairnessKey: "key:1")
+                })
             try await Self.withListener(db) { base in
                 let refused = try await Self.get(base + "/metrics", headers: ["X-API-Key": adminKey + "x"])
                 #expect(refused.status == 401)
@@ -109,6 +117,12 @@ struct OpsListenerTests {
                 #expect(exposition.types["herald_queue_jobs"] == "gauge")
                 #expect(exposition.types["herald_queue_oldest_waiting_seconds"] == "gauge")
                 #expect(exposition.value("herald_queue_jobs", ["queue": "notifications", "state": "available"]) == 2)
+                #expect(exposition.types["herald_queue_lane_depth"] == "gauge")
+                #expect(exposition.types["herald_queue_lane_oldest_wait_seconds"] == "gauge")
+                #expect(exposition.value("herald_queue_lane_depth", ["lane": "bulk"]) == 3)
+                #expect(exposition.value("herald_queue_lane_depth", ["lane": "interactive"]) == 0, "present while idle")
+                let bulkWait = try #require(exposition.value("herald_queue_lane_oldest_wait_seconds", ["lane": "bulk"]))
+                #expect(bulkWait >= 59 && bulkWait < 600)
                 let waited = try #require(exposition.value("herald_queue_oldest_waiting_seconds", ["queue": "notifications"]))
                 #expect(waited >= 0 && waited < 600)
             }

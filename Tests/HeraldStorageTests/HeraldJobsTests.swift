@@ -38,11 +38,12 @@ struct HeraldJobsTests {
         #expect(NewJob.notificationSend(HubSendArgs(hubSendID: 5), maxAttempts: 1).schedule == .now)
     }
 
-    @Test("a telemetry job runs ahead of sends, after its delay, once per hub send")
+    @Test("a telemetry job runs in the telemetry lane, without a sender, after its delay, once per hub send")
     func telemetryJob() {
         let job = NewJob.notificationTelemetry(HubSendArgs(hubSendID: 5), after: .seconds(5))
         #expect(job.queue == NotificationJobs.queue && job.kind == NotificationJobs.telemetry)
-        #expect(job.priority == 1 && job.schedule == .after(.seconds(5)) && job.uniqueKey == "telemetry:5")
+        #expect(job.lane == HeraldLane.telemetry.rawValue && job.fairnessKey == nil)
+        #expect(job.schedule == .after(.seconds(5)) && job.uniqueKey == "telemetry:5")
         #expect(NewJob.notificationTelemetry(HubSendArgs(hubSendID: 5), after: .zero).schedule == .now)
     }
 
@@ -55,6 +56,7 @@ struct HeraldJobsTests {
         #expect(registration.queue == DeviceJobs.queue && registration.kind == DeviceJobs.registrationSync)
         #expect(installation.queue == DeviceJobs.queue && installation.kind == DeviceJobs.installationSync)
         #expect(registration.uniqueKey == DeviceJobs.syncUniqueKey(id) && installation.uniqueKey == registration.uniqueKey)
+        #expect(registration.lane == HeraldLane.interactive.rawValue && registration.fairnessKey == nil)
         #expect(try Self.decoded(registration, as: DeviceSyncArgs.self) == args)
         // The same JSON object JSONEncoder writes for the typed arguments.
         let encoded = try JSONDecoder().decode([String: String].self, from: JSONEncoder().encode(args))

@@ -8,14 +8,18 @@ extension TestDatabase {
     /// `PostgresQueueTesting`'s helpers: `enqueuedJobs`, `claim`, `drain`).
     public var queue: JobQueue { JobQueue(client: client, logger: logger) }
 
-    /// Stores on this test's database sharing one new job queue, as an executable builds them.
-    public func stores(_ configuration: StorageConfiguration = StorageConfiguration()) -> Stores {
-        Self.stores(client: client, logger: logger, configuration)
+    /// Stores on this test's database sharing one new job queue, as an executable builds them
+    /// (Herald's default lanes unless `lanes` says otherwise).
+    public func stores(
+        _ configuration: StorageConfiguration = StorageConfiguration(), lanes: QueueLanes = HeraldQueueLanes.defaults
+    ) -> Stores {
+        Self.stores(client: client, logger: logger, configuration, lanes: lanes)
     }
 
     /// Stores on `client` sharing one new job queue.
     public static func stores(
-        client: PostgresClient, logger: Logger, _ configuration: StorageConfiguration = StorageConfiguration()
+        client: PostgresClient, logger: Logger, _ configuration: StorageConfiguration = StorageConfiguration(),
+        lanes: QueueLanes = HeraldQueueLanes.defaults
     ) -> Stores {
         // Parallel suites share one loaded cluster: a test waits as long as it must, unless it
         // asked for a particular bound.
@@ -25,7 +29,7 @@ extension TestDatabase {
             client: client,
             queue: JobQueue(
                 client: client, logger: logger,
-                configuration: JobQueue.Configuration(preparedStatements: configuration.preparedStatements)),
+                configuration: JobQueue.Configuration(preparedStatements: configuration.preparedStatements, lanes: lanes)),
             configuration: configuration, logger: logger)
     }
 }

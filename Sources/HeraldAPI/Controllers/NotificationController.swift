@@ -16,6 +16,9 @@ import Logging
 ///
 /// A `read` key sees every notification (dashboards); a `send` key cancels only its own.
 ///
+/// A send's `202` carries `Herald-Lane-Backlog` (its lane's backlog in seconds, ``LaneBacklogHeader``);
+/// past the lane's bound the send is refused with `429 lane_backlogged`.
+///
 /// A batch costs its key one rate-limit token per item (``KeyRates``; the authenticator took the
 /// first), after it is read and checked, so an invalid batch costs one.
 struct NotificationController: Sendable {
@@ -27,6 +30,8 @@ struct NotificationController: Sendable {
     var hubSendLimits = HubSendLimits()
     /// The key's token buckets; nil: batches cost one token like any request.
     var rates: KeyRates?
+    /// The lanes' backlogs; nil: no header and no bound.
+    var lanes: LaneBacklogHeader?
 
     /// `POST /v1/notifications`.
     func create(_ request: Request, context: HeraldRequestContext) async throws -> Response {
@@ -35,6 +40,7 @@ struct NotificationController: Sendable {
         let idempotencyKey = try IdempotencyKeyHeader.read(request)
         let item = try NotificationRequestReader.notification(
             body, idempotencyKey: idempotencyKey, now: Date(), limits: hubSendLimits)
+        let backlog = try await lanes?.check(NotificationStore.lane(for: .apiKey(key.id), batch: false).0)
         guard let answer = try await store.create([item], sender: .apiKey(key.id)).first else {
             throw APIError.internalError
         }
@@ -43,6 +49,7 @@ struct NotificationController: Sendable {
             metadata: ["notification.id": "\(answer.id)", "api_key.id": "\(key.id)", "replayed": "\(answer.replayed)"])
         var headers: HTTPFields = [.location: "/v1/notifications/\(answer.id.uuidString.lowercased())"]
         if answer.replayed { headers[IdempotencyKeyHeader.replayed] = "true" }
+        if let backlog { headers[LaneBacklogHeader.name] = LaneBacklogHeader.text(backlog) }
         return try JSONWriter.response(AcceptedBody(answer), status: .accepted, headers: headers)
     }
 
@@ -53,10 +60,14 @@ struct NotificationController: Sendable {
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBatchBodyBytes), rules: .senderAPI)
         let items = try NotificationRequestReader.batch(body, now: Date(), limits: hubSendLimits)
         try rates?.charge(key, cost: items.count - 1, prepaid: 1)
-        let answers = try await store.create(items, sender: .apiKey(key.id))
+        let backlog = try await lanes?.check(NotificationStore.lane(for: .apiKey(key.id), batch: true).0)
+        let answers = try await store.create(items, sender: .apiKey(key.id), batch: true)
         context.logger.debug(
             "herald.notification.batch_accepted", metadata: ["count": "\(answers.count)", "api_key.id": "\(key.id)"])
-        return try JSONWriter.response(AcceptedBatchBody(notifications: answers.map(AcceptedBody.init)), status: .accepted)
+        var headers: HTTPFields = [:]
+        if let backlog { headers[LaneBacklogHeader.name] = LaneBacklogHeader.text(backlog) }
+        return try JSONWriter.response(
+            AcceptedBatchBody(notifications: answers.map(AcceptedBody.init)), status: .accepted, headers: headers)
     }
 
     /// `GET /v1/notifications/{id}`.

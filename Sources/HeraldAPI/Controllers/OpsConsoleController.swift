@@ -91,6 +91,7 @@ struct StatsBody: Encodable {
     var notifications: Notifications
     var outcomes: Outcomes
     var errors: [ErrorGroup]
+    var queue: QueueLanes
     var queues: [Queue]
     var devices: Devices
     var hubThrottling: Throttling
@@ -107,6 +108,16 @@ struct StatsBody: Encodable {
             self.readsFrom = readsFrom
             self.replica = Nullable(replica)
         }
+    }
+
+    struct QueueLanes: Encodable {
+        var lanes: [Lane]
+    }
+
+    struct Lane: Encodable {
+        var lane: String
+        var depth: Int
+        var oldestWaitSeconds: Double
     }
 
     struct Notifications: Encodable {
@@ -257,6 +268,10 @@ struct StatsBody: Encodable {
         errors = stats.errors.map {
             ErrorGroup(httpStatus: Nullable($0.httpStatus), error: Nullable($0.error), count: $0.count, lastAt: $0.lastAt)
         }
+        queue = QueueLanes(
+            lanes: LaneDepth.lanes(stats.queues).map {
+                Lane(lane: $0.lane, depth: $0.depth, oldestWaitSeconds: $0.oldestWaitSeconds)
+            })
         queues = Self.queues(stats.queues)
         devices = Devices(
             bySyncState: Dictionary(uniqueKeysWithValues: stats.devicesBySyncState.map { ($0.key.rawValue, $0.value) }),

@@ -4,25 +4,31 @@ public import PostgresQueue
 /// Herald's jobs, one factory per job kind, each from the kind's typed arguments
 /// (``HubSendArgs``, ``DeviceSyncArgs``, ``HubDeleteArgs``: the contracts live in
 /// `HeraldDomain`, the queue's `NewJob` here). Every job Herald enqueues is built by one of
-/// these, so a kind's queue, unique key, priority and argument encoding are written once.
+/// these, so a kind's queue, unique key, lane (``HeraldLane``) and argument encoding are written
+/// once.
 extension NewJob {
     // MARK: notifications
 
-    /// `notification.send`: one hub send's hub call, on the `notifications` queue.
+    /// `notification.send`: one hub send's hub call, on the `notifications` queue, in `lane`,
+    /// interleaved with other senders' sends by `sender` (``NotificationStore`` decides both from
+    /// where the notification came from).
     public static func notificationSend(
-        _ args: HubSendArgs, schedule: JobSchedule = .now, maxAttempts: Int16
+        _ args: HubSendArgs, schedule: JobSchedule = .now, maxAttempts: Int16, lane: HeraldLane = .bulk,
+        sender: String? = nil
     ) -> NewJob {
         NewJob(
             queue: NotificationJobs.queue, kind: NotificationJobs.send, argsJSON: args.jobJSON, schedule: schedule,
-            maxAttempts: maxAttempts)
+            maxAttempts: maxAttempts, lane: lane.rawValue, fairnessKey: sender)
     }
 
     /// `notification.telemetry`: the first telemetry poll of a hub send the hub accepted, after
-    /// `delay`. Ahead of sends (priority 1), and one waiting poll per hub send.
+    /// `delay`, in the `telemetry` lane (after the sends enqueued around the same time, within a
+    /// bounded delay), and one waiting poll per hub send.
     public static func notificationTelemetry(_ args: HubSendArgs, after delay: Duration) -> NewJob {
         NewJob(
-            queue: NotificationJobs.queue, kind: NotificationJobs.telemetry, argsJSON: args.jobJSON, priority: 1,
-            schedule: delay > .zero ? .after(delay) : .now, uniqueKey: "telemetry:\(args.hubSendID)")
+            queue: NotificationJobs.queue, kind: NotificationJobs.telemetry, argsJSON: args.jobJSON,
+            schedule: delay > .zero ? .after(delay) : .now, uniqueKey: "telemetry:\(args.hubSendID)",
+            lane: HeraldLane.telemetry.rawValue)
     }
 
     // MARK: devices
@@ -32,7 +38,7 @@ extension NewJob {
     public static func deviceSync(_ args: DeviceSyncArgs, kind: DeviceKind) -> NewJob {
         NewJob(
             queue: DeviceJobs.queue, kind: DeviceJobs.syncKind(for: kind), argsJSON: args.jobJSON,
-            uniqueKey: DeviceJobs.syncUniqueKey(args.deviceID))
+            uniqueKey: DeviceJobs.syncUniqueKey(args.deviceID), lane: HeraldLane.interactive.rawValue)
     }
 
     /// `registration.delete` or `installation.delete` (by `kind`): delete one hub object no
@@ -43,7 +49,9 @@ extension NewJob {
             case .registration: (DeviceJobs.registrationDelete, "hub-registration-delete")
             case .installation: (DeviceJobs.installationDelete, "hub-installation-delete")
             }
-        return try NewJob(queue: DeviceJobs.queue, kind: jobKind, args: args, uniqueKey: "\(keyPrefix):\(args.hubID)")
+        return try NewJob(
+            queue: DeviceJobs.queue, kind: jobKind, args: args, uniqueKey: "\(keyPrefix):\(args.hubID)",
+            lane: HeraldLane.interactive.rawValue)
     }
 
     /// `standby.sync`: apply the device's current state to the standby hub. Waiting standby
@@ -51,7 +59,7 @@ extension NewJob {
     public static func standbySync(_ args: DeviceSyncArgs) -> NewJob {
         NewJob(
             queue: DeviceJobs.queue, kind: DeviceJobs.standbySync, argsJSON: args.jobJSON,
-            uniqueKey: DeviceJobs.standbyUniqueKey(args.deviceID))
+            uniqueKey: DeviceJobs.standbyUniqueKey(args.deviceID), lane: HeraldLane.interactive.rawValue)
     }
 }
 

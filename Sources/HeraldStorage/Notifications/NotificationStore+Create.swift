@@ -1,5 +1,5 @@
 public import Foundation
-import HeraldDomain
+public import HeraldDomain
 import PostgresNIO
 import PostgresQueue
 
@@ -14,8 +14,11 @@ extension NotificationStore {
     /// An idempotency key the sender used before returns that notification (`replayed`) when
     /// the request hash matches, and throws `DomainError` `idempotency_key_reused` (conflict)
     /// when it does not; so does a key repeated within one call with different requests.
+    ///
+    /// `batch`: the items came as a batch (their jobs go to the `bulk` lane, not `interactive`;
+    /// ``lane(for:batch:)``).
     public func create(
-        _ items: [NewNotification], sender: NotificationSender, now: Date = Date()
+        _ items: [NewNotification], sender: NotificationSender, batch: Bool = false, now: Date = Date()
     ) async throws
         -> [AcceptedNotification]
     {
@@ -70,7 +73,7 @@ extension NotificationStore {
                     encoder: encoder)
                 results[index] = AcceptedNotification(id: rows.ids[rows.ids.count - 1], state: state, replayed: false)
             }
-            try await insert(rows, sender: sender, on: connection)
+            try await insert(rows, sender: sender, batch: batch, on: connection)
             // A repeated key within the call answers as its first item did.
             for (index, item) in items.enumerated() where results[index] == nil {
                 if let key = item.idempotencyKey, let first = firstIndexForKey[key], var answer = results[first] {
@@ -87,10 +90,11 @@ extension NotificationStore {
     /// bulk enqueue. The sends of a throttled campaign run are enqueued spread over time at the
     /// campaign's rate (their reservation at send time is what holds the cap).
     func insert(
-        _ rows: NotificationRows, sender: NotificationSender, throttlePerSecond: Int? = nil,
+        _ rows: NotificationRows, sender: NotificationSender, batch: Bool = false, throttlePerSecond: Int? = nil,
         on connection: PostgresConnection
     ) async throws {
         guard !rows.ids.isEmpty else { return }
+        let (lane, fairnessKey) = Self.lane(for: sender, batch: batch)
         var apiKeyID: Int64?
         var userID: Int64?
         var runID: Int64?
@@ -127,9 +131,21 @@ extension NotificationStore {
             jobs.append(
                 .notificationSend(
                     HubSendArgs(hubSendID: sendID, throttledCampaignID: throttled?.0), schedule: schedule,
-                    maxAttempts: maxSendAttempts))
+                    maxAttempts: maxSendAttempts, lane: lane, sender: fairnessKey))
         }
         try await queue.enqueue(jobs, on: connection)
+    }
+
+    /// The lane and sender of the send jobs of notifications from `sender`: the one place that
+    /// decides them. A single send through an API key or the tutorial endpoint is `interactive`,
+    /// a batch `bulk`, a campaign run's sends `campaign`; the sender is the key, the device user
+    /// or the run.
+    public static func lane(for sender: NotificationSender, batch: Bool) -> (HeraldLane, String) {
+        switch sender {
+        case .apiKey(let id): (batch ? .bulk : .interactive, "key:\(id)")
+        case .user(let id): (batch ? .bulk : .interactive, "user:\(id)")
+        case .campaignRun(let run, _): (.campaign, "run:\(run)")
+        }
     }
 
     static func keyReused(_ key: String) -> DomainError {

@@ -200,7 +200,8 @@ extension NotificationStore {
                 retried = sendIDs.count
                 deadlinePassed = late
                 let jobs = sendIDs.map {
-                    NewJob.notificationSend(HubSendArgs(hubSendID: $0), maxAttempts: maxSendAttempts)
+                    NewJob.notificationSend(
+                        HubSendArgs(hubSendID: $0), maxAttempts: maxSendAttempts, lane: .bulk, sender: "ops:retry")
                 }
                 if !jobs.isEmpty {
                     try await queue.enqueue(jobs, on: connection)

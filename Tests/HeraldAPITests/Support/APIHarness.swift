@@ -7,6 +7,7 @@ import Hummingbird
 import HummingbirdBcrypt
 import HummingbirdTesting
 import PostgresNIO
+import PostgresQueue
 import Prometheus
 import Testing
 
@@ -27,10 +28,10 @@ struct APIHarness: Sendable {
     static func with(
         _ configuration: APIConfiguration = .testing(), storage: StorageConfiguration = StorageConfiguration(),
         setup: TestingSetup = .router, metrics: PrometheusCollectorRegistry? = nil,
-        _ body: @Sendable (APIHarness) async throws -> Void
+        lanes: QueueLanes = HeraldQueueLanes.defaults, _ body: @Sendable (APIHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.with { db async throws in
-            let stores = db.stores(storage)
+            let stores = db.stores(storage, lanes: lanes)
             let app = try await buildApplication(
                 configuration: configuration, stores: stores, logger: db.logger, metrics: metrics)
             try await app.test(setup) { client in
