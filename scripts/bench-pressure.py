@@ -440,17 +440,17 @@ def report_phases(part, plan, windows, unit):
         figure(f"{prefix}.pickup_p50", p50, "ms")
         figure(f"{prefix}.pickup_p99", p99, "ms")
         figure(f"{prefix}.p99_ratio", ratio(p99, clean_p99), "x")
-        worst_completion, worst_p99 = None, None
+        completion_ratios, p99_ratios = [], []
         for index, (a, b) in enumerate(minutes(phase), 1):
             c, m50, m99 = windows(a, b)
             figure(f"{prefix}.minute{index}.completion", c, unit)
             figure(f"{prefix}.minute{index}.pickup_p50", m50, "ms")
             figure(f"{prefix}.minute{index}.pickup_p99", m99, "ms")
-            r, q = ratio(c, clean_completion), ratio(m99, clean_p99)
-            worst_completion = r if worst_completion is None or (r is not None and r < worst_completion) else worst_completion
-            worst_p99 = q if worst_p99 is None or (q is not None and q > worst_p99) else worst_p99
-        figure(f"{prefix}.worst_minute_completion_ratio", worst_completion, "x")
-        figure(f"{prefix}.worst_minute_p99_ratio", worst_p99, "x")
+            completion_ratios.append(ratio(c, clean_completion))
+            p99_ratios.append(ratio(m99, clean_p99))
+        # A minute without a figure counts as the worst.
+        figure(f"{prefix}.worst_minute_completion_ratio", None if None in completion_ratios else min(completion_ratios), "x")
+        figure(f"{prefix}.worst_minute_p99_ratio", None if None in p99_ratios else max(p99_ratios), "x")
         for table, (dead, size) in sorted(phase.tables.items()):
             figure(f"{prefix}.{short(table)}.dead_tuples", dead, "rows")
             figure(f"{prefix}.{short(table)}.size_mb", round(size, 1), "MB")
@@ -806,7 +806,7 @@ def pipeline_part(bin_dir, base_url, with_chaos):
                    lambda label: setattr(loader, "label", label), groups)
         cells = []
         if with_chaos:
-            cells = chaos_cells(system, session, loader, rate)
+            cells = chaos_cells(system, session, loader)
         loader.stop()
         progress("pipeline: drain")
         wait_for("every notification to be final", lambda: not waiting(session), 1800, 1)
@@ -865,7 +865,7 @@ class Cell:
         self.note = ""
 
 
-def chaos_cells(system, session, loader, rate):
+def chaos_cells(system, session, loader):
     fault = duration("FAULT", 60)
     recovery = duration("CELL_RECOVERY", 60)
     max_connections = int(session.value("SHOW max_connections"))
