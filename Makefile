@@ -5,13 +5,14 @@ SWIFT ?= swift
 RELEASE_PATH ?= .build-release
 DB_ENV := .data/postgres.env
 
-.PHONY: help build docs test chaos run bench bench-queue bench-pickup bench-hub bench-api bench-send bench-lanes bench-stats release-products lint format migrate db-up db-down clean
+.PHONY: help build docs test chaos run bench bench-queue bench-pickup bench-hub bench-api bench-send bench-lanes bench-pressure bench-stats release-products lint format migrate db-up db-down clean
 
 help:
 	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
-	@echo "make test        start PostgreSQL, build every product, run every test (also through PgBouncer, and the ops reads on a streaming replica), the deploy checks and the reduced fault harness"
+	@echo "make test        start PostgreSQL, build every product, run every test (also through PgBouncer, and the ops reads on a streaming replica), the deploy checks, the reduced pressure pass and the reduced fault harness"
 	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, partitions, ...)"
 	@echo "make bench       every benchmark (release build); bench-queue, bench-pickup, bench-hub, bench-api, bench-send, bench-lanes, bench-stats for subsets"
+	@echo "make bench-pressure  the queue and the send pipeline under a held XID, readers, overload and chaos (about 50 min; not in make bench)"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
 	@echo "make docs        rewrite docs/configuration.md from the Setting declarations (a test checks it)"
 	@echo "make migrate     apply migrations to the local database"
@@ -105,6 +106,13 @@ bench-send: db-up release-products
 # queue's lanes off (before) and on (after) in one run (scripts/bench-lanes.sh).
 bench-lanes: db-up release-products
 	@scripts/bench-lanes.sh "$(RELEASE_PATH)/release"
+
+# The queue alone and the send pipeline under pressure (held XID, repeatable-read readers, 1.5x
+# overload) and chaos (backend kills, idle connections, a full server, PostgreSQL restart, worker
+# SIGKILL); scripts/bench-pressure.py lists its phases and knobs. About 50 minutes, so not part of
+# `make bench`; BENCH_PRESSURE_SCALE=0.1 shortens every phase.
+bench-pressure: db-up release-products
+	@scripts/bench-pressure.sh "$(RELEASE_PATH)/release"
 
 lint:
 	$(SWIFT) format lint --recursive --parallel Package.swift Sources Tests Benchmarks Plugins Tools

@@ -4,8 +4,10 @@
 # again through a PgBouncer in transaction mode with three workers (scripts/pgbouncer.sh); the ops
 # reads against a real streaming replica (`scripts/db.sh replica up`, the ReplicaReadTests suite); the
 # deploy files' checks (scripts/deploy-check.sh); the dashboard in a real browser
-# (scripts/dashboard-test.sh); then the fault harness at its reduced size (it restarts the
-# cluster, so it runs alone, last). Every part runs even when an earlier one failed.
+# (scripts/dashboard-test.sh); the reduced pressure pass (scripts/bench-pressure.sh reduced: about
+# three minutes of a held XID and backend kills under the queue alone and the send pipeline, checked
+# for correctness only); then the fault harness at its reduced size (it restarts the cluster, so
+# it runs alone, last). Every part runs even when an earlier one failed.
 #
 # Each part's output goes to the terminal and to .data/test-logs/PART.log. The last lines
 # printed say which parts failed and, for the Swift tests, which tests (their `✘` lines): a CI
@@ -70,6 +72,7 @@ part pgbouncer pooled
 part replica replicated
 part deploy-check scripts/deploy-check.sh all "$bin"
 part dashboard scripts/dashboard-test.sh "$bin"
+part pressure scripts/bench-pressure.sh "$bin" reduced
 part chaos scripts/chaos.sh "$bin" reduced
 
 if [ "${#failed[@]}" -eq 0 ]; then

@@ -292,8 +292,9 @@ def http(method, url, body=None, headers=None, timeout=10):
 class System:
     """One scenario's processes: a fresh database, nh-emulator, herald-api, herald-worker(s)."""
 
-    def __init__(self, name, bin_dir, base_url, worker_env=None, api_env=None, emulator_args=(), proxies=()):
-        """`proxies`: "hub" puts a FaultProxy between the workers and nh-emulator (`hub_proxy`);
+    def __init__(self, name, bin_dir, base_url, worker_env=None, api_env=None, emulator_args=(), proxies=(),
+                 database="herald_chaos"):
+        """`database`: the name of the database made afresh for it. `proxies`: "hub" puts a FaultProxy between the workers and nh-emulator (`hub_proxy`);
         "db" one between herald-api and PostgreSQL and one between the workers and PostgreSQL
         (`db_proxies`: "api", "worker"). heraldctl and the harness's own queries go direct."""
         self.name = name
@@ -301,7 +302,7 @@ class System:
         self.log_dir = os.path.join(LOGS, name)
         shutil.rmtree(self.log_dir, ignore_errors=True)
         os.makedirs(self.log_dir)
-        self.db = Database(base_url, "herald_chaos")
+        self.db = Database(base_url, database)
         self.db.recreate()
         self.processes = []
         self.env = dict(os.environ, HERALD_DATABASE_URL=self.db.url, HERALD_LOG_LEVEL="info",
