@@ -50,3 +50,26 @@ extension CampaignStore {
     }
 
 }
+
+/// Spreads a throttled campaign's new sends over its `plan` clock (`campaign_throttle_clocks`):
+/// every writer of its sends (each run fired, an ops retry) takes the next span of the clock,
+/// so the sends of overlapping runs fall due one after the other at the campaign's rate, never
+/// two at once, and their reservations at send time find the `reserve` clock near now.
+enum ThrottlePlan {
+    /// Seconds between two sends at `rate` per second (``CampaignThrottle/spacingFactor``).
+    static func spacing(rate: Int) -> Double { CampaignThrottle.spacingFactor / Double(rate) }
+
+    /// Takes `count` spacings of `campaignID`'s plan clock inside the caller's transaction;
+    /// the instant its first send falls due (the next sends follow at ``spacing(rate:)``).
+    static func start(
+        campaignID: CampaignID, count: Int, rate: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> Date {
+        for try await start in try await connection.query(
+            CampaignStatements.planThrottle(campaignID: campaignID, seconds: Double(count) * spacing(rate: rate)),
+            logger: logger
+        ).decode(Date.self) {
+            return start
+        }
+        throw StorageError(.query, "the throttle's plan clock answered nothing")
+    }
+}
