@@ -298,6 +298,26 @@ enum CampaignStatements {
         """
     }
 
+    /// Moves `campaignID`'s `reserve` clock to now (plus the spacing) when `slot` is its last
+    /// reservation, and gives hub send `hubSendID` now; now when taken. A late send that nobody
+    /// reserved after can go at once without bunching with anyone.
+    static func reclaimLateSlot(hubSendID: Int64, campaignID: CampaignID, slot: Date, spacingFactor: Double) -> PostgresQuery {
+        """
+        WITH rate AS (
+            SELECT make_interval(secs => \(spacingFactor) / throttle_per_second) AS spacing
+            FROM campaigns WHERE id = \(campaignID) AND throttle_per_second IS NOT NULL
+        ), taken AS (
+            UPDATE campaign_throttle_clocks c SET next_at = clock_timestamp() + (SELECT spacing FROM rate)
+            WHERE c.campaign_id = \(campaignID) AND c.clock = 'reserve'
+              -- The slot made a round trip through a client's clock value: equal within 5 µs.
+              AND abs(extract(epoch FROM c.next_at - (\(slot)::timestamptz + (SELECT spacing FROM rate)))) < 0.000005
+            RETURNING c.next_at - (SELECT spacing FROM rate) AS slot
+        )
+        UPDATE hub_sends h SET throttle_slot = taken.slot FROM taken WHERE h.id = \(hubSendID)
+        RETURNING taken.slot
+        """
+    }
+
     /// Takes `seconds` of `campaignID`'s `plan` clock, from its next instant or now, whichever is
     /// later; the start of the span taken. Held until the caller's transaction ends (only
     /// writers of the campaign's sends take it).
