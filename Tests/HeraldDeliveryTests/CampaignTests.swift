@@ -319,4 +319,49 @@ struct CampaignTests {
             #expect(final.state == .cancelled)
         }
     }
+
+    @Test("two overlapping runs of a throttled campaign share its rate: 20 sends at 2/s take about 11 s, without stalls")
+    func overlappingRunsShareTheRate() async throws {
+        try await withSends(notificationExecutors: 2) { world in
+            // 200 users without devices: 10 hub sends a run.
+            let names = (1...200).map { "o\($0)" }
+            let campaign = try await world.campaigns.create(try Self.definition("overlapping", .users(names), throttle: 2))
+            let now = Date()
+            let first = try await world.campaigns.fire(id: campaign.id, slot: .at(now), by: .command).run
+            let second = try await world.campaigns.fire(id: campaign.id, slot: .at(now.addingTimeInterval(1)), by: .command).run
+            try await Poll.until(timeout: .seconds(90), "the 20 sends never all reached the hub") {
+                try await world.sendRequests().count >= 20
+            }
+            let times = try await world.sendRequests().map(\.at).sorted()
+            #expect(times.count == 20)
+            let log = times.map { (($0.timeIntervalSince(times[0])) * 1000).rounded() }
+            let spacing = CampaignThrottle.spacingFactor / 2
+            let span = times[19].timeIntervalSince(times[0])
+            // The cap holds (19 gaps less the margin) and the rate is met: the two runs' sends
+            // follow each other instead of stalling, as they did when each run spread its sends
+            // from its own start and late wake-ups went to the back. The bounds leave room for a
+            // loaded machine's slow fires and wake-ups.
+            #expect(span >= 19 * spacing - 0.2, "\(log)")
+            #expect(span <= 30, "\(log)")
+            for (earlier, later) in zip(times, times.dropFirst()) {
+                #expect(later.timeIntervalSince(earlier) <= 10, "a stall: \(log)")
+            }
+            #expect(try await Self.finished(world, first, timeout: .seconds(60)).state.isFinal)
+            #expect(try await Self.finished(world, second, timeout: .seconds(60)).state.isFinal)
+        }
+    }
+
+    @Test("a run on a hub without telemetry (Basic tier) reaches Completed")
+    func runWithoutTelemetryCompletes() async throws {
+        try await withSends(basicTier: true) { world in
+            try await world.device("alice")
+            let campaign = try await world.campaigns.create(try Self.definition("basic", .users(["alice"])))
+            let run = try await world.campaigns.fire(id: campaign.id, by: .command).run
+            let done = try await Self.finished(world, run)
+            #expect(done.state == .completed)
+            #expect(done.counts.hubSends == ["Enqueued": 1], "\(done.counts)")
+            #expect(done.finishedAt != nil)
+            #expect(try await world.deliveries().count == 1)
+        }
+    }
 }

@@ -179,4 +179,33 @@ struct NotificationSenderStoreTests {
             #expect(!byState.contains("Sort"), "\(byState)")
         }
     }
+
+    @Test("a key's bulk cancel counts its own notifications by notifications_api_key_created, also on a dry run")
+    func cancelCountUsesOwnerIndex() async throws {
+        try await TestDatabase.with { db in
+            let (store, one, two) = try await Self.fixture(db)
+            // Many notifications of another key, a few of this one's, all recent and waiting: neither
+            // the time nor the state narrows the count, the key does.
+            for _ in 0..<3 {
+                _ = try await store.create(Array(repeating: Self.request(), count: 1000), sender: .apiKey(two))
+            }
+            _ = try await store.create(Array(repeating: Self.request(), count: 5), sender: .apiKey(one))
+            try await db.execute("ANALYZE notifications")
+            let filter = NotificationFilter(state: .queued, since: Date().addingTimeInterval(-3600))
+            let (conditions, binds) = NotificationStatements.conditions(of: .filter(filter), ownerID: one)
+            var explain = NotificationStatements.cancelCounts(conditions: conditions, binds: binds)
+            explain.sql = "EXPLAIN " + explain.sql
+            var lines: [String] = []
+            for try await line in try await db.client.query(explain, logger: db.logger).decode(String.self) {
+                lines.append(line)
+            }
+            let plan = lines.joined(separator: "\n")
+            #expect(plan.contains("notifications_api_key_created"), "\(plan)")
+            #expect(!plan.contains("Seq Scan"), "\(plan)")
+            // The dry run answers from the same count.
+            let dry = try await store.cancelMatching(
+                .filter(filter), by: OpsActor(apiKeyID: one, isAdmin: false), dryRun: true, filterJSON: "{}")
+            #expect(dry.matched == 5 && dry.cancelled == 5)
+        }
+    }
 }

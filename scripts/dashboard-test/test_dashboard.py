@@ -425,10 +425,26 @@ def run(system):
                "the devices page shows the stale and retired counts and the last reconcile",
                f"{hygiene!r} / {reconcile!r}")
         browser.shot("devices")
+        # 51 campaigns: the list pages them 50 at a time (a read key reads every campaign).
+        for n in range(51):
+            status, body, _ = system.v1("POST", "/v1/campaigns", {
+                "name": f"campaign-{n:02d}", "audience": {"tags": "news"},
+                "content": {"apple": {"aps": {"alert": "news"}}}, "schedule": {"cron": "0 9 * * *"}})
+            if status != 201:
+                raise Failure(f"campaign create: {status} {body}")
         browser.go("#/campaigns")
-        browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#campaigns, #page .muted:not(.loading)"),
-                     what="the campaigns page")
+        browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#campaigns tbody tr"), what="the campaigns page")
+        first_page = len(browser.find("#campaigns tbody tr"))
         browser.shot("campaigns")
+        next_button = [b for b in browser.find("#campaigns-pager button") if b.text == "Next page"]
+        if next_button:
+            next_button[0].click()
+            browser.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#campaigns tbody tr")) == 1,
+                         what="the second page of campaigns")
+        second_page = len(browser.find("#campaigns tbody tr"))
+        report(first_page == 50 and bool(next_button) and second_page == 1,
+               "the campaigns page lists 50 campaigns a page, the next page the rest",
+               f"{first_page} then {second_page}")
         browser.drain_logs()
         read_console = [e for e in browser.console if e["level"] == "SEVERE"]
 

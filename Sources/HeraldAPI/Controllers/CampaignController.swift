@@ -21,6 +21,13 @@ import NIOCore
 /// | `GET /v1/campaigns/{id}/runs/{run}` | 200 the run with live counts |
 /// | `DELETE /v1/campaigns/{id}/runs/{run}` | 200 the run, `Cancelled`; 409 once it ended otherwise |
 ///
+/// A campaign belongs to the key that created it (`ownerKey`): only that key, or an `admin`
+/// key, changes it and its runs, and a key that may send reads only its own; to any other
+/// sending key it does not exist (404, as an unknown id), and its list shows its own campaigns.
+/// A key that may only read (a dashboard's) reads every campaign, as it reads every
+/// notification. Campaigns made by `heraldctl` belong to `admin` keys. Every change is audited
+/// in `ops_actions` by the store.
+///
 /// A path id that is not a number is simply not found (404), as an unknown one. Create and
 /// `PATCH` bodies may be up to `maxDefinitionBodyBytes` (a 10,000-user audience), other
 /// routes' `maxBodyBytes`.
@@ -47,7 +54,7 @@ struct CampaignController: Sendable {
 
     /// `GET /v1/campaigns`.
     func list(_ request: Request, context: HeraldRequestContext) async throws -> Response {
-        _ = try requireKey(context)
+        let key = try requireKey(context)
         let query = request.uri.queryParameters
         var includeArchived = false
         if let text = query.get("includeArchived") {
@@ -57,8 +64,9 @@ struct CampaignController: Sendable {
             includeArchived = flag
         }
         let (cursor, limit) = (query.get("cursor"), try Self.limit(query.get("limit")))
+        let owner = Self.readsEverything(key) ? nil : key.id
         let page = try await reads.read { [includeArchived] in
-            try await $0.campaigns.list(includeArchived: includeArchived, cursor: cursor, limit: limit)
+            try await $0.campaigns.list(includeArchived: includeArchived, owner: owner, cursor: cursor, limit: limit)
         }
         let now = Date()
         return try JSONWriter.response(
@@ -68,8 +76,8 @@ struct CampaignController: Sendable {
 
     /// `GET /v1/campaigns/{id}`.
     func detail(_ request: Request, context: HeraldRequestContext) async throws -> Response {
-        _ = try requireKey(context)
-        let campaign = try await existing(try Self.campaignID(context))
+        let key = try requireKey(context)
+        let campaign = try await existing(try Self.campaignID(context), for: key)
         return try JSONWriter.response(CampaignBody(campaign, now: Date()))
     }
 
@@ -81,7 +89,7 @@ struct CampaignController: Sendable {
         let body = try JSONCursor.object(
             in: try await request.collectBody(limit: maxDefinitionBodyBytes), rules: .senderAPI)
         // Merged under the campaign's row lock: concurrent PATCHes of different fields both hold.
-        let campaign = try await store.update(id: id) { stored in
+        let campaign = try await store.update(id: id, by: Self.actor(key)) { stored in
             try CampaignRequestReader.patched(stored, with: body)
         }
         context.logger.info("herald.campaign.updated", metadata: ["campaign.id": "\(id)", "api_key.id": "\(key.id)"])
@@ -114,7 +122,8 @@ struct CampaignController: Sendable {
         if buffer.readableBytes > 0 {
             try CampaignRequestReader.checkEmpty(try JSONCursor.object(in: buffer, rules: .senderAPI))
         }
-        let result = try await store.fire(id: id, by: .api, apiKeyID: key.id, idempotencyKey: idempotencyKey)
+        let result = try await store.fire(
+            id: id, by: .api, apiKeyID: key.id, isAdmin: Self.actor(key).isAdmin, idempotencyKey: idempotencyKey)
         var headers: HTTPFields = [.location: "/v1/campaigns/\(id)/runs/\(result.run.id)"]
         if case .fired(let run) = result, run.state == .refused {
             context.logger.info(
@@ -141,11 +150,11 @@ struct CampaignController: Sendable {
 
     /// `GET /v1/campaigns/{id}/runs`.
     func runs(_ request: Request, context: HeraldRequestContext) async throws -> Response {
-        _ = try requireKey(context)
+        let key = try requireKey(context)
         let id = try Self.campaignID(context)
         let query = request.uri.queryParameters
         let limit = try Self.limit(query.get("limit"))
-        _ = try await existing(id)
+        _ = try await existing(id, for: key)
         let cursor = query.get("cursor")
         let page = try await reads.read { try await $0.campaigns.runs(campaignID: id, cursor: cursor, limit: limit) }
         return try JSONWriter.response(
@@ -154,8 +163,9 @@ struct CampaignController: Sendable {
 
     /// `GET /v1/campaigns/{id}/runs/{run}`.
     func run(_ request: Request, context: HeraldRequestContext) async throws -> Response {
-        _ = try requireKey(context)
+        let key = try requireKey(context)
         let (id, runID) = try Self.runID(context)
+        _ = try await existing(id, for: key)
         guard let run = try await store.run(campaignID: id, runID: runID) else { throw Self.runNotFound }
         return try JSONWriter.response(CampaignRunBody(run))
     }
@@ -164,7 +174,7 @@ struct CampaignController: Sendable {
     func cancelRun(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let key = try requireKey(context)
         let (id, runID) = try Self.runID(context)
-        let run = try await store.cancelRun(campaignID: id, runID: runID)
+        let run = try await store.cancelRun(campaignID: id, runID: runID, by: Self.actor(key))
         context.logger.info(
             "herald.campaign.run_cancelled",
             metadata: ["campaign.id": "\(id)", "campaign_run.id": "\(runID)", "api_key.id": "\(key.id)"])
@@ -179,16 +189,33 @@ struct CampaignController: Sendable {
     func setState(_ state: CampaignState, context: HeraldRequestContext) async throws -> Response {
         let key = try requireKey(context)
         let id = try Self.campaignID(context)
-        let campaign = try await store.setState(id: id, state)
+        let campaign = try await store.setState(id: id, state, by: Self.actor(key))
         context.logger.info(
             "herald.campaign.state_changed",
             metadata: ["campaign.id": "\(id)", "campaign.state": "\(state.rawValue)", "api_key.id": "\(key.id)"])
         return try JSONWriter.response(CampaignBody(campaign, now: Date()))
     }
 
-    func existing(_ id: CampaignID) async throws -> Campaign {
-        guard let campaign = try await store.campaign(id: id) else { throw Self.notFound }
+    /// Campaign `id` when `key` may read it (``readsEverything(_:)``, or it owns it); not found
+    /// otherwise, as an unknown one.
+    func existing(_ id: CampaignID, for key: APIKeyRecord) async throws -> Campaign {
+        guard let campaign = try await store.campaign(id: id),
+            Self.readsEverything(key) || campaign.belongs(to: Self.actor(key))
+        else {
+            throw Self.notFound
+        }
         return campaign
+    }
+
+    /// Whether `key` reads every campaign: an `admin` key, or one that may not send (a
+    /// dashboard's `read` key). A sending key reads only its own, so senders never see each other's.
+    static func readsEverything(_ key: APIKeyRecord) -> Bool {
+        key.scopes.contains(.admin) || !key.scopes.contains(.send)
+    }
+
+    /// Who acts: the key, and whether it is `admin`.
+    static func actor(_ key: APIKeyRecord) -> OpsActor {
+        OpsActor(apiKeyID: key.id, isAdmin: key.scopes.contains(.admin))
     }
 
     func requireKey(_ context: HeraldRequestContext) throws -> APIKeyRecord {

@@ -30,6 +30,8 @@ struct CampaignBody: Encodable {
     var nextRuns: [SlotBody]
     var createdAt: Date
     var updatedAt: Date
+    /// The key it belongs to, by its public id and name (never the key); nil: `admin` keys.
+    var ownerKey: OwnerKeyBody?
     /// Why the scheduler last could not fire one of its slots (absent once a slot fires).
     var lastError: String?
     /// When ``lastError`` was recorded.
@@ -70,9 +72,17 @@ struct CampaignBody: Encodable {
             }
         createdAt = campaign.createdAt
         updatedAt = campaign.updatedAt
+        ownerKey = campaign.ownerAPIKeyID.map { OwnerKeyBody(id: String($0), name: campaign.ownerKeyName ?? "") }
         lastError = campaign.lastError
         lastErrorAt = campaign.lastErrorAt
     }
+}
+
+/// A campaign's owner: `{"id": "3", "name": "crm"}`, the key's id and name as `GET /v1/whoami`
+/// shows them.
+struct OwnerKeyBody: Encodable {
+    var id: String
+    var name: String
 }
 
 /// One fire instant: `{"utc": "2026-11-24T08:00:00Z", "local": "2026-11-24T09:00:00+01:00"}`.

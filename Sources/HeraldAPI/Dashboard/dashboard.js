@@ -783,20 +783,40 @@
 
   async function renderCampaigns(container, token) {
     const list = el("div", { class: "table-wrap" }, el("p", { class: "loading muted" }, "Loading campaigns"));
-    container.append(el("section", { class: "card" }, el("h2", {}, "Campaigns"), list));
-    const page = await api("/v1/campaigns?limit=100");
-    if (!current(token)) return;
-    const campaigns = page.campaigns || [];
-    list.replaceChildren(campaigns.length === 0 ? el("p", { class: "muted" }, "No campaigns.") :
-      el("table", { id: "campaigns" },
-        el("thead", {}, el("tr", {}, el("th", {}, "name"), el("th", {}, "state"), el("th", {}, "schedule"),
-          el("th", {}, "next fire times (UTC)"))),
-        el("tbody", {}, campaigns.map((c) => el("tr", {},
-          el("td", {}, el("a", { href: "#/campaigns/" + encodeURIComponent(c.id) }, c.name)),
-          el("td", {}, badge(c.state)),
-          el("td", { class: "mono" }, c.schedule && c.schedule.cron ? `${c.schedule.cron} (${c.schedule.timeZone || "UTC"})` :
-            fmtTime(c.schedule && c.schedule.at)),
-          el("td", {}, (c.nextRuns || []).slice(0, 3).map((r) => fmtTime(r.utc)).join(", ") || "–"))))));
+    const pager = el("div", { class: "pager", id: "campaigns-pager" });
+    container.append(el("section", { class: "card" }, el("h2", {}, "Campaigns"), list, pager));
+
+    async function load(cursor) {
+      list.replaceChildren(el("p", { class: "loading muted" }, "Loading campaigns"));
+      pager.replaceChildren();
+      const query = new URLSearchParams({ limit: "50" });
+      if (cursor) query.set("cursor", cursor);
+      let page;
+      try {
+        page = await api("/v1/campaigns?" + query.toString());
+      } catch (error) {
+        if (!current(token)) return;
+        list.replaceChildren(el("p", { class: "error", role: "alert" }, "Could not load campaigns: " + error.message));
+        return;
+      }
+      if (!current(token)) return;
+      const campaigns = page.campaigns || [];
+      list.replaceChildren(campaigns.length === 0 ? el("p", { class: "muted" }, "No campaigns.") :
+        el("table", { id: "campaigns" },
+          el("thead", {}, el("tr", {}, el("th", {}, "name"), el("th", {}, "state"), el("th", {}, "schedule"),
+            el("th", {}, "next fire times (UTC)"))),
+          el("tbody", {}, campaigns.map((c) => el("tr", {},
+            el("td", {}, el("a", { href: "#/campaigns/" + encodeURIComponent(c.id) }, c.name)),
+            el("td", {}, badge(c.state)),
+            el("td", { class: "mono" }, c.schedule && c.schedule.cron ? `${c.schedule.cron} (${c.schedule.timeZone || "UTC"})` :
+              fmtTime(c.schedule && c.schedule.at)),
+            el("td", {}, (c.nextRuns || []).slice(0, 3).map((r) => fmtTime(r.utc)).join(", ") || "–"))))));
+      if (page.nextCursor) {
+        pager.append(el("button", { type: "button", class: "secondary", onclick: () => load(page.nextCursor) }, "Next page"));
+      }
+      if (cursor) pager.prepend(el("button", { type: "button", class: "secondary", onclick: () => load(null) }, "First page"));
+    }
+    await load(null);
   }
 
   async function renderCampaign(container, id, token) {

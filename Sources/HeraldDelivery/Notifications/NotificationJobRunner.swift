@@ -70,8 +70,10 @@ struct NotificationJobRunner: Sendable {
         var throttleInstant: Date?
         if let campaignID = args.throttledCampaignID {
             throttleInstant = try await campaigns.reserveThrottleSlot(hubSendID: args.hubSendID, campaignID: campaignID)
+            // The job comes back a second before its instant (a snoozed job's wake-up is late on a
+            // loaded machine), keeps its reservation and waits the rest in process.
             if let instant = throttleInstant, Self.wait(until: instant) > Self.longestThrottleSleep {
-                return .snooze(Self.wait(until: instant))
+                return .snooze(Self.wait(until: instant) - Self.longestThrottleSleep / 2)
             }
         }
         let attempt: SendAttempt
@@ -233,7 +235,8 @@ struct NotificationJobRunner: Sendable {
     /// database's clock and is waited for on this machine's wall clock (kept in step with it by
     /// NTP), so neither the reservation's reply nor the attempt's start delays the call. A
     /// wake-up later than ``CampaignThrottle/lateness`` (a loaded machine) must not go out among
-    /// the next sends: it reserves a new instant (the attempt's start released the old one).
+    /// the next sends: it goes now when no send reserved after it, and otherwise reserves a new
+    /// instant (the attempt's start released the old one).
     func waitForThrottle(until instant: Date, hubSendID: Int64, campaignID: Int64) async throws {
         var instant = instant
         while true {
@@ -241,7 +244,10 @@ struct NotificationJobRunner: Sendable {
             if wait > .zero { try await Task.sleep(for: wait) }
             if Date().timeIntervalSince(instant) <= CampaignThrottle.lateness.seconds { return }
             DeliveryMetrics.throttleLate()
-            guard let next = try await campaigns.reserveThrottleSlot(hubSendID: hubSendID, campaignID: campaignID) else {
+            guard
+                let next = try await campaigns.reserveThrottleSlot(
+                    hubSendID: hubSendID, campaignID: campaignID, late: instant)
+            else {
                 return
             }
             instant = next

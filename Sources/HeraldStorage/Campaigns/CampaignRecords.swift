@@ -16,6 +16,11 @@ public struct Campaign: Sendable, Hashable {
     public var nextSlot: Date?
     /// The API key that created it (nil: heraldctl).
     public var apiKeyID: Int64?
+    /// The API key it belongs to: only it, or an `admin` key, reads or changes it (nil: only
+    /// `admin` keys, for a campaign made by heraldctl or saved before campaigns had owners).
+    public var ownerAPIKeyID: Int64? = nil
+    /// The owner key's name (a public identifier, as `GET /v1/whoami` shows it).
+    public var ownerKeyName: String? = nil
     /// When it was created.
     public var createdAt: Date
     /// When it last changed.
@@ -25,6 +30,13 @@ public struct Campaign: Sendable, Hashable {
     public var lastError: String? = nil
     /// When ``lastError`` was recorded.
     public var lastErrorAt: Date? = nil
+}
+
+extension Campaign {
+    /// Whether `actor` may read and change it: its owner, or an `admin` key.
+    public func belongs(to actor: OpsActor) -> Bool {
+        actor.isAdmin || (ownerAPIKeyID != nil && ownerAPIKeyID == actor.apiKeyID)
+    }
 }
 
 /// A page of campaigns, oldest first.
@@ -104,7 +116,7 @@ extension CampaignRun {
     var needsLiveCounts: Bool { state == .running || (state == .cancelled && counts == .empty) }
 }
 
-/// Where ``CampaignStore/fire(id:slot:by:apiKeyID:idempotencyKey:)`` fires.
+/// Where ``CampaignStore/fire(id:slot:by:apiKeyID:isAdmin:idempotencyKey:)`` fires.
 public enum CampaignFireSlot: Sendable, Hashable {
     /// Now on the database clock, to the millisecond (a fire by the API).
     case now

@@ -9,10 +9,10 @@ enum CampaignStatements {
     static let columns = """
         id, name, audience::text, content::text, options::text, ttl_seconds, schedule_at, cron, time_zone, \
         catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, created_at, updated_at, local_time, \
-        last_error, last_error_at
+        last_error, last_error_at, owner_api_key_id, (SELECT k.name FROM api_keys k WHERE k.id = owner_api_key_id)
         """
-    /// The cell after ``columns`` in reads that add the database's clock.
-    static let nowCell = 19
+    /// How many ``columns`` there are (a read that adds `now()` finds it at this index).
+    static let columnCount = 21
 
     static let runColumns = """
         r.id, r.campaign_id, r.slot, r.fired_by, r.state, r.counts::text, \
@@ -26,11 +26,12 @@ enum CampaignStatements {
     static func create(_ checked: CampaignDefinition, values: ColumnValues, apiKeyID: Int64?) -> PostgresQuery {
         """
         INSERT INTO campaigns (name, audience, content, options, ttl_seconds, schedule_at, cron, time_zone,
-                               catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, local_time)
+                               catch_up_seconds, throttle_per_second, state, next_slot, api_key_id, local_time,
+                               owner_api_key_id)
         VALUES (\(checked.name), \(values.audience)::jsonb, \(values.content)::jsonb, \(values.options)::jsonb,
                 \(checked.ttl), \(values.at), \(values.cron), \(values.zone), \(checked.catchUp),
                 \(checked.throttlePerSecond), 'active', \(values.nextSlot), \(apiKeyID),
-                \(checked.localTime?.description))
+                \(checked.localTime?.description), \(apiKeyID))
         ON CONFLICT DO NOTHING
         RETURNING \(unescaped: columns)
         """
@@ -46,13 +47,21 @@ enum CampaignStatements {
         "SELECT \(unescaped: columns) FROM campaigns WHERE lower(name) = lower(\(name))"
     }
 
-    /// A keyset page of campaigns after id `after`, as ``campaign(_:)`` rows.
-    static func list(after: Int64, includeArchived: Bool, limit: Int64) -> PostgresQuery {
-        """
-        SELECT \(unescaped: columns) FROM campaigns
-        WHERE id > \(after) AND (\(includeArchived) OR state <> 'archived')
-        ORDER BY id LIMIT \(limit)
-        """
+    /// A keyset page of campaigns after id `after` (of owner `owner` when given; by
+    /// `campaigns_owner` then), as ``campaign(_:)`` rows.
+    static func list(after: Int64, includeArchived: Bool, owner: Int64?, limit: Int64) -> PostgresQuery {
+        if let owner {
+            return """
+                SELECT \(unescaped: columns) FROM campaigns
+                WHERE owner_api_key_id = \(owner) AND id > \(after) AND (\(includeArchived) OR state <> 'archived')
+                ORDER BY id LIMIT \(limit)
+                """
+        }
+        return """
+            SELECT \(unescaped: columns) FROM campaigns
+            WHERE id > \(after) AND (\(includeArchived) OR state <> 'archived')
+            ORDER BY id LIMIT \(limit)
+            """
     }
 
     /// Replaces campaign `id`'s definition unless another campaign has its name (ignoring case);
@@ -262,11 +271,14 @@ enum CampaignStatements {
         "SELECT \(unescaped: runColumns) FROM campaign_runs r WHERE r.id = \(runID)"
     }
 
-    /// Locks run `runID` of `campaignID` (`FOR UPDATE`): its state and its notifications' ids.
+    /// Locks run `runID` of `campaignID` (`FOR UPDATE`): its state, its notifications' ids and
+    /// its campaign's owner key.
     static func lockRun(id runID: CampaignRunID, campaignID: CampaignID) -> PostgresQuery {
         """
-        SELECT r.state, array(SELECT n.id FROM notifications n WHERE n.campaign_run_id = r.id ORDER BY n.id)
-        FROM campaign_runs r WHERE r.id = \(runID) AND r.campaign_id = \(campaignID) FOR UPDATE
+        SELECT r.state, array(SELECT n.id FROM notifications n WHERE n.campaign_run_id = r.id ORDER BY n.id),
+               c.owner_api_key_id
+        FROM campaign_runs r JOIN campaigns c ON c.id = r.campaign_id
+        WHERE r.id = \(runID) AND r.campaign_id = \(campaignID) FOR UPDATE OF r
         """
     }
 
@@ -279,13 +291,22 @@ enum CampaignStatements {
     }
 
     /// Runs ready to settle, locked (`SKIP LOCKED`): id, state, their notifications' states.
+    ///
+    /// A run is ready when none of its hub sends is waiting or in flight, and none that the hub
+    /// took still expects telemetry (its notification asked for it and no note says it stopped:
+    /// not on this tier, failed, given up). So a run settles whether or not telemetry follows,
+    /// and a run whose notifications retention pruned (no hub sends left) settles too. Read per
+    /// run by `hub_sends_campaign_run`.
     static func settleableRuns(limit: Int64) -> PostgresQuery {
         """
         SELECT r.id, r.state, array(SELECT n.state FROM notifications n WHERE n.campaign_run_id = r.id)
         FROM campaign_runs r
         WHERE (r.state = 'Running' OR (r.state = 'Cancelled' AND r.counts IS NULL))
-          AND EXISTS (SELECT 1 FROM notifications n WHERE n.campaign_run_id = r.id)
-          AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.campaign_run_id = r.id AND n.finished_at IS NULL)
+          AND NOT EXISTS (
+              SELECT 1 FROM hub_sends h JOIN notifications n ON n.id = h.notification_id
+              WHERE h.campaign_run_id = r.id
+                AND (h.state IN ('Scheduled', 'Queued') OR h.in_flight_since IS NOT NULL
+                     OR (h.state IN ('Enqueued', 'Processing') AND n.telemetry AND h.telemetry_note IS NULL)))
         ORDER BY r.id LIMIT \(limit) FOR UPDATE OF r SKIP LOCKED
         """
     }
@@ -324,20 +345,56 @@ enum CampaignStatements {
         "SELECT clock_timestamp() - \(slot) > make_interval(secs => \(lateness))"
     }
 
-    /// Reserves the next throttle instant of `campaignID` (when it has a throttle) for hub send
-    /// `hubSendID`; the instant when reserved.
+    /// Reserves the next instant of `campaignID`'s `reserve` clock (when it has a throttle) for
+    /// hub send `hubSendID`; the instant when reserved. One statement on the clock's own row
+    /// (`campaign_throttle_clocks`): the campaign's row is only read, never locked.
     static func reserveThrottleSlot(hubSendID: Int64, campaignID: CampaignID, spacingFactor: Double) -> PostgresQuery {
         """
-        WITH reserved AS (
-            UPDATE campaigns
-            SET throttle_next = greatest(throttle_next, clock_timestamp())
-                                + make_interval(secs => \(spacingFactor) / throttle_per_second)
-            WHERE id = \(campaignID) AND throttle_per_second IS NOT NULL
-            RETURNING throttle_next - make_interval(secs => \(spacingFactor) / throttle_per_second)
-                      AS slot
+        WITH rate AS (
+            SELECT make_interval(secs => \(spacingFactor) / throttle_per_second) AS spacing
+            FROM campaigns WHERE id = \(campaignID) AND throttle_per_second IS NOT NULL
+        ), reserved AS (
+            INSERT INTO campaign_throttle_clocks AS c (campaign_id, clock, next_at)
+            SELECT \(campaignID), 'reserve', clock_timestamp() + rate.spacing FROM rate
+            ON CONFLICT (campaign_id, clock) DO UPDATE
+            SET next_at = greatest(c.next_at, clock_timestamp()) + (SELECT spacing FROM rate)
+            RETURNING c.next_at - (SELECT spacing FROM rate) AS slot
         )
         UPDATE hub_sends h SET throttle_slot = reserved.slot FROM reserved WHERE h.id = \(hubSendID)
         RETURNING reserved.slot
+        """
+    }
+
+    /// Moves `campaignID`'s `reserve` clock to now (plus the spacing) when `slot` is its last
+    /// reservation, and gives hub send `hubSendID` now; now when taken. A late send that nobody
+    /// reserved after can go at once without bunching with anyone.
+    static func reclaimLateSlot(hubSendID: Int64, campaignID: CampaignID, slot: Date, spacingFactor: Double) -> PostgresQuery {
+        """
+        WITH rate AS (
+            SELECT make_interval(secs => \(spacingFactor) / throttle_per_second) AS spacing
+            FROM campaigns WHERE id = \(campaignID) AND throttle_per_second IS NOT NULL
+        ), taken AS (
+            UPDATE campaign_throttle_clocks c SET next_at = clock_timestamp() + (SELECT spacing FROM rate)
+            WHERE c.campaign_id = \(campaignID) AND c.clock = 'reserve'
+              -- The slot made a round trip through a client's clock value: equal within 5 µs.
+              AND abs(extract(epoch FROM c.next_at - (\(slot)::timestamptz + (SELECT spacing FROM rate)))) < 0.000005
+            RETURNING c.next_at - (SELECT spacing FROM rate) AS slot
+        )
+        UPDATE hub_sends h SET throttle_slot = taken.slot FROM taken WHERE h.id = \(hubSendID)
+        RETURNING taken.slot
+        """
+    }
+
+    /// Takes `seconds` of `campaignID`'s `plan` clock, from its next instant or now, whichever is
+    /// later; the start of the span taken. Held until the caller's transaction ends (only
+    /// writers of the campaign's sends take it).
+    static func planThrottle(campaignID: CampaignID, seconds: Double) -> PostgresQuery {
+        """
+        INSERT INTO campaign_throttle_clocks AS c (campaign_id, clock, next_at)
+        VALUES (\(campaignID), 'plan', clock_timestamp() + make_interval(secs => \(seconds)))
+        ON CONFLICT (campaign_id, clock) DO UPDATE
+        SET next_at = greatest(c.next_at, clock_timestamp()) + make_interval(secs => \(seconds))
+        RETURNING c.next_at - make_interval(secs => \(seconds))
         """
     }
 
@@ -400,7 +457,7 @@ enum CampaignStatements {
             "SELECT \(unescaped: CampaignStatements.columns), now() FROM campaigns WHERE id = \(id) FOR \(unescaped: mode)",
             logger: logger)
         {
-            return (try CampaignStatements.campaign(row), try row.makeRandomAccess()[nowCell].decode(Date.self))
+            return (try CampaignStatements.campaign(row), try row.makeRandomAccess()[columnCount].decode(Date.self))
         }
         throw CampaignStore.notFound(id)
     }
@@ -454,6 +511,7 @@ enum CampaignStatements {
             id: try cells[0].decode(Int64.self), definition: definition,
             state: try CampaignState(stored: try cells[11].decode(String.self), column: "campaigns.state"),
             nextSlot: try cells[12].decode(Date?.self), apiKeyID: try cells[13].decode(Int64?.self),
+            ownerAPIKeyID: try cells[19].decode(Int64?.self), ownerKeyName: try cells[20].decode(String?.self),
             createdAt: try cells[14].decode(Date.self), updatedAt: try cells[15].decode(Date.self),
             lastError: try cells[17].decode(String?.self), lastErrorAt: try cells[18].decode(Date?.self))
     }

@@ -16,12 +16,16 @@ extension CampaignStore {
     /// Throws `DomainError` `not_found` (404), `campaign_archived` (409) for an archived
     /// campaign, and `campaign_paused` (409) for a paused one: a pause stops every way of
     /// firing, so an operator who paused a campaign knows nothing goes out until it resumes.
+    ///
+    /// The key `apiKeyID` (nil: heraldctl) must own the campaign or be `admin` (`isAdmin`), or
+    /// the campaign is `not_found`; a new run writes its `ops_actions` row (`campaign.fire`).
     public func fire(
         id: CampaignID, slot: CampaignFireSlot = .now, by firing: CampaignFiring, apiKeyID: Int64? = nil,
-        idempotencyKey: IdempotencyKey? = nil
+        isAdmin: Bool = false, idempotencyKey: IdempotencyKey? = nil
     ) async throws -> CampaignFireResult {
         try await StorageSQL.transaction(client, logger: logger, "fire a campaign", within: wait) { connection in
             let (campaign, now) = try await CampaignStatements.lock(id, on: connection, logger: logger, share: true)
+            try Self.check(campaign, apiKeyID.map { OpsActor(apiKeyID: $0, isAdmin: isAdmin) })
             guard campaign.state != .archived else { throw Self.archived(campaign) }
             guard campaign.state != .paused else {
                 throw DomainError(
@@ -37,7 +41,12 @@ extension CampaignStore {
             let result = try await fire(
                 campaign, slot: instant, state: .running, by: firing, apiKeyID: apiKeyID,
                 idempotencyKey: idempotencyKey, now: now, on: connection)
-            guard case .existing(var run) = result else { return result }
+            guard case .existing(var run) = result else {
+                try await Self.audit(
+                    apiKeyID, "campaign.fire", campaign: id, run: result.run.id, counts: ["fired": 1], on: connection,
+                    logger: logger)
+                return result
+            }
             if run.needsLiveCounts {
                 run.counts = try await CampaignStatements.liveCounts(of: [run.id], on: connection, logger: logger)[run.id] ?? .empty
             }
@@ -385,7 +394,7 @@ extension CampaignStore {
         _ id: CampaignID, on connection: PostgresConnection, logger: Logger
     ) async throws -> (Campaign, Date)? {
         for try await row in try await connection.query(CampaignStatements.lockDue(id: id), logger: logger) {
-            return (try CampaignStatements.campaign(row), try row.makeRandomAccess()[CampaignStatements.nowCell].decode(Date.self))
+            return (try CampaignStatements.campaign(row), try row.makeRandomAccess()[CampaignStatements.columnCount].decode(Date.self))
         }
         return nil
     }

@@ -51,18 +51,23 @@ extension CampaignStore {
     /// Cancels a run: its hub sends that have not started (waiting, not in flight) become
     /// `Cancelled` and never reach the hub; sends already in flight finish. The run ends
     /// `Cancelled` with its counts. Cancelling a final run other than a cancelled one is
-    /// `DomainError` `not_cancellable` (409); cancelling twice succeeds again.
-    public func cancelRun(campaignID: CampaignID, runID: CampaignRunID) async throws -> CampaignRun {
+    /// `DomainError` `not_cancellable` (409); cancelling twice succeeds again. `actor` (nil:
+    /// heraldctl) must own the campaign or be `admin`, or the run is `not_found`; each cancel
+    /// writes its `ops_actions` row (`campaign_run.cancel`, the hub sends it cancelled).
+    public func cancelRun(campaignID: CampaignID, runID: CampaignRunID, by actor: OpsActor? = nil) async throws -> CampaignRun {
         try await StorageSQL.transaction(client, logger: logger, "cancel a campaign run", within: wait) { connection in
-            var found: (String, [NotificationID])?
+            var found: (String, [NotificationID], Int64?)?
             for try await row in try await connection.query(
                 CampaignStatements.lockRun(id: runID, campaignID: campaignID), logger: logger
-            ).decode((String, [UUID]).self) {
+            ).decode((String, [UUID], Int64?).self) {
                 found = row
             }
-            guard let (state, notificationIDs) = found else {
+            guard let (state, notificationIDs, owner) = found,
+                actor.map({ $0.isAdmin || owner == $0.apiKeyID }) ?? true
+            else {
                 throw DomainError(code: .notFound, message: "campaign \(campaignID) has no run \(runID)", kind: .notFound)
             }
+            var cancelledSends = 0
             if state != CampaignRunState.running.rawValue, state != CampaignRunState.cancelled.rawValue {
                 throw DomainError(
                     code: .notCancellable, message: "the run is \(state): nothing is left to cancel", kind: .conflict)
@@ -74,11 +79,15 @@ extension CampaignStore {
                     guard try await NotificationStore.lockNotification(notificationID, on: connection, logger: logger) else {
                         throw StorageError(.query, "run \(runID)'s notification vanished")
                     }
-                    _ = try await NotificationStore.cancelWaitingSends(of: notificationID, on: connection, logger: logger)
+                    cancelledSends += try await NotificationStore.cancelWaitingSends(
+                        of: notificationID, on: connection, logger: logger)
                     try await NotificationStore.refreshState(of: notificationID, on: connection, logger: logger)
                 }
             }
             try await connection.query(CampaignStatements.markCancelled(runID: runID), logger: logger)
+            try await Self.audit(
+                actor?.apiKeyID, "campaign_run.cancel", campaign: campaignID, run: runID,
+                counts: ["cancelled": cancelledSends], on: connection, logger: logger)
             let counts = try await CampaignStatements.liveCounts(of: [runID], on: connection, logger: logger)[runID] ?? .empty
             for try await row in try await connection.query(
                 CampaignStatements.run(id: runID), logger: logger)
@@ -92,9 +101,12 @@ extension CampaignStore {
         }
     }
 
-    /// Ends running runs whose notification is final (`Completed`, or `PartiallyFailed` when a
-    /// hub send failed), storing their counts; and stores the final counts of cancelled runs
-    /// once nothing of theirs is in flight. Returns how many running runs it ended, by state.
+    /// Ends running runs none of whose hub sends is waiting, in flight or still expecting
+    /// telemetry (``CampaignStatements/settleableRuns(limit:)``: a hub tier without telemetry, or
+    /// telemetry that gave up, does not keep a run open, nor does retention pruning its
+    /// notifications), as `Completed`, or `PartiallyFailed` when a hub send failed, storing
+    /// their counts; and stores the final counts of cancelled runs once nothing of theirs is in
+    /// flight. Returns how many running runs it ended, by state.
     public func settleRuns(limit: Int = 100) async throws -> [CampaignRunState: Int] {
         try await StorageSQL.transaction(client, logger: logger, "settle campaign runs", within: wait) { connection in
             var ids: [Int64] = []

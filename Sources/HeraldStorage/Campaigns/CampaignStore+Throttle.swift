@@ -13,14 +13,17 @@ extension CampaignStore {
     /// there is nothing to wait for.
     ///
     /// Reservations are `spacingFactor / rate` seconds apart (``CampaignThrottle``), serialized
-    /// on the campaign's row, so the cap holds across every worker. The reservation is kept on
-    /// the hub send (`throttle_slot`) until its attempt starts: a send that waited for it (a
-    /// sleep, or a snoozed job) asks again and gets zero while it is within
-    /// ``CampaignThrottle/lateness`` of its instant. One that comes back later than that (a
-    /// slow wake-up on a loaded machine) gives its instant up and reserves a new one, so late
-    /// sends never bunch up with the ones on time. The next attempt of a retried send reserves
+    /// on the campaign's `reserve` clock (its own row, never the campaign's), so the cap holds
+    /// across every worker and every run. The reservation is kept on the hub send
+    /// (`throttle_slot`) until its attempt starts: a send that waited for it (a sleep, or a
+    /// snoozed job) asks again and gets it back while it is within ``CampaignThrottle/lateness``
+    /// of its instant. One that comes back later than that (a slow wake-up on a loaded machine;
+    /// `late` is the instant a started attempt woke too late for) takes now instead when no
+    /// other send reserved after it, and otherwise reserves a new instant after every other
+    /// reservation, so late sends never bunch up with the ones on time and a late wake-up
+    /// costs no slot when nothing waits behind it. The next attempt of a retried send reserves
     /// anew. A send that is no longer waiting, or a campaign without a throttle, reserves nothing.
-    public func reserveThrottleSlot(hubSendID: Int64, campaignID: CampaignID) async throws -> Date? {
+    public func reserveThrottleSlot(hubSendID: Int64, campaignID: CampaignID, late: Date? = nil) async throws -> Date? {
         try await StorageSQL.transaction(client, logger: logger, "reserve a throttled send", within: wait) {
             connection in
             var found: (slot: Date?, waiting: Bool)?
@@ -31,11 +34,19 @@ extension CampaignStore {
             }
             guard let found, found.waiting else { return nil }
             let lateness = CampaignThrottle.lateness.seconds
-            if let slot = found.slot {
-                for try await late in try await connection.query(
+            if let slot = late ?? found.slot {
+                for try await isLate in try await connection.query(
                     CampaignStatements.isLate(slot, lateness: lateness), logger: logger
-                ).decode(Bool.self) where !late {
-                    return slot
+                ).decode(Bool.self) {
+                    if !isLate { return slot }
+                }
+                for try await now in try await connection.query(
+                    CampaignStatements.reclaimLateSlot(
+                        hubSendID: hubSendID, campaignID: campaignID, slot: slot,
+                        spacingFactor: CampaignThrottle.spacingFactor),
+                    logger: logger
+                ).decode(Date.self) {
+                    return now
                 }
             }
             for try await slot in try await connection.query(
@@ -49,4 +60,27 @@ extension CampaignStore {
         }
     }
 
+}
+
+/// Spreads a throttled campaign's new sends over its `plan` clock (`campaign_throttle_clocks`):
+/// every writer of its sends (each run fired, an ops retry) takes the next span of the clock,
+/// so the sends of overlapping runs fall due one after the other at the campaign's rate, never
+/// two at once, and their reservations at send time find the `reserve` clock near now.
+enum ThrottlePlan {
+    /// Seconds between two sends at `rate` per second (``CampaignThrottle/spacingFactor``).
+    static func spacing(rate: Int) -> Double { CampaignThrottle.spacingFactor / Double(rate) }
+
+    /// Takes `count` spacings of `campaignID`'s plan clock inside the caller's transaction;
+    /// the instant its first send falls due (the next sends follow at ``spacing(rate:)``).
+    static func start(
+        campaignID: CampaignID, count: Int, rate: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> Date {
+        for try await start in try await connection.query(
+            CampaignStatements.planThrottle(campaignID: campaignID, seconds: Double(count) * spacing(rate: rate)),
+            logger: logger
+        ).decode(Date.self) {
+            return start
+        }
+        throw StorageError(.query, "the throttle's plan clock answered nothing")
+    }
 }

@@ -34,7 +34,8 @@ public struct CampaignStore: Sendable {
 
     /// Saves a new campaign, checked with ``CampaignDefinition/validated(now:)`` on the
     /// database clock and against the run-size limit (``checkRunSize(_:)``), active, its next
-    /// slot computed. A name in use (regardless of case) is `DomainError` `name_taken` (409).
+    /// slot computed, owned by `apiKeyID` (nil, heraldctl: by `admin` keys), with its
+    /// `ops_actions` row. A name in use (regardless of case) is `DomainError` `name_taken` (409).
     public func create(_ definition: CampaignDefinition, by apiKeyID: Int64? = nil) async throws -> Campaign {
         try await StorageSQL.transaction(client, logger: logger, "create a campaign", attempts: 1, within: wait) {
             connection in
@@ -44,7 +45,13 @@ public struct CampaignStore: Sendable {
             let values = try CampaignStatements.columnValues(checked, now: now)
             let rows = try await connection.query(
                 CampaignStatements.create(checked, values: values, apiKeyID: apiKeyID), logger: logger)
-            for try await row in rows { return try CampaignStatements.campaign(row) }
+            for try await row in rows {
+                let campaign = try CampaignStatements.campaign(row)
+                try await Self.audit(
+                    apiKeyID, "campaign.create", campaign: campaign.id, counts: ["created": 1], on: connection,
+                    logger: logger)
+                return campaign
+            }
             throw Self.nameTaken(checked.name)
         }
     }
@@ -73,14 +80,19 @@ public struct CampaignStore: Sendable {
         }
     }
 
-    /// Campaigns, oldest first, in keyset pages; archived ones only when asked.
-    public func list(includeArchived: Bool = false, cursor: String? = nil, limit: Int? = nil) async throws -> CampaignPage {
+    /// Campaigns, oldest first, in keyset pages; archived ones only when asked; only those of
+    /// `owner` when given (a key that is not `admin` lists its own).
+    public func list(
+        includeArchived: Bool = false, owner: Int64? = nil, cursor: String? = nil, limit: Int? = nil
+    ) async throws -> CampaignPage {
         let limit = try PageCursor.pageSize(limit, default: Self.defaultPageSize, max: Self.maxPageSize)
         let after = try cursor.map(PageCursor.id(of:)) ?? 0
         return try await StorageSQL.run("list campaigns", within: wait) {
             var campaigns: [Campaign] = []
             for try await row in try await client.query(
-                CampaignStatements.list(after: after, includeArchived: includeArchived, limit: Int64(limit + 1)), logger: logger)
+                CampaignStatements.list(
+                    after: after, includeArchived: includeArchived, owner: owner, limit: Int64(limit + 1)
+                ), logger: logger)
             {
                 campaigns.append(try CampaignStatements.campaign(row))
             }
@@ -96,20 +108,23 @@ public struct CampaignStore: Sendable {
     /// Replaces a campaign's definition (checked as on create) and recomputes its next slot
     /// from now; a slot already due and not yet fired stays due. An archived campaign is
     /// `DomainError` `campaign_archived` (409).
-    public func update(id: CampaignID, _ definition: CampaignDefinition) async throws -> Campaign {
-        try await update(id: id) { _ in definition }
+    public func update(id: CampaignID, _ definition: CampaignDefinition, by actor: OpsActor? = nil) async throws -> Campaign {
+        try await update(id: id, by: actor) { _ in definition }
     }
 
     /// Changes a campaign's definition under its row lock: `change` gets the stored definition
     /// and returns the new one (a PATCH merges its fields here, so two concurrent PATCHes of
-    /// different fields both take effect). Checked and saved as ``update(id:_:)`` does; an
-    /// error thrown by `change` passes through and nothing changes.
+    /// different fields both take effect). Checked and saved as ``update(id:_:by:)`` does; an
+    /// error thrown by `change` passes through and nothing changes. `actor` (nil: heraldctl) must
+    /// own the campaign or be `admin`, or it is `not_found`; the change writes its `ops_actions` row.
     public func update(
-        id: CampaignID, merging change: @escaping @Sendable (CampaignDefinition) throws -> CampaignDefinition
+        id: CampaignID, by actor: OpsActor? = nil,
+        merging change: @escaping @Sendable (CampaignDefinition) throws -> CampaignDefinition
     ) async throws -> Campaign {
         try await StorageSQL.transaction(client, logger: logger, "update a campaign", attempts: 1, within: wait) {
             connection in
             let (current, now) = try await CampaignStatements.lock(id, on: connection, logger: logger)
+            try Self.check(current, actor)
             guard current.state != .archived else { throw Self.archived(current) }
             let checked = try change(current.definition).validated(now: now)
             try checkRunSize(checked)
@@ -121,7 +136,13 @@ public struct CampaignStore: Sendable {
             }
             let rows = try await connection.query(
                 CampaignStatements.update(id: id, checked, values: values), logger: logger)
-            for try await row in rows { return try CampaignStatements.campaign(row) }
+            for try await row in rows {
+                let campaign = try CampaignStatements.campaign(row)
+                try await Self.audit(
+                    actor?.apiKeyID, "campaign.update", campaign: id, counts: ["changed": 1], on: connection,
+                    logger: logger)
+                return campaign
+            }
             throw Self.nameTaken(checked.name)
         }
     }
@@ -130,13 +151,23 @@ public struct CampaignStore: Sendable {
     /// slot computed from now (slots that passed while paused are not sent); `archived` (what
     /// the API's delete does) keeps it and its runs for history and fires nothing again. Resuming or
     /// pausing an archived campaign is `DomainError` `campaign_archived` (409); archiving twice
-    /// succeeds again.
-    public func setState(id: CampaignID, _ state: CampaignState) async throws -> Campaign {
+    /// succeeds again. `actor` (nil: heraldctl) must own the campaign or be `admin`, or it is
+    /// `not_found`; each call writes its `ops_actions` row (`changed` 0 when nothing changed).
+    public func setState(id: CampaignID, _ state: CampaignState, by actor: OpsActor? = nil) async throws -> Campaign {
         try await StorageSQL.transaction(client, logger: logger, "change a campaign's state", attempts: 1, within: wait) {
             connection in
             let (current, now) = try await CampaignStatements.lock(id, on: connection, logger: logger)
+            try Self.check(current, actor)
+            let action =
+                switch state {
+                case .active: "campaign.resume"
+                case .paused: "campaign.pause"
+                case .archived: "campaign.archive"
+                }
             if current.state == .archived {
                 guard state == .archived else { throw Self.archived(current) }
+                try await Self.audit(
+                    actor?.apiKeyID, action, campaign: id, counts: ["changed": 0], on: connection, logger: logger)
                 return current
             }
             let nextSlot: Date? =
@@ -147,13 +178,34 @@ public struct CampaignStore: Sendable {
                 }
             let rows = try await connection.query(
                 CampaignStatements.setState(id: id, state, nextSlot: nextSlot), logger: logger)
-            for try await row in rows { return try CampaignStatements.campaign(row) }
+            for try await row in rows {
+                try await Self.audit(
+                    actor?.apiKeyID, action, campaign: id, counts: ["changed": current.state == state ? 0 : 1],
+                    on: connection, logger: logger)
+                return try CampaignStatements.campaign(row)
+            }
             throw Self.notFound(id)
         }
     }
 
+    // MARK: Owners and audit
 
+    /// Refuses `campaign` to an `actor` that neither owns it nor is `admin` as if it did not
+    /// exist (`not_found`); nil (heraldctl) may act on every campaign.
+    static func check(_ campaign: Campaign, _ actor: OpsActor?) throws(DomainError) {
+        if let actor, !campaign.belongs(to: actor) { throw notFound(campaign.id) }
+    }
 
+    /// Writes the `ops_actions` row of a campaign change on its transaction's connection: the
+    /// key (nil: heraldctl), the campaign (and run) as the filter, and the counts.
+    static func audit(
+        _ apiKeyID: Int64?, _ action: String, campaign: CampaignID, run: CampaignRunID? = nil, counts: [String: Int],
+        on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let filterJSON = run.map { #"{"campaignId":\#(campaign),"runId":\#($0)}"# } ?? #"{"campaignId":\#(campaign)}"#
+        try await NotificationStore.audit(
+            apiKeyID: apiKeyID, action: action, filterJSON: filterJSON, counts: counts, on: connection, logger: logger)
+    }
 
     /// Refuses, with `DomainError` `run_too_large` (422), a definition whose runs make more hub
     /// sends than ``maxHubSendsPerRun`` even with the fewest it can make

@@ -136,7 +136,8 @@ extension NotificationStatements {
     }
 
     /// Puts hub sends `ids` still Abandoned, of notifications not cancelled and still in time,
-    /// back to Queued; their ids.
+    /// back to Queued: their ids, with the campaign and its rate for a send of a throttled
+    /// campaign (nil otherwise), and the run.
     static func requeueAbandoned(_ ids: [Int64]) -> PostgresQuery {
         """
         UPDATE hub_sends h SET state = 'Queued', in_flight_since = NULL, in_flight_job_id = NULL,
@@ -144,7 +145,17 @@ extension NotificationStatements {
         FROM notifications n
         WHERE h.id = ANY(\(ids)::int8[]) AND n.id = h.notification_id
           AND h.state = 'Abandoned' AND n.state <> 'Cancelled' AND n.deadline > now()
-        RETURNING h.id
+        RETURNING h.id, (SELECT c.id FROM campaigns c WHERE c.id = h.campaign_id AND c.throttle_per_second IS NOT NULL),
+                  (SELECT c.throttle_per_second FROM campaigns c WHERE c.id = h.campaign_id), h.campaign_run_id
+        """
+    }
+
+    /// Runs `ids` that ended Completed or PartiallyFailed run again (a retried send of theirs
+    /// is back in the queue): their counts are read live and stored when they settle again.
+    static func reopenRuns(_ ids: [Int64]) -> PostgresQuery {
+        """
+        UPDATE campaign_runs SET state = 'Running', counts = NULL, finished_at = NULL
+        WHERE id = ANY(\(ids)::int8[]) AND state IN ('Completed', 'PartiallyFailed')
         """
     }
 
@@ -161,7 +172,7 @@ extension NotificationStatements {
 
     /// Writes an `ops_actions` row: counts as `keys`/`values`, the `more` count as a boolean.
     static func audit(
-        apiKeyID: Int64, action: String, filterJSON: String, keys: [String], values: [Int64]
+        apiKeyID: Int64?, action: String, filterJSON: String, keys: [String], values: [Int64]
     ) -> PostgresQuery {
         """
         INSERT INTO ops_actions (api_key_id, action, filter, counts)

@@ -88,7 +88,8 @@ extension NotificationStore {
     /// Inserts prepared notifications, their hub sends and one `notification.send` job per hub
     /// send on `connection` (inside the caller's transaction): one statement per table and one
     /// bulk enqueue. The sends of a throttled campaign run are enqueued spread over time at the
-    /// campaign's rate (their reservation at send time is what holds the cap).
+    /// campaign's rate, after those of its runs still sending (``ThrottlePlan``); their
+    /// reservation at send time is what holds the cap.
     func insert(
         _ rows: NotificationRows, sender: NotificationSender, batch: Bool = false, throttlePerSecond: Int? = nil,
         on connection: PostgresConnection
@@ -110,20 +111,33 @@ extension NotificationStore {
         var jobs: [NewJob] = []
         jobs.reserveCapacity(rows.sendIDs.count)
         let throttled = throttlePerSecond.flatMap { rate in campaignID.map { ($0, rate) } }
-        let start = Date()
-        // Each notification's sends are spread from its own start: now, or its `sendAt` (the
-        // waves of a local-time run are notifications sent at different instants).
+        // A throttled run's sends due now are spread over the campaign's plan clock (shared by its
+        // overlapping runs); a wave sent later is spread from its own instant.
+        var planned: (start: Date, spacing: Double)?
+        if let (campaign, rate) = throttled {
+            let dueNow = sends.filter { rows.runAt[$0.1] == nil }.count
+            if dueNow > 0 {
+                planned = (
+                    try await ThrottlePlan.start(
+                        campaignID: campaign, count: dueNow, rate: rate, on: connection, logger: logger),
+                    ThrottlePlan.spacing(rate: rate)
+                )
+            }
+        }
+        var dueNowIndex = 0
         var spread: [UUID: Int] = [:]
         for (sendID, notificationID) in sends {
             let schedule: JobSchedule
             if let (_, rate) = throttled {
-                let index = spread[notificationID, default: 0]
-                spread[notificationID] = index + 1
-                let offset = Double(index) * CampaignThrottle.spacingFactor / Double(rate)
                 if let runAt = rows.runAt[notificationID] {
-                    schedule = .at(runAt.addingTimeInterval(offset))
+                    let index = spread[notificationID, default: 0]
+                    spread[notificationID] = index + 1
+                    schedule = .at(runAt.addingTimeInterval(Double(index) * ThrottlePlan.spacing(rate: rate)))
+                } else if let planned {
+                    schedule = .at(planned.start.addingTimeInterval(Double(dueNowIndex) * planned.spacing))
+                    dueNowIndex += 1
                 } else {
-                    schedule = offset > 0 ? .at(start.addingTimeInterval(offset)) : .now
+                    schedule = .now
                 }
             } else {
                 schedule = rows.runAt[notificationID].map(JobSchedule.at) ?? .now

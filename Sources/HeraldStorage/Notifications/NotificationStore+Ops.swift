@@ -185,10 +185,14 @@ extension NotificationStore {
                 // sends still Abandoned, of notifications still in time, go back to Queued.
                 try await connection.query(NotificationStatements.lockInOrder(notifications), logger: logger)
                 var sendIDs: [Int64] = []
-                for try await id in try await connection.query(
+                var throttled: [Int64: (campaign: Int64, rate: Int)] = [:]
+                var runs: Set<Int64> = []
+                for try await (id, campaign, rate, run) in try await connection.query(
                     NotificationStatements.requeueAbandoned(abandoned.map { $0.id }), logger: logger
-                ).decode(Int64.self) {
+                ).decode((Int64, Int64?, Int32?, Int64?).self) {
                     sendIDs.append(id)
+                    if let campaign, let rate { throttled[id] = (campaign, Int(rate)) }
+                    if let run { runs.insert(run) }
                 }
                 // Read again under the locks: what the update did not take.
                 var late = 0
@@ -199,9 +203,31 @@ extension NotificationStore {
                 }
                 retried = sendIDs.count
                 deadlinePassed = late
-                let jobs = sendIDs.map {
-                    NewJob.notificationSend(
-                        HubSendArgs(hubSendID: $0), maxAttempts: maxSendAttempts, lane: .bulk, sender: "ops:retry")
+                // A throttled campaign's sends go through its throttle as its runs' do: spread over
+                // its plan clock, each reserving its instant before the hub call.
+                var starts: [Int64: (next: Date, spacing: Double)] = [:]
+                for (campaign, group) in Dictionary(grouping: throttled.values, by: \.campaign) {
+                    let rate = group[0].rate
+                    let start = try await ThrottlePlan.start(
+                        campaignID: campaign, count: group.count, rate: rate, on: connection, logger: logger)
+                    starts[campaign] = (start, ThrottlePlan.spacing(rate: rate))
+                }
+                var jobs: [NewJob] = []
+                for id in sendIDs {
+                    if let (campaign, _) = throttled[id], let (next, spacing) = starts[campaign] {
+                        starts[campaign] = (next.addingTimeInterval(spacing), spacing)
+                        jobs.append(
+                            .notificationSend(
+                                HubSendArgs(hubSendID: id, throttledCampaignID: campaign), schedule: .at(next),
+                                maxAttempts: maxSendAttempts, lane: .bulk, sender: "ops:retry"))
+                    } else {
+                        jobs.append(
+                            .notificationSend(
+                                HubSendArgs(hubSendID: id), maxAttempts: maxSendAttempts, lane: .bulk, sender: "ops:retry"))
+                    }
+                }
+                if !runs.isEmpty {
+                    try await connection.query(NotificationStatements.reopenRuns(Array(runs)), logger: logger)
                 }
                 if !jobs.isEmpty {
                     try await queue.enqueue(jobs, on: connection)
@@ -228,11 +254,22 @@ extension NotificationStore {
         _ actor: OpsActor, action: String, filterJSON: String, counts: [String: Int], on connection: PostgresConnection,
         logger: Logger
     ) async throws {
+        try await audit(
+            apiKeyID: actor.apiKeyID, action: action, filterJSON: filterJSON, counts: counts, on: connection,
+            logger: logger)
+    }
+
+    /// Writes one `ops_actions` row for the key `apiKeyID` (nil: heraldctl, which acts without
+    /// one) on the action's connection (in its transaction). `counts` is not empty.
+    static func audit(
+        apiKeyID: Int64?, action: String, filterJSON: String, counts: [String: Int], on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
         let keys = counts.keys.sorted()
         let values = keys.map { Int64(counts[$0] ?? 0) }
         try await connection.query(
             NotificationStatements.audit(
-                apiKeyID: actor.apiKeyID, action: action, filterJSON: filterJSON, keys: keys, values: values),
+                apiKeyID: apiKeyID, action: action, filterJSON: filterJSON, keys: keys, values: values),
             logger: logger)
     }
 }

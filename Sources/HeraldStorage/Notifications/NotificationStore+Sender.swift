@@ -69,6 +69,8 @@ extension NotificationStore {
     ///   (as is one the tutorial endpoint made).
     /// - Throws `DomainError` `not_found` (404) or `not_cancellable` (409: a hub send is in
     ///   flight or done; nothing changes). Cancelling a cancelled notification succeeds again.
+    /// - Writes an `ops_actions` row (`notification.cancel`, the hub sends it cancelled) in the
+    ///   cancel's transaction.
     @discardableResult
     public func cancel(id: NotificationID, by apiKeyID: Int64, isAdmin: Bool = false) async throws -> NotificationState {
         try await StorageSQL.transaction(client, logger: logger, "cancel a notification", within: wait) { connection in
@@ -78,7 +80,13 @@ extension NotificationStore {
             var found: (Int64?, String)?
             for try await row in rows.decode((Int64?, String).self) { found = row }
             guard let (owner, state) = found, isAdmin || owner == apiKeyID else { throw Self.notFound(id) }
-            if state == NotificationState.cancelled.rawValue { return NotificationState.cancelled }
+            let filterJSON = #"{"id":"\#(id.uuidString.lowercased())"}"#
+            if state == NotificationState.cancelled.rawValue {
+                try await Self.audit(
+                    apiKeyID: apiKeyID, action: "notification.cancel", filterJSON: filterJSON, counts: ["cancelled": 0],
+                    on: connection, logger: logger)
+                return NotificationState.cancelled
+            }
             var total = 0
             for try await count in try await connection.query(
                 NotificationStatements.hubSendCount(of: id), logger: logger
@@ -91,6 +99,9 @@ extension NotificationStore {
                     message: "the notification is \(state); a send has already gone out or is going out",
                     kind: .conflict)
             }
+            try await Self.audit(
+                apiKeyID: apiKeyID, action: "notification.cancel", filterJSON: filterJSON,
+                counts: ["cancelled": cancelled], on: connection, logger: logger)
             return try await Self.refreshState(of: id, on: connection, logger: logger)
         }
     }
