@@ -132,7 +132,11 @@ struct CampaignThrottleTests {
             }
             let wasNext = try #require(ahead)
             let now = try #require(try await campaigns.reserveThrottleSlot(hubSendID: ids[0], campaignID: campaign.id))
-            #expect(now < wasNext.addingTimeInterval(-0.001), "the late send went after the clock's next instant")
+            // Going after the others would have answered the clock's next instant itself (unless the
+            // call took so long on a loaded machine that now had passed it: nothing to tell then).
+            if Date() < wasNext {
+                #expect(now < wasNext.addingTimeInterval(-0.001), "the late send went after the clock's next instant")
+            }
             // The next send is spaced after it.
             let next = try #require(try await campaigns.reserveThrottleSlot(hubSendID: ids[1], campaignID: campaign.id))
             #expect(next.timeIntervalSince(now) >= 1.2 - 0.001)
