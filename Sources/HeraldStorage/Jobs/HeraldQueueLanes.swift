@@ -7,15 +7,18 @@ public import PostgresQueue
 /// and their defaults. A weight is a rate per sender in jobs per second (`QueueLanes`).
 public enum HeraldQueueLanes {
     /// The default weights: a single send sorts about 1 ms after it is due, a batch's or a
-    /// campaign run's sends 20 ms apart per sender, a telemetry poll half a second after it is due
-    /// (behind the sends enqueued just before it, never further).
+    /// campaign run's sends 100 ms apart per sender, a telemetry poll half a second after it is
+    /// due (behind the sends enqueued just before it, never further). Bulk and campaign weights
+    /// stay low so that many backlogged senders together still ask less than a worker sends:
+    /// a sender served slower than its weight falls behind the clock, and new senders' first
+    /// sends then wait behind its line.
     public static let defaultWeights: [HeraldLane: Double] = [
-        .interactive: 1000, .bulk: 50, .campaign: 50, .telemetry: 2,
+        .interactive: 1000, .bulk: 10, .campaign: 10, .telemetry: 2,
     ]
 
     /// `HERALD_QUEUE_LANES`.
     public static let weights = Setting<[HeraldLane: Double]?>(
-        key: "queue.lanes", default: defaultWeights, defaultText: "`interactive=1000,bulk=50,campaign=50,telemetry=2`",
+        key: "queue.lanes", default: defaultWeights, defaultText: "`interactive=1000,bulk=10,campaign=10,telemetry=2`",
         summary:
             "lane weights, `lane=jobs per second per sender` separated by commas (lanes not named keep their default); `off`: one first-in first-out line (`run_at` order) for every job",
         details: "operations.md"
