@@ -100,6 +100,8 @@ final class HarnessAdapter: Sendable {
     private let enqueued = Atomic<Int>(0)
     private let completed = Atomic<Int>(0)
     private let depth = Atomic<Int>(0)
+    /// When the oldest job waiting to be claimed was enqueued, in milliseconds since 1970; 0: none.
+    private let oldestWaiting = Atomic<Int>(0)
     private let claims: LatencyWindow
 
     init(settings: HarnessSettings) {
@@ -118,8 +120,7 @@ final class HarnessAdapter: Sendable {
         let tokens = Self.standardInputTokens(keep: settings.producerMode == .fixed && settings.pacing == .harness)
         try await HeraldBootstrap.withClient(database, logger: logger) { client in
             // The queue's own schema only, through the project's migration runner.
-            let queueSchema = MigrationRunner.bundled.filter { $0.component == QueueSchema.component }
-            try await MigrationRunner(client: client, logger: logger, migrations: queueSchema).migrate()
+            try await MigrationRunner(client: client, logger: logger, component: QueueSchema.component).migrate()
             out.emit([
                 "kind": "descriptor", "system": Self.system, "event_tables": ["pgqueue.jobs", "pgqueue.job_history"],
                 "extensions": [String](), "version": ProcessInfo.processInfo.environment["HERALD_VERSION"] ?? "unreleased",
@@ -223,16 +224,23 @@ final class HarnessAdapter: Sendable {
 
     // MARK: Samples
 
-    /// Available jobs not yet claimed, read twice per sample period so a slow count under
-    /// pressure leaves the last value standing rather than delaying the samples.
+    /// Available jobs not yet claimed and the oldest one's enqueue time, read twice per sample
+    /// period so a slow count under pressure leaves the last value standing rather than
+    /// delaying the samples.
     private func pollDepth(client: PostgresClient) async {
         let every = Duration.milliseconds(settings.sampleEverySeconds * 500)
         while !Task.isCancelled {
             do {
                 let rows = try await client.query(
-                    "SELECT count(*) FROM pgqueue.jobs WHERE queue = \(Self.queueName) AND state IN ('available', 'retryable')",
+                    """
+                    SELECT count(*), coalesce((extract(epoch FROM min(created_at)) * 1000)::int8, 0)
+                    FROM pgqueue.jobs WHERE queue = \(Self.queueName) AND state IN ('available', 'retryable')
+                    """,
                     logger: logger)
-                for try await count in rows.decode(Int.self) { depth.store(count, ordering: .relaxed) }
+                for try await (count, oldest) in rows.decode((Int, Int).self) {
+                    depth.store(count, ordering: .relaxed)
+                    oldestWaiting.store(oldest, ordering: .relaxed)
+                }
             } catch {
                 logger.warning("herald-bench.harness.depth_failed", metadata: ["error": "\(String(reflecting: error))"])
             }
@@ -258,7 +266,11 @@ final class HarnessAdapter: Sendable {
             let elapsed = boundary.timeIntervalSince(lastTime)
             let (enqueuedNow, completedNow) = (enqueued.load(ordering: .relaxed), completed.load(ordering: .relaxed))
             let window = HarnessSettings.claimWindowSeconds
-            let percentiles = claims.percentiles([0.5, 0.95, 0.99], at: boundary)
+            // A window without a claim reports how long the oldest job has waited: a stalled
+            // queue's pickup latency is at least that, and must not read as zero.
+            let oldest = oldestWaiting.load(ordering: .relaxed)
+            let waited = oldest == 0 ? 0 : max(0, boundary.timeIntervalSince1970 * 1000 - Double(oldest))
+            let percentiles = claims.percentiles([0.5, 0.95, 0.99], at: boundary) ?? [waited, waited, waited]
             out.sample(at: boundary, metric: "claim_p50_ms", value: percentiles[0], windowSeconds: window)
             out.sample(at: boundary, metric: "claim_p95_ms", value: percentiles[1], windowSeconds: window)
             out.sample(at: boundary, metric: "claim_p99_ms", value: percentiles[2], windowSeconds: window)

@@ -42,8 +42,8 @@ final class LatencyWindow: Sendable {
     }
 
     /// The percentiles (0...1) of the values recorded in the window ending at `now`, in
-    /// milliseconds; 0 when the window is empty.
-    func percentiles(_ ps: [Double], at now: Date = Date()) -> [Double] {
+    /// milliseconds; nil when the window is empty.
+    func percentiles(_ ps: [Double], at now: Date = Date()) -> [Double]? {
         let newest = Int(now.timeIntervalSince1970.rounded(.down))
         var merged: [Int32: Int] = [:]
         seconds.withLock { ring in
@@ -52,7 +52,7 @@ final class LatencyWindow: Sendable {
             }
         }
         let total = merged.values.reduce(0, +)
-        guard total > 0 else { return ps.map { _ in 0 } }
+        guard total > 0 else { return nil }
         let sorted = merged.sorted { $0.key < $1.key }
         return ps.map { p in
             let rank = max(1, Int((p * Double(total)).rounded(.up)))

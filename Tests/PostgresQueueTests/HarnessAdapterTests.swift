@@ -126,6 +126,45 @@ struct HarnessAdapterTests {
         }
     }
 
+    @Test("a stalled queue: with no claim in the window, the percentiles are the oldest job's wait, not zero (in a database Herald migrated)")
+    func stalledQueue() async throws {
+        try await TestDatabase.with { db in
+            // Five jobs enqueued 45 s ago, locked by this test so that no worker can claim them.
+            try await db.execute(
+                """
+                INSERT INTO pgqueue.jobs (queue, kind, args, created_at)
+                SELECT 'harness', 'bench', '{}', now() - interval '45 seconds' FROM generate_series(1, 5)
+                """)
+            let adapter = try await db.client.withTransaction(logger: db.logger) { connection in
+                try await connection.query("SELECT id FROM pgqueue.jobs WHERE queue = 'harness' FOR UPDATE", logger: db.logger)
+                let adapter = try ChildProcess("herald-bench", arguments: ["harness"], environment: Self.environment(db, [:]))
+                try await adapter.waitForOutput(timeout: .seconds(60)) {
+                    Self.ticks(Self.samples($0)).contains { $0.samples["queue_depth"]?.value == 5 }
+                }
+                for tick in Self.ticks(Self.samples(adapter.stdout)) where tick.samples["queue_depth"]?.value == 5 {
+                    for metric in ["claim_p50_ms", "claim_p99_ms"] {
+                        #expect((tick.samples[metric]?.value ?? 0) >= 45_000, "\(metric) while every job waits")
+                    }
+                }
+                return adapter
+            }
+            // Released: the jobs are claimed, each after waiting at least 45 s.
+            try await Poll.until(timeout: .seconds(60), "the five jobs did not finish") {
+                try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE queue = 'harness'") == 5
+            }
+            try await adapter.waitForOutput(timeout: .seconds(30)) {
+                Self.ticks(Self.samples($0)).contains { $0.samples["queue_depth"]?.value == 0 && $0.samples["claim_p50_ms"]!.value > 0 }
+            }
+            let ticks = Self.ticks(Self.samples(adapter.stdout))
+            let released = try #require(ticks.lastIndex { $0.samples["queue_depth"]?.value == 5 })
+            let after = ticks[(released + 1)...].filter { $0.samples["queue_depth"]?.value == 0 }
+            #expect(!after.isEmpty)
+            #expect(after.allSatisfy { $0.samples["claim_p50_ms"]!.value >= 45_000 })
+            adapter.signal(SIGTERM)
+            #expect(try await adapter.waitForExit(timeout: .seconds(10)) == 0)
+        }
+    }
+
     @Test("a setting out of range stops the adapter with status 2 and names the variable")
     func badSetting() async throws {
         try await TestDatabase.with(migrated: false) { db in

@@ -77,12 +77,25 @@ public struct MigrationRunner: Sendable {
     private let logger: Logger
     /// The migrations this runner applies, in order.
     public let migrations: [Migration]
+    /// The components whose recorded migrations this runner answers for; nil: every recorded one.
+    private let owned: Set<String>?
 
-    /// Creates a runner for `migrations` (by default, everything this build ships).
+    /// Creates a runner for `migrations` (by default, everything this build ships); any recorded
+    /// migration it does not know is a newer build's.
     public init(client: PostgresClient, logger: Logger, migrations: [Migration] = MigrationRunner.bundled) {
         self.client = client
         self.logger = logger
         self.migrations = migrations
+        owned = nil
+    }
+
+    /// A runner for one component's bundled migrations alone, which leaves other components'
+    /// recorded migrations to their own runners (the queue's schema in a database Herald also uses).
+    public init(client: PostgresClient, logger: Logger, component: String) {
+        self.client = client
+        self.logger = logger
+        migrations = Self.bundled.filter { $0.component == component }
+        owned = [component]
     }
 
     /// Applies every pending migration. Returns the ones this call applied.
@@ -160,14 +173,14 @@ public struct MigrationRunner: Sendable {
     }
 
     private func status(on connection: PostgresConnection) async throws -> MigrationStatus {
-        try await Self.status(of: migrations, on: connection, logger: logger)
+        try await Self.status(of: migrations, owned: owned, on: connection, logger: logger)
     }
 
     /// Where the schema on `connection` stands against `migrations`; throws
     /// ``StorageError/Code/schemaMismatch`` when an applied one's text changed (the database
     /// gate's probe checks this on its own connection).
     static func status(
-        of migrations: [Migration], on connection: PostgresConnection, logger: Logger
+        of migrations: [Migration], owned: Set<String>? = nil, on connection: PostgresConnection, logger: Logger
     ) async throws -> MigrationStatus {
         var recorded: [String: String] = [:]  // id -> checksum
         let exists = try await connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL", logger: logger)
@@ -176,7 +189,8 @@ public struct MigrationRunner: Sendable {
         if tableExists {
             let rows = try await connection.query(
                 "SELECT component, version, name, checksum FROM schema_migrations ORDER BY component, version", logger: logger)
-            for try await (component, version, name, checksum) in rows.decode((String, Int, String, String).self) {
+            for try await (component, version, name, checksum) in rows.decode((String, Int, String, String).self)
+            where owned?.contains(component) ?? true {
                 recorded[Migration(component: component, version: version, name: name, sql: "").id] = checksum
             }
         }
