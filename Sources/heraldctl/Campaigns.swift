@@ -106,6 +106,10 @@ struct Campaigns: AsyncParsableCommand {
                 print("  next slot  \(campaign.nextSlot.map { ISO8601.string($0) } ?? "none")")
                 CampaignOutput.printNextRuns(campaign, now: now)
                 print("  created    \(ISO8601.string(campaign.createdAt)), updated \(ISO8601.string(campaign.updatedAt))")
+                print("  owner key  \(campaign.ownerAPIKeyID.map { "\(campaign.ownerKeyName ?? "") (id \($0))" } ?? "none (admin keys only)")")
+                if let lastError = campaign.lastError {
+                    print("  last error \(lastError) (\(campaign.lastErrorAt.map { ISO8601.string($0) } ?? "time unknown"))")
+                }
             }
         }
     }
@@ -142,7 +146,7 @@ struct Campaigns: AsyncParsableCommand {
                 starts for the same minute fires the same slot. A slot that already has a run \
                 (fired by the schedule, another pod or an earlier call) prints that run and exits \
                 0 without sending again. A later --slot of a plain campaign sends at once; a local-time \
-                campaign's waves are scheduled sends, so its slot's waves must fall within 7 days.
+                campaign's waves are scheduled sends, so its slot's waves must fall within 7 days.                 A run over the run-size limit is recorded Refused, sends nothing, and exits 1 with                 the reason.
                 """)
 
         @Argument(help: "The campaign's name.")
@@ -174,11 +178,19 @@ struct Campaigns: AsyncParsableCommand {
                 let result = try await ctl.stores.campaigns.fire(id: campaign.id, slot: instant, by: .command)
                 let fired: Bool
                 if case .fired = result { fired = true } else { fired = false }
+                let run = result.run
+                // A run over the run-size limit is recorded Refused and sends nothing: a failure.
+                let refused = fired && run.state == .refused
                 if output.json {
                     try CampaignOutput.print(["fired": fired, "run": CampaignOutput.run(result.run)])
+                    if refused { throw ExitCode.failure }
                     return
                 }
-                let run = result.run
+                if refused {
+                    throw CommandFailure(
+                        "campaign \(campaign.definition.name): run \(run.id) for slot \(ISO8601.string(run.slot)) was refused, "
+                            + "nothing sent: \(run.reason ?? "over the run-size limit")")
+                }
                 if fired {
                     let notification = run.notificationID.map { ", notification \($0.uuidString.lowercased())" } ?? ""
                     print(
@@ -401,6 +413,7 @@ enum CampaignOutput {
         return
             "run \(run.id)  \(ISO8601.string(run.slot))  \(run.firedBy.rawValue)  \(run.state.rawValue)  "
             + "sends \(counts(run.counts.hubSends))  calls \(counts(run.counts.outcomes))"
+            + (run.reason.map { "  reason: \($0)" } ?? "")
     }
 
     /// A campaign as the API's `Campaign`.
@@ -440,6 +453,9 @@ enum CampaignOutput {
         object["throttlePerSecond"] = definition.throttlePerSecond
         object["localTime"] = definition.localTime?.description
         object["nextSlot"] = campaign.nextSlot.map(timestamp)
+        object["ownerKey"] = campaign.ownerAPIKeyID.map { ["id": String($0), "name": campaign.ownerKeyName ?? ""] }
+        object["lastError"] = campaign.lastError
+        object["lastErrorAt"] = campaign.lastErrorAt.map(timestamp)
         return object
     }
 
@@ -455,6 +471,7 @@ enum CampaignOutput {
         object["notificationId"] = run.notificationID?.uuidString.lowercased()
         object["startedAt"] = run.startedAt.map(timestamp)
         object["finishedAt"] = run.finishedAt.map(timestamp)
+        object["reason"] = run.reason
         if !run.waves.isEmpty {
             object["waves"] = run.waves.map { wave -> [String: Any] in
                 var entry: [String: Any] = [

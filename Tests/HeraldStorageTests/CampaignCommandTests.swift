@@ -249,6 +249,40 @@ struct CampaignCommandTests {
         }
     }
 
+    @Test("a fire over the run-size limit exits 1 with the reason; `runs` and `show` say why (reason, last error, owner)")
+    func refusedFireSaysWhy() async throws {
+        try await TestDatabase.with { db async throws in
+            let folder = try Self.folder()
+            defer { folder.remove() }
+            let file = try folder.file("news.yaml", Self.yaml.replacingOccurrences(of: "at_least: null", with: ""))
+            #expect(try await Self.ctl(db, ["campaign", "create", "--file", file]).status == 0)
+            // The limit lowered after the campaign was saved: its next run is refused.
+            var environment = Self.environment(db)
+            environment["HERALD_CAMPAIGN_MAX_HUB_SENDS_PER_RUN"] = "1"
+            let fire = try ChildProcess("heraldctl", arguments: ["campaign", "fire", "morning-news"], environment: environment)
+            #expect(try await fire.waitForExit() == 1, "\(fire.stdout) \(fire.stderr)")
+            let line = fire.stderr.first ?? ""
+            #expect(line.contains("was refused, nothing sent") && line.contains("needs 2 hub sends"), "\(fire.stderr)")
+            #expect(try await db.count("SELECT count(*) FROM campaign_runs WHERE state = 'Refused'") == 1)
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+
+            let runs = try await Self.ctl(db, ["campaign", "runs", "morning-news"])
+            #expect(runs.stdout.first?.contains("Refused") == true && runs.stdout.first?.contains("reason: ") == true, "\(runs.stdout)")
+            let runsJSON = try Self.json(try await Self.ctl(db, ["campaign", "runs", "morning-news", "--json"]))
+            let reason = (runsJSON["runs"] as? [[String: Any]])?.first?["reason"] as? String
+            #expect(reason?.contains("needs 2 hub sends") == true, "\(runsJSON)")
+
+            try await db.execute("UPDATE campaigns SET last_error = 'the audience read timed out', last_error_at = now()")
+            let shown = try await Self.ctl(db, ["campaign", "show", "morning-news"])
+            #expect(shown.stdout.contains { $0.hasPrefix("  last error the audience read timed out (20") }, "\(shown.stdout)")
+            #expect(shown.stdout.contains("  owner key  none (admin keys only)"), "\(shown.stdout)")
+            let json = try Self.json(try await Self.ctl(db, ["campaign", "show", "morning-news", "--json"]))
+            #expect(json["lastError"] as? String == "the audience read timed out")
+            #expect(json["lastErrorAt"] is String)
+            #expect(json["ownerKey"] == nil)
+        }
+    }
+
     /// A daily local-time campaign at 09:00 to every device, as YAML.
     static func localTimeYAML(name: String) -> String {
         """
