@@ -354,11 +354,12 @@ def fill_server(idle, session, max_connections):
 
 
 def table_stats(session, tables):
-    """{table: (dead tuples, total size in MB)}."""
+    """{table: (dead tuples, total size in MB)}; a partitioned table's summed over its partitions."""
     session.query("SELECT pg_stat_clear_snapshot()")
     names = ",".join(f"'{t}'" for t in tables)
-    rows = session.query(f"SELECT relid::regclass::text, n_dead_tup, pg_total_relation_size(relid) "
-                         f"FROM pg_stat_all_tables WHERE relid = ANY(ARRAY[{names}]::regclass[])")
+    rows = session.query(f"SELECT t::text, sum(coalesce(s.n_dead_tup, 0)), sum(pg_total_relation_size(p.relid)) "
+                         f"FROM unnest(ARRAY[{names}]::regclass[]) AS t CROSS JOIN LATERAL pg_partition_tree(t) AS p "
+                         f"LEFT JOIN pg_stat_all_tables s ON s.relid = p.relid GROUP BY t")
     return {name: (int(dead), int(size) / 1048576) for name, dead, size in rows}
 
 

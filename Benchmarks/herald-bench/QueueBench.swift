@@ -23,6 +23,7 @@ struct QueueBench: AsyncParsableCommand {
     @Option(help: "Seconds per pgbench run.") var pgbenchSeconds = 10
     @ArgumentParser.Flag(help: "Only the bulk enqueue figure: the baseline another script's ratio needs.") var enqueueOnly = false
     @ArgumentParser.Flag(help: "Only the pickup latency figures.") var pickupOnly = false
+    @ArgumentParser.Flag(help: "Only the history retention figures.") var retentionOnly = false
 
     func run() async throws {
         guard let url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"] else {
@@ -33,6 +34,10 @@ struct QueueBench: AsyncParsableCommand {
         let bench = Bench(baseURL: url, logger: logger)
         if pickupOnly {
             try await reportPickup(bench)
+            return
+        }
+        if retentionOnly {
+            try await reportRetention(bench)
             return
         }
         if enqueueOnly {
@@ -93,6 +98,23 @@ struct QueueBench: AsyncParsableCommand {
         report("queue.sustained.first20s", first, "jobs/s")
         report("queue.sustained.last20s", last, "jobs/s")
         report("queue.sustained.decay_ratio", last / first, "ratio")
+
+        try await reportRetention(bench)
+    }
+
+    /// Pruning a day of history (`--history` finished jobs) as a partition drop, against the
+    /// same rows deleted in batches from the default partition (a day that had no partition).
+    private func reportRetention(_ bench: Bench) async throws {
+        let figures = try await bench.withDatabase("herald_bench_q5") { client in
+            try await bench.retention(client: client, rows: history)
+        }
+        report("queue.retention.partition_drop_s", figures.dropSeconds, "s")
+        report("queue.retention.row_delete_s", figures.deleteSeconds, "s")
+        report("queue.retention.delete_to_drop_ratio", figures.deleteSeconds / figures.dropSeconds, "ratio")
+        // What the history's partitions take on disk after each: a drop leaves nothing behind;
+        // deleted rows leave their pages until a vacuum (and the table's size until a rewrite).
+        report("queue.retention.history_mb_after_drop", figures.megabytesAfterDrop, "MB")
+        report("queue.retention.history_mb_after_delete", figures.megabytesAfterDelete, "MB")
     }
 
     /// Pickup latency at a steady ~1k jobs/s with wake-ups on.
@@ -326,6 +348,51 @@ struct Bench: Sendable {
             FROM generate_series(1, \(rows)) g
             """, logger: logger)
         try await client.client.query("VACUUM ANALYZE pgqueue.job_history", logger: logger)
+    }
+
+    /// Loads `rows` finished jobs into the partition of the UTC day ten days ago and times the
+    /// prune that drops it; then loads as many into the default partition (nine days ago: no
+    /// partition) and times the prune that deletes them in batches.
+    func retention(client: BenchClient, rows: Int) async throws
+        -> (dropSeconds: Double, deleteSeconds: Double, megabytesAfterDrop: Double, megabytesAfterDelete: Double)
+    {
+        let maintenance = JobQueueMaintenance(queue: JobQueue(client: client.client, logger: logger))
+        func load(daysAgo: Int) async throws {
+            try await client.client.query(
+                """
+                INSERT INTO pgqueue.job_history (id, queue, kind, args, state, priority, attempt, max_attempts, run_at, created_at, attempted_at, finished_at)
+                SELECT nextval('pgqueue.job_ids'), 'bench', 'noop', jsonb_build_object('device', 'dev' || g, 'title', 'hi', 'body', 'hello world'),
+                       'completed', 0, 1, 20, now(), now(), now(),
+                       ((now() AT TIME ZONE 'UTC')::date - \(Int32(daysAgo)))::timestamp AT TIME ZONE 'UTC' + (g % 86400) * interval '1 second'
+                FROM generate_series(1, \(rows)) g
+                """, logger: logger)
+            try await client.client.query("VACUUM ANALYZE pgqueue.job_history", logger: logger)
+        }
+        func megabytes() async throws -> Double {
+            let rows = try await client.client.query(
+                "SELECT sum(pg_total_relation_size(relid))::float8 / 1048576 FROM pg_partition_tree('pgqueue.job_history')",
+                logger: logger)
+            for try await value in rows.decode(Double.self) { return value }
+            return 0
+        }
+        func timedPrune() async throws -> Double {
+            let started = ContinuousClock.now
+            let pruned = try await maintenance.prune()
+            guard pruned == rows else { throw ValidationError("prune removed \(pruned) rows, not \(rows)") }
+            let elapsed = ContinuousClock.now - started
+            return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        }
+        try await client.client.query(
+            """
+            SELECT pgqueue.create_history_partitions((now() AT TIME ZONE 'UTC')::date - 10, (now() AT TIME ZONE 'UTC')::date - 10)
+            """, logger: logger)
+        try await load(daysAgo: 10)
+        let drop = try await timedPrune()
+        let afterDrop = try await megabytes()
+        try await load(daysAgo: 9)
+        let delete = try await timedPrune()
+        let afterDelete = try await megabytes()
+        return (drop, delete, afterDrop, afterDelete)
     }
 
     /// Enqueue (batches of 1,000) and drain together for `seconds`; jobs/s drained in the first

@@ -101,7 +101,7 @@ public struct DeliveryConfiguration: Sendable {
     /// `HERALD_HISTORY_RETENTION_HOURS`.
     public static let historyRetentionHours = Setting.int(
         "history_retention_hours", default: 168, range: 1...87_600, details: "operations.md",
-        "hours finished jobs stay in the queue's history")
+        "hours finished jobs stay in the queue's history at least (dropped a UTC day at a time)")
     /// `HERALD_NOTIFICATION_RETENTION_HOURS`.
     public static let notificationRetentionHours = Setting.int(
         "notification_retention_hours", default: 720, range: 1...87_600, details: "operations.md",

@@ -6,7 +6,10 @@ public import ServiceLifecycle
 /// The queue's background duties, safe to run in every worker process at once:
 /// - **rescue**: running jobs whose lease expired go back to `retryable` (run at once), or to
 ///   history as `discarded` when that was their last attempt;
-/// - **prune**: history older than the retention period is deleted in small batches.
+/// - **prune**: history is kept in one partition per UTC day; a day's partition is dropped
+///   once the whole day is older than the retention period, and the next days' partitions are
+///   made ahead. Jobs that finished on a day with no partition (in the default partition) are
+///   deleted in small batches once they are older than the retention period.
 public final class JobQueueMaintenance: Service, Sendable {
     /// Maintenance settings.
     public struct Configuration: Sendable {
@@ -14,7 +17,8 @@ public final class JobQueueMaintenance: Service, Sendable {
         public var rescueInterval: Duration
         /// How often history is pruned.
         public var pruneInterval: Duration
-        /// How long finished jobs stay in history.
+        /// How long finished jobs stay in history at least (a day's partition goes once its
+        /// last job is this old: up to a day more).
         public var historyRetention: Duration
         /// Rows per rescue or prune statement.
         public var batchSize: Int
@@ -95,15 +99,32 @@ public final class JobQueueMaintenance: Service, Sendable {
         }
     }
 
-    /// Deletes history older than the retention period. Returns the rows deleted.
+    /// UTC days ahead whose history partitions each prune makes sure exist.
+    static let partitionDaysAhead = 2
+
+    /// Drops the history partitions of days older than the retention period, makes the next
+    /// days' partitions, and deletes the default partition's rows older than the retention
+    /// period. Returns the rows removed.
     @discardableResult
     public func prune() async throws -> Int {
+        let retention = configuration.historyRetention.milliseconds
         var total = 0
+        do {
+            for try await dropped in try await queue.client.query(
+                QueueSQL.dropHistoryPartitions(olderThanMs: retention), logger: queue.logger
+            ).decode(Int.self) {
+                total += dropped
+            }
+            try await queue.client.query(
+                QueueSQL.createHistoryPartitions(daysAhead: Self.partitionDaysAhead), logger: queue.logger)
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: "prune")
+        }
         while true {
             var deleted = 0
             do {
                 let rows = try await queue.client.query(
-                    QueueSQL.prune(olderThanMs: configuration.historyRetention.milliseconds, limit: configuration.batchSize),
+                    QueueSQL.prune(olderThanMs: retention, limit: configuration.batchSize),
                     logger: queue.logger)
                 for try await _ in rows { deleted += 1 }
             } catch let error as PSQLError {

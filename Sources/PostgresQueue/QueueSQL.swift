@@ -221,12 +221,27 @@ enum QueueSQL {
         """
     }
 
-    /// Deletes up to `limit` history rows older than the retention period.
+    /// Creates the history partitions of today and the next `daysAhead` UTC days that are missing.
+    static func createHistoryPartitions(daysAhead: Int) -> PostgresQuery {
+        """
+        SELECT pgqueue.create_history_partitions(
+            (now() AT TIME ZONE 'UTC')::date, (now() AT TIME ZONE 'UTC')::date + \(Int32(daysAhead)))
+        """
+    }
+
+    /// Drops the history partitions whose whole day is older than the retention period; the
+    /// rows they held.
+    static func dropHistoryPartitions(olderThanMs: Int64) -> PostgresQuery {
+        "SELECT pgqueue.drop_history_partitions(now() - \(olderThanMs) * interval '1 millisecond')"
+    }
+
+    /// Deletes up to `limit` rows older than the retention period from the default history
+    /// partition (jobs that finished on a day that had no partition).
     static func prune(olderThanMs: Int64, limit: Int) -> PostgresQuery {
         """
-        DELETE FROM pgqueue.job_history
+        DELETE FROM pgqueue.job_history_default
         WHERE id IN (
-            SELECT id FROM pgqueue.job_history
+            SELECT id FROM pgqueue.job_history_default
             WHERE finished_at < now() - \(olderThanMs) * interval '1 millisecond'
             ORDER BY finished_at
             LIMIT \(limit)

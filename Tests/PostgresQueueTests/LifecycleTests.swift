@@ -222,4 +222,63 @@ struct LifecycleTests {
             #expect(try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE queue = \(q)") == 6)
         }
     }
+
+    /// A UTC day's history partition, `job_history_YYYYMMDD`, `days` days from today.
+    static func partition(_ db: TestDatabase, daysFromToday days: Int) async throws -> String {
+        try #require(
+            try await db.one(
+                "SELECT 'job_history_' || to_char((now() AT TIME ZONE 'UTC')::date + \(Int32(days)), 'YYYYMMDD')", as: String.self))
+    }
+
+    static func exists(_ db: TestDatabase, _ partition: String) async throws -> Bool {
+        try await db.one("SELECT to_regclass('pgqueue.' || \(partition)) IS NOT NULL", as: Bool.self) == true
+    }
+
+    @Test("history is partitioned by day: pruning drops the days older than the retention period whole, empties the default partition of old rows, and makes the next days")
+    func partitionedPruning() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("days")
+            let jobs = try await db.queue.enqueue((0..<12).map { _ in NewJob(queue: q, kind: "k") })
+            for job in jobs { try await db.queue.cancel(id: job.id) }
+            // Today's partition holds them; ten days ago gets a partition too.
+            let today = try await Self.partition(db, daysFromToday: 0)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.\(unescaped: today)") == 12)
+            try await db.execute(
+                """
+                SELECT pgqueue.create_history_partitions((now() AT TIME ZONE 'UTC')::date - 10, (now() AT TIME ZONE 'UTC')::date - 10)
+                """)
+            let tenDaysAgo = try await Self.partition(db, daysFromToday: -10)
+            let ids = jobs.map(\.id)
+            // Five finished ten days ago (moved into that day's partition), three eight days ago
+            // (no partition: the default one), one six days ago (default, within the retention).
+            try await db.execute(
+                "UPDATE pgqueue.job_history SET finished_at = now() - interval '10 days' WHERE id = ANY(\(Array(ids[0..<5])))")
+            try await db.execute(
+                "UPDATE pgqueue.job_history SET finished_at = now() - interval '8 days' WHERE id = ANY(\(Array(ids[5..<8])))")
+            try await db.execute(
+                "UPDATE pgqueue.job_history SET finished_at = now() - interval '6 days' WHERE id = \(ids[8])")
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.\(unescaped: tenDaysAgo)") == 5)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.job_history_default") == 4)
+
+            let maintenance = JobQueueMaintenance(
+                queue: db.queue, configuration: .init(historyRetention: .seconds(7 * 24 * 3600), batchSize: 2))
+            #expect(try await maintenance.prune() == 8)
+            #expect(try await Self.exists(db, tenDaysAgo) == false)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE queue = \(q)") == 4)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.job_history_default") == 1)
+            for days in 0...2 { #expect(try await Self.exists(db, try await Self.partition(db, daysFromToday: days))) }
+            #expect(try await maintenance.prune() == 0)
+            // A day whose rows are already in the default partition gets no partition (its rows
+            // stay there until pruned); jobs that finish that day still land.
+            let inThreeDays = try await Self.partition(db, daysFromToday: 3)
+            try await db.execute(
+                "UPDATE pgqueue.job_history SET finished_at = now() + interval '3 days' WHERE id = \(ids[9])")
+            #expect(
+                try await db.one(
+                    "SELECT pgqueue.create_history_partitions((now() AT TIME ZONE 'UTC')::date + 3, (now() AT TIME ZONE 'UTC')::date + 3)",
+                    as: Int32.self) == 0)
+            #expect(try await Self.exists(db, inThreeDays) == false)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE queue = \(q)") == 4)
+        }
+    }
 }
