@@ -21,7 +21,7 @@ struct HeraldJobsTests {
     func hubSendArgsRoundTrip(id: Int64) throws {
         let args = HubSendArgs(hubSendID: id)
         let send = NewJob.notificationSend(args, maxAttempts: 7)
-        let telemetry = NewJob.notificationTelemetry(args, after: .seconds(5))
+        let telemetry = NewJob.notificationTelemetry(args, after: .seconds(5), notification: UUID())
         #expect(try Self.decoded(send, as: HubSendArgs.self) == args)
         #expect(try Self.decoded(telemetry, as: HubSendArgs.self) == args)
         // The same JSON object JSONEncoder writes for the typed arguments.
@@ -38,13 +38,16 @@ struct HeraldJobsTests {
         #expect(NewJob.notificationSend(HubSendArgs(hubSendID: 5), maxAttempts: 1).schedule == .now)
     }
 
-    @Test("a telemetry job runs in the telemetry lane, without a sender, after its delay, once per hub send")
+    @Test("a telemetry job runs in the telemetry lane, in its notification's line, after its delay, once per hub send")
     func telemetryJob() {
-        let job = NewJob.notificationTelemetry(HubSendArgs(hubSendID: 5), after: .seconds(5))
+        let notification = UUID(uuidString: "6F1C2B1E-0000-4000-8000-00000000000A")!
+        let job = NewJob.notificationTelemetry(HubSendArgs(hubSendID: 5), after: .seconds(5), notification: notification)
         #expect(job.queue == NotificationJobs.queue && job.kind == NotificationJobs.telemetry)
-        #expect(job.lane == HeraldLane.telemetry.rawValue && job.fairnessKey == nil)
+        #expect(job.lane == HeraldLane.telemetry.rawValue)
+        #expect(job.fairnessKey == "notification:6f1c2b1e-0000-4000-8000-00000000000a")
         #expect(job.schedule == .after(.seconds(5)) && job.uniqueKey == "telemetry:5")
-        #expect(NewJob.notificationTelemetry(HubSendArgs(hubSendID: 5), after: .zero).schedule == .now)
+        #expect(
+            NewJob.notificationTelemetry(HubSendArgs(hubSendID: 5), after: .zero, notification: notification).schedule == .now)
     }
 
     @Test("device sync jobs pick the kind of the device and coalesce per device")

@@ -22,13 +22,22 @@ extension NewJob {
     }
 
     /// `notification.telemetry`: the first telemetry poll of a hub send the hub accepted, after
-    /// `delay`, in the `telemetry` lane (after the sends enqueued around the same time, within a
-    /// bounded delay), and one waiting poll per hub send.
-    public static func notificationTelemetry(_ args: HubSendArgs, after delay: Duration) -> NewJob {
+    /// `delay`, in the `telemetry` lane, one waiting poll per hub send. The polls of one
+    /// notification form one sender's line: a campaign run's thousand polls take their turn
+    /// behind the other sends at the lane's weight instead of each going ahead of the run's own
+    /// waiting sends as it falls due.
+    public static func notificationTelemetry(
+        _ args: HubSendArgs, after delay: Duration, notification: NotificationID
+    ) -> NewJob {
         NewJob(
             queue: NotificationJobs.queue, kind: NotificationJobs.telemetry, argsJSON: args.jobJSON,
             schedule: delay > .zero ? .after(delay) : .now, uniqueKey: "telemetry:\(args.hubSendID)",
-            lane: HeraldLane.telemetry.rawValue)
+            lane: HeraldLane.telemetry.rawValue, fairnessKey: telemetrySender(notification))
+    }
+
+    /// The sender the telemetry polls of `notification` are interleaved by.
+    public static func telemetrySender(_ notification: NotificationID) -> String {
+        "notification:\(notification.uuidString.lowercased())"
     }
 
     // MARK: devices

@@ -99,7 +99,8 @@ extension NotificationStore {
             let jobs = zip(results, applied).compactMap { result, applied in
                 applied
                     ? result.telemetryAfter.map {
-                        NewJob.notificationTelemetry(HubSendArgs(hubSendID: result.hubSendID), after: $0)
+                        NewJob.notificationTelemetry(
+                            HubSendArgs(hubSendID: result.hubSendID), after: $0, notification: result.notificationID)
                     } : nil
             }
             if !jobs.isEmpty { try await queue.enqueue(jobs, on: connection) }
