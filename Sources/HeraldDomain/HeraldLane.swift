@@ -9,6 +9,6 @@ public enum HeraldLane: String, Sendable, CaseIterable, Codable {
     case bulk
     /// Campaign runs' hub sends.
     case campaign
-    /// Telemetry polls: after the sends enqueued around the same time, within a bounded delay.
+    /// Telemetry polls, one line per notification (the polls of its hub sends).
     case telemetry
 }
