@@ -182,6 +182,13 @@ def ticks(pid):
         return 0
 
 
+def system_backends(session):
+    """The pids of the database's client backends that are not this script's own sessions."""
+    return [int(r[0]) for r in session.query(
+        f"SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        f"AND backend_type = 'client backend' AND application_name NOT LIKE '{APP}%'")]
+
+
 def postgres_pids():
     with open(os.path.join(chaos.DATA, "postgres", "postmaster.pid")) as f:
         postmaster = int(f.readline())
@@ -604,9 +611,7 @@ def queue_part(bin_dir, base_url, sample_s):
     adapter_pid = adapter.process.pid
 
     def groups(readers):
-        backends = [int(r[0]) for r in session.query(
-            f"SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend' "
-            f"AND application_name NOT LIKE '{APP}%'")]
+        backends = system_backends(session)
         everything = postgres_pids()
         return {"readers": readers, "adapter": [adapter_pid], "adapter_backends": backends,
                 "postgres_other": [p for p in everything if p not in readers and p not in backends]}
@@ -797,9 +802,7 @@ def pipeline_part(bin_dir, base_url, with_chaos):
         api_pid = system.api.pid
 
         def groups(readers):
-            backends = [int(r[0]) for r in session.query(
-                f"SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                f"AND backend_type = 'client backend' AND application_name NOT LIKE '{APP}%'")]
+            backends = system_backends(session)
             everything = postgres_pids()
             return {"readers": readers, "api": [api_pid], "worker": [w.pid for w in system.workers],
                     "herald_backends": backends,

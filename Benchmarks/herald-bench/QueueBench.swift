@@ -339,12 +339,18 @@ struct Bench: Sendable {
         return tps
     }
 
-    func preloadHistory(client: BenchClient, rows: Int) async throws {
+    /// Loads `rows` finished jobs into history, spread over the UTC day `daysAgo` days back
+    /// (nil: over the last 24 hours).
+    func preloadHistory(client: BenchClient, rows: Int, daysAgo: Int? = nil) async throws {
+        // A day of seconds from the start of that day (or from 24 hours ago).
         try await client.client.query(
             """
             INSERT INTO pgqueue.job_history (id, queue, kind, args, state, priority, attempt, max_attempts, run_at, created_at, attempted_at, finished_at)
             SELECT nextval('pgqueue.job_ids'), 'bench', 'noop', jsonb_build_object('device', 'dev' || g, 'title', 'hi', 'body', 'hello world'),
-                   'completed', 0, 1, 20, now(), now(), now(), now() - (g % 86400) * interval '1 second'
+                   'completed', 0, 1, 20, now(), now(), now(),
+                   CASE WHEN \(daysAgo == nil) THEN now() - interval '1 day'
+                        ELSE ((now() AT TIME ZONE 'UTC')::date - \(Int32(daysAgo ?? 0)))::timestamp AT TIME ZONE 'UTC' END
+                   + (g % 86400) * interval '1 second'
             FROM generate_series(1, \(rows)) g
             """, logger: logger)
         try await client.client.query("VACUUM ANALYZE pgqueue.job_history", logger: logger)
@@ -357,17 +363,6 @@ struct Bench: Sendable {
         -> (dropSeconds: Double, deleteSeconds: Double, megabytesAfterDrop: Double, megabytesAfterDelete: Double)
     {
         let maintenance = JobQueueMaintenance(queue: JobQueue(client: client.client, logger: logger))
-        func load(daysAgo: Int) async throws {
-            try await client.client.query(
-                """
-                INSERT INTO pgqueue.job_history (id, queue, kind, args, state, priority, attempt, max_attempts, run_at, created_at, attempted_at, finished_at)
-                SELECT nextval('pgqueue.job_ids'), 'bench', 'noop', jsonb_build_object('device', 'dev' || g, 'title', 'hi', 'body', 'hello world'),
-                       'completed', 0, 1, 20, now(), now(), now(),
-                       ((now() AT TIME ZONE 'UTC')::date - \(Int32(daysAgo)))::timestamp AT TIME ZONE 'UTC' + (g % 86400) * interval '1 second'
-                FROM generate_series(1, \(rows)) g
-                """, logger: logger)
-            try await client.client.query("VACUUM ANALYZE pgqueue.job_history", logger: logger)
-        }
         func megabytes() async throws -> Double {
             let rows = try await client.client.query(
                 "SELECT sum(pg_total_relation_size(relid))::float8 / 1048576 FROM pg_partition_tree('pgqueue.job_history')",
@@ -386,10 +381,10 @@ struct Bench: Sendable {
             """
             SELECT pgqueue.create_history_partitions((now() AT TIME ZONE 'UTC')::date - 10, (now() AT TIME ZONE 'UTC')::date - 10)
             """, logger: logger)
-        try await load(daysAgo: 10)
+        try await preloadHistory(client: client, rows: rows, daysAgo: 10)
         let drop = try await timedPrune()
         let afterDrop = try await megabytes()
-        try await load(daysAgo: 9)
+        try await preloadHistory(client: client, rows: rows, daysAgo: 9)
         let delete = try await timedPrune()
         let afterDelete = try await megabytes()
         return (drop, delete, afterDrop, afterDelete)
