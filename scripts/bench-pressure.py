@@ -365,7 +365,9 @@ def table_stats(session, tables):
     session.query("SELECT pg_stat_clear_snapshot()")
     names = ",".join(f"'{t}'" for t in tables)
     rows = session.query(f"SELECT t::text, sum(coalesce(s.n_dead_tup, 0)), sum(pg_total_relation_size(p.relid)) "
-                         f"FROM unnest(ARRAY[{names}]::regclass[]) AS t CROSS JOIN LATERAL pg_partition_tree(t) AS p "
+                         f"FROM unnest(ARRAY[{names}]::regclass[]) AS t "
+                         # pg_partition_tree has no row for a table that is not partitioned.
+                         f"CROSS JOIN LATERAL (SELECT relid FROM pg_partition_tree(t) UNION SELECT t) AS p "
                          f"LEFT JOIN pg_stat_all_tables s ON s.relid = p.relid GROUP BY t")
     return {name: (int(dead), int(size) / 1048576) for name, dead, size in rows}
 

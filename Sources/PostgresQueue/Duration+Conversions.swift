@@ -10,4 +10,7 @@ extension Duration {
     var nanoseconds: Int64 {
         components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
     }
+
+    /// In seconds, for `Date` arithmetic.
+    var timeInterval: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -48,6 +48,12 @@ public final class JobExecutor: Service, Sendable {
         /// given up and tried again (``Deadline``): a statement sent on a connection the server
         /// killed may never answer.
         public var statementDeadline: Duration
+        /// How far before its previous claim's first job a claim starts reading the line. Jobs
+        /// whose place lies further back (a transaction that committed later than this after it
+        /// began, a rescued or released job) are found by the probe of the slow poll
+        /// (``pollInterval``). The claim skips what lies behind: under a long transaction every
+        /// claimed job's dead index entry stays at the head of the line until vacuum can run.
+        public var claimLookback: Duration
         /// Called after each non-empty claim, before the jobs start (instrumentation and tests).
         public var afterClaim: (@Sendable ([JobID]) async -> Void)?
 
@@ -58,7 +64,8 @@ public final class JobExecutor: Service, Sendable {
             hotPollInterval: Duration = .milliseconds(1), hotWindow: Duration = .milliseconds(100),
             retryPolicy: JobRetryPolicy = .init(), shutdownBudget: Duration = .seconds(20),
             maxPendingCompletions: Int = 10_000, workerID: String = JobExecutor.defaultWorkerID(),
-            statementDeadline: Duration = .seconds(30), afterClaim: (@Sendable ([JobID]) async -> Void)? = nil
+            statementDeadline: Duration = .seconds(30), claimLookback: Duration = .milliseconds(250),
+            afterClaim: (@Sendable ([JobID]) async -> Void)? = nil
         ) {
             self.queue = queue
             self.concurrency = max(1, concurrency)
@@ -72,6 +79,7 @@ public final class JobExecutor: Service, Sendable {
             self.maxPendingCompletions = max(1, maxPendingCompletions)
             self.workerID = workerID
             self.statementDeadline = max(statementDeadline, .milliseconds(100))
+            self.claimLookback = max(claimLookback, .zero)
             self.afterClaim = afterClaim
         }
     }
@@ -119,6 +127,7 @@ public final class JobExecutor: Service, Sendable {
             await withDiscardingTaskGroup { services in
                 services.addTask { await self.heartbeatLoop() }
                 services.addTask { await self.pollLoop() }
+                services.addTask { await self.probeLoop() }
                 if let subscription {
                     services.addTask {
                         for await _ in subscription.stream {
@@ -225,21 +234,31 @@ public final class JobExecutor: Service, Sendable {
     }
 
     private func claim(limit: Int) async throws -> [ClaimedJob] {
+        let floor = state.withLock { s in
+            defer { s.straggler = nil }
+            return s.straggler.map { straggler in s.floor.map { min($0, straggler) } ?? straggler } ?? s.floor
+        }
         let query = QueueSQL.claim(
             queue: configuration.queue, limit: limit, workerID: configuration.workerID,
-            leaseMs: configuration.leaseDuration.milliseconds)
+            leaseMs: configuration.leaseDuration.milliseconds, from: floor)
+        let lookback = configuration.claimLookback.timeInterval
         let (queue, logger, queueName, workerID) = (self.queue, self.logger, configuration.queue, configuration.workerID)
         // Bounded: a claim that never answers would stop this executor for good. Jobs a late
         // claim took are leased to this worker without running, and run again once their
         // lease expires.
-        let claimed = try await Deadline.run(within: configuration.statementDeadline, "claim") {
+        let (claimed, first) = try await Deadline.run(within: configuration.statementDeadline, "claim") {
             var claimed: [ClaimedJob] = []
             claimed.reserveCapacity(limit)
+            var first: Date?
             do {
                 let rows = try await queue.client.query(query, logger: logger)
-                for try await (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt, lane)
-                    in rows.decode((JobID, String, String, Int16, Int16, Int16, Date, Date, Date, String).self)
+                for try await (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt, lane, place)
+                    in rows.decode((JobID, String, String, Int16, Int16, Int16, Date, Date, Date, String, Date).self)
                 {
+                    // The next claim starts behind the earliest of this claim's places and of
+                    // its time (a job placed now, committed meanwhile, may sort before jobs
+                    // already placed ahead of now).
+                    first = min(first ?? attemptedAt, place, attemptedAt)
                     claimed.append(
                         ClaimedJob(
                             id: id, queue: queueName, kind: kind, argsJSON: args, attempt: attempt,
@@ -249,8 +268,9 @@ public final class JobExecutor: Service, Sendable {
             } catch let error as PSQLError {
                 throw QueueSQL.map(error, doing: "claim")
             }
-            return claimed
+            return (claimed, first)
         }
+        if let first { state.withLock { $0.floor = first.addingTimeInterval(-lookback) } }
         if !claimed.isEmpty { queue.metrics.claimed(queue: configuration.queue, count: claimed.count) }
         return claimed
     }
@@ -307,6 +327,31 @@ public final class JobExecutor: Service, Sendable {
         }
     }
 
+    /// Looks once a poll interval for a job the claims' floor hides (see
+    /// ``Configuration/claimLookback``); the next claim then starts at it. The probe reads the
+    /// line from its head, as a claim without a floor would, but off the claim's path.
+    private func probeLoop() async {
+        while !state.withLock({ $0.stopping }) {
+            guard (try? await Task.sleep(for: configuration.pollInterval)) != nil else { return }
+            guard let floor = state.withLock({ $0.floor }) else { continue }
+            let (query, client, logger) = (QueueSQL.firstBelow(floor, queue: configuration.queue), queue.client, logger)
+            do {
+                let found = try await Deadline.run(within: configuration.statementDeadline, "claim probe") {
+                    try await client.query(query, logger: logger).decode(Date.self).first { _ in true }
+                }
+                guard let found else { continue }
+                // Behind the job by the lookback too: its place, read back as a `Date`, may round up.
+                state.withLock { s in
+                    s.straggler = found.addingTimeInterval(-self.configuration.claimLookback.timeInterval)
+                    s.claimRequested = true
+                }
+                signal.yield()
+            } catch {
+                logger.warning("pgqueue.claim_probe.failed", metadata: ["queue": "\(configuration.queue)", "error": "\(error)"])
+            }
+        }
+    }
+
     private func heartbeatLoop() async {
         let interval = configuration.heartbeatInterval ?? configuration.leaseDuration / 3
         while !state.withLock({ $0.terminated }) {
@@ -357,6 +402,10 @@ final class ExecutorState: Sendable {
         /// The slow poll: claim for whatever slots are free, backlog or not.
         var pollDue = false
         var backlog = false
+        /// Where the next claim starts reading the line (nil: at its head).
+        var floor: Date?
+        /// A runnable job the probe found behind ``floor``: the next claim starts there.
+        var straggler: Date?
         var hotUntil: ContinuousClock.Instant?
         /// When the next fast poll is due; set by the first wait after a claim, kept by later ones.
         var fastPollDue: ContinuousClock.Instant?

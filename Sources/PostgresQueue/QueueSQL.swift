@@ -112,7 +112,16 @@ enum QueueSQL {
     /// transaction only): a claim a database crash loses only puts its jobs back in line, as
     /// an expired lease would, and the next flushed commit (the handler's first write, the
     /// job's end) makes it durable anyway, since the WAL is flushed in order.
-    static func claim(queue: String, limit: Int, workerID: String, leaseMs: Int64) -> PostgresQuery {
+    ///
+    /// With `floor`, the candidate scan starts at that place in line instead of the head of the
+    /// index. Every claimed job leaves a dead entry at the head that only vacuum removes, and
+    /// while a long transaction holds the vacuum horizon back those pile up by the hundred
+    /// thousand; an executor starts each claim just behind its previous one
+    /// (``JobExecutor/Configuration/claimLookback``) and probes the rest of the line on its slow poll.
+    /// The last column is each job's place, `fair_at`.
+    static func claim(
+        queue: String, limit: Int, workerID: String, leaseMs: Int64, from floor: Date? = nil
+    ) -> PostgresQuery {
         // The candidates are an InitPlan (`ARRAY(SELECT …)`), run once: the LIMIT and the row
         // locks apply to exactly the rows it returns (without a fence the planner may run the
         // LIMIT subquery as the inner side of a nested loop and lock more rows than LIMIT,
@@ -130,11 +139,23 @@ enum QueueSQL {
         WHERE j.id = ANY(ARRAY(
             SELECT id FROM pgqueue.jobs
             WHERE queue = \(queue) AND state IN ('available', 'retryable') AND run_at <= now()
+                  AND fair_at >= coalesce(\(floor)::timestamptz, '-infinity')
             ORDER BY fair_at, id
             LIMIT \(limit)
             FOR UPDATE SKIP LOCKED))
         RETURNING j.id, j.kind, j.args::text, j.attempt, j.max_attempts, j.priority, j.run_at, j.attempted_at, j.created_at,
-                  j.lane
+                  j.lane, j.fair_at
+        """
+    }
+
+    /// The place in line of the first job of `queue` that may run now and sorts before `floor`
+    /// (one a claim from `floor` would not see), if any. Locks nothing.
+    static func firstBelow(_ floor: Date, queue: String) -> PostgresQuery {
+        """
+        SELECT fair_at FROM pgqueue.jobs
+        WHERE queue = \(queue) AND state IN ('available', 'retryable') AND run_at <= now() AND fair_at < \(floor)
+        ORDER BY fair_at, id
+        LIMIT 1
         """
     }
 
