@@ -173,6 +173,45 @@ struct DatabaseAvailabilityTests {
 
 @Suite("Database availability (PostgreSQL)", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct DatabaseAvailabilitySchemaTests {
+    @Test("a probe that answers after its deadline, once the loop has stopped, has its connection closed")
+    func lateAnswerAfterStop() async throws {
+        try await TestDatabase.with { db async throws in
+            let (host, port) = try db.endpoint()
+            let proxy = try await FaultProxy.start(upstreamHost: host, upstreamPort: port)
+            defer { proxy.stop() }
+            let name = "gate_late_\(UInt32.random(in: 0...UInt32.max))"
+            var configuration = try db.configurations(host: "127.0.0.1", port: proxy.port).connection
+            configuration.options.additionalStartupParameters = [("application_name", name)]
+            // After an unanswered probe the loop sleeps most of the interval: the late answer
+            // comes in that sleep, and the loop is stopped before it takes the connection.
+            let gate = DatabaseAvailability(
+                configuration: configuration, interval: .seconds(5), timeout: .milliseconds(300), logger: db.logger)
+            let backend: @Sendable () async throws -> Date? = {
+                try await db.one("SELECT query_start FROM pg_stat_activity WHERE application_name = \(name)", as: Date.self)
+            }
+            let loop = Task { try? await gate.run() }
+            defer { loop.cancel() }
+            try await Poll.until(timeout: .seconds(10), "the first probe never answered") {
+                gate.readiness() == .ready
+            }
+            try await proxy.set(.blackhole)
+            try await Poll.until(timeout: .seconds(15), "the second probe never went unanswered") {
+                gate.snapshot.probesStarted >= 2
+            }
+            try await Task.sleep(for: gate.timeout + .milliseconds(200))  // past the probe's deadline
+            let held = try #require(try await backend())
+            try await proxy.set(.pass)
+            try await Poll.until(timeout: .seconds(5), "the held probe never reached the server") {
+                try await backend().map { $0 > held } ?? false
+            }
+            loop.cancel()
+            await loop.value
+            try await Poll.until(timeout: .seconds(5), "the late probe's connection was left open") {
+                try await backend() == nil
+            }
+        }
+    }
+
     @Test("the probe checks the schema version on its connection: not current until migrated, then ready")
     func schemaCheck() async throws {
         try await TestDatabase.with(migrated: false) { db async throws in

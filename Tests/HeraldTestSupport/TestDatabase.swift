@@ -121,12 +121,21 @@ public struct TestDatabase: Sendable {
         }
     }
 
-    /// Runs `body` with a short-lived client on the base database.
+    /// Runs `body` with a short-lived client on the base database, a few at a time: the suites
+    /// start together, and on a slow machine their database creations queued on the server,
+    /// each holding a connection, until the cluster refused new ones.
     static func admin(_ base: String, _ body: @Sendable (PostgresClient) async throws -> Void) async throws {
         let logger = Logger.quiet("test.admin")
-        try await HeraldBootstrap.withClient(try DatabaseSettings(url: base), logger: logger) { client in
-            try await body(client)
+        await AdminTurns.shared.wait()
+        do {
+            try await HeraldBootstrap.withClient(try DatabaseSettings(url: base), logger: logger) { client in
+                try await body(client)
+            }
+        } catch {
+            await AdminTurns.shared.done()
+            throw error
         }
+        await AdminTurns.shared.done()
     }
 
     /// A second, independent client on this database (run it yourself).
@@ -151,6 +160,26 @@ public struct TestDatabase: Sendable {
     /// Runs a statement.
     public func execute(_ query: PostgresQuery) async throws {
         try await client.query(query, logger: logger)
+    }
+}
+
+/// Turns on the base database: at most four creations or drops of test databases at once.
+actor AdminTurns {
+    static let shared = AdminTurns()
+    private var running = 0
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    func wait() async {
+        if running < 4 {
+            running += 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    /// Hands the turn to the next waiter, if any.
+    func done() {
+        if waiting.isEmpty { running -= 1 } else { waiting.removeFirst().resume() }
     }
 }
 

@@ -271,6 +271,8 @@ public final class DatabaseAvailability: Service, Sendable {
                 try? await Task.sleep(for: pause)
             }
             if let connection { Self.discard(connection) }
+            // A probe abandoned in the last turns holds its connection, or will once it answers.
+            abandoned?.probe.giveUp()
         }
         state.withLock { $0.snapshot.stopped = true }
     }
