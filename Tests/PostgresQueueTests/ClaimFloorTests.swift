@@ -38,15 +38,7 @@ struct ClaimFloorTests {
     func probeFindsJobsBehindTheFloor() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("straggler")
-            let ran = RunLog()
-            var handlers = JobHandlers()
-            handlers.register("k") { job in
-                ran.record(job)
-                return .completed
-            }
-            let executor = JobExecutor(
-                queue: db.queue, handlers: handlers,
-                configuration: .init(queue: q, concurrency: 2, pollInterval: .milliseconds(200)))
+            let (executor, ran) = recordingExecutor(db, .init(queue: q, concurrency: 2, pollInterval: .milliseconds(200)))
             try await running([executor]) {
                 _ = try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
                 try await Poll.until(timeout: .seconds(10)) { ran.distinctJobs == 1 }

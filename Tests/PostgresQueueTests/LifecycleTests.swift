@@ -27,15 +27,8 @@ struct LifecycleTests {
             child.signal(SIGKILL)
             try await child.waitForExit()
 
-            let log = RunLog()
-            var handlers = JobHandlers()
-            handlers.register("probe") { job in
-                log.record(job)
-                return .completed
-            }
-            let executor = JobExecutor(
-                queue: db.queue, handlers: handlers,
-                configuration: .init(queue: q, concurrency: 10, pollInterval: .milliseconds(20)))
+            let (executor, log) = recordingExecutor(
+                db, kind: "probe", .init(queue: q, concurrency: 10, pollInterval: .milliseconds(20)))
             let maintenance = JobQueueMaintenance(queue: db.queue, configuration: .init(rescueInterval: .milliseconds(100)))
             try await running([executor]) {
                 try await withThrowingTaskGroup(of: Void.self) { group in

@@ -92,3 +92,16 @@ extension TestDatabase {
         return received
     }
 }
+
+/// An executor on `db`'s queue whose handler of `kind` records each run and completes.
+func recordingExecutor(
+    _ db: TestDatabase, kind: String = "k", _ configuration: JobExecutor.Configuration, listener: JobQueueListener? = nil
+) -> (JobExecutor, RunLog) {
+    let ran = RunLog()
+    var handlers = JobHandlers()
+    handlers.register(kind) { job in
+        ran.record(job)
+        return .completed
+    }
+    return (JobExecutor(queue: db.queue, handlers: handlers, configuration: configuration, listener: listener), ran)
+}

@@ -211,13 +211,8 @@ struct WakeupTests {
         _ db: TestDatabase, _ configuration: JobExecutor.Configuration
     ) -> (JobExecutor, JobQueueListener, RunLog) {
         let listener = JobQueueListener(client: db.client, logger: db.logger)
-        let ran = RunLog()
-        var handlers = JobHandlers()
-        handlers.register("k") { job in
-            ran.record(job)
-            return .completed
-        }
-        return (JobExecutor(queue: db.queue, handlers: handlers, configuration: configuration, listener: listener), listener, ran)
+        let (executor, ran) = PostgresQueueTests.recordingExecutor(db, configuration, listener: listener)
+        return (executor, listener, ran)
     }
 
     func expectNotificationWakesExecutor(
