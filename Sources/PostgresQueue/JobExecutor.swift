@@ -236,7 +236,7 @@ public final class JobExecutor: Service, Sendable {
     private func claim(limit: Int) async throws -> [ClaimedJob] {
         let floor = state.withLock { s in
             defer { s.straggler = nil }
-            return s.straggler.map { straggler in s.floor.map { min($0, straggler) } ?? straggler } ?? s.floor
+            return [s.floor, s.straggler].compactMap { $0 }.min()
         }
         let query = QueueSQL.claim(
             queue: configuration.queue, limit: limit, workerID: configuration.workerID,
