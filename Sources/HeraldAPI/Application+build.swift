@@ -75,7 +75,9 @@ public func buildApplication(
         users: UserController(devices: stores.devices, maxBodyBytes: configuration.maxBodyBytes),
         dashboard: DashboardController(),
         opsActions: OpsActionController(store: stores.notifications, maxBodyBytes: configuration.maxBodyBytes),
-        console: OpsConsoleController(reads: stores.reads))
+        console: OpsConsoleController(reads: stores.reads),
+        events: EventController(store: stores.events),
+        webhooks: WebhookController(store: stores.webhooks, maxBodyBytes: configuration.maxBodyBytes))
     let keys = APIKeyVerifier(keys: stores.apiKeys, cacheSeconds: sends.apiKeyCacheSeconds)
 
     let router = Router(context: HeraldRequestContext.self)
@@ -103,6 +105,10 @@ public func buildApplication(
         middleware: APIKeyAuthenticator(
             keys: keys, limits: clientLimits, proxies: configuration.trustedProxies, rates: rates,
             requiredScope: { _ in nil }))
+    let sendKey = router.group().add(middleware: gate).add(
+        middleware: APIKeyAuthenticator(
+            keys: keys, limits: clientLimits, proxies: configuration.trustedProxies, rates: rates,
+            requiredScope: { _ in .send }))
     let metricsKey = router.group().add(middleware: gate).add(
         middleware: APIKeyAuthenticator(
             keys: keys, limits: clientLimits, proxies: configuration.trustedProxies, rates: rates,
@@ -115,6 +121,7 @@ public func buildApplication(
         case .deviceConfirmedByWrite: deviceWrites.on(RouterPath(route.path), method: route.method, use: handler)
         case .apiKey: senders.on(RouterPath(route.path), method: route.method, use: handler)
         case .anyKey: anyKey.on(RouterPath(route.path), method: route.method, use: handler)
+        case .sendKey: sendKey.on(RouterPath(route.path), method: route.method, use: handler)
         case .metricsKey: metricsKey.on(RouterPath(route.path), method: route.method, use: handler)
         }
     }
@@ -141,6 +148,8 @@ struct RouteHandlers: Sendable {
     let dashboard: DashboardController
     let opsActions: OpsActionController
     let console: OpsConsoleController
+    let events: EventController
+    let webhooks: WebhookController
 
     func handler(for operation: RouteSpec.Operation) -> Handler {
         switch operation {
@@ -172,6 +181,7 @@ struct RouteHandlers: Sendable {
         case .campaignRuns: return campaigns.runs
         case .campaignRun: return campaigns.run
         case .campaignCancelRun: return campaigns.cancelRun
+        case .campaignPreview: return campaigns.preview
         case .userDetail: return users.detail
         case .userUpdate: return users.update
         case .dashboard: return dashboard.page
@@ -182,6 +192,14 @@ struct RouteHandlers: Sendable {
         case .stats: return console.stats
         case .failures: return console.failures
         case .userDevices: return console.userDevices
+        case .eventList: return events.list
+        case .webhookCreate: return webhooks.create
+        case .webhookList: return webhooks.list
+        case .webhookDetail: return webhooks.detail
+        case .webhookUpdate: return webhooks.update
+        case .webhookDelete: return webhooks.delete
+        case .webhookDeliveries: return webhooks.deliveries
+        case .webhookReplay: return webhooks.replay
         }
     }
 }

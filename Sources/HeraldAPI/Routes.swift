@@ -11,10 +11,12 @@ struct RouteSpec: Sendable {
         case deviceRegister, deviceUpdate, deviceDelete, tutorialSend
         case notificationCreate, notificationBatch, notificationList, notificationDetail, notificationCancel
         case campaignCreate, campaignList, campaignDetail, campaignUpdate, campaignArchive, campaignPause, campaignResume
-        case campaignFire, campaignRuns, campaignRun, campaignCancelRun
+        case campaignFire, campaignRuns, campaignRun, campaignCancelRun, campaignPreview
         case userDetail, userUpdate
         case dashboard, dashboardAsset, whoami, notificationCancelMatching, hubSendRetry
         case stats, failures, userDevices
+        case eventList
+        case webhookCreate, webhookList, webhookDetail, webhookUpdate, webhookDelete, webhookDeliveries, webhookReplay
     }
 
     /// Who may call it.
@@ -32,6 +34,9 @@ struct RouteSpec: Sendable {
         case metricsKey
         /// A sender API key of any scope but `metrics` alone (`/v1/whoami`).
         case anyKey
+        /// An API key with the `send` scope, whatever the method (the webhook routes: a sender
+        /// manages where its own events go).
+        case sendKey
     }
 
     /// The request body's schema in `openapi.yaml` and the fields the decoder requires.
@@ -92,11 +97,11 @@ enum APIRoutes {
             statuses: device.union([200, 400, 413, 429]), body: .init(schema: "TutorialMessage", required: [])),
         RouteSpec(
             method: .post, path: "/v1/notifications", operation: .notificationCreate, access: .apiKey,
-            statuses: apiKey.union([202, 400, 409, 413]),
+            statuses: apiKey.union([200, 202, 400, 409, 413]),
             body: .init(schema: "NotificationRequest", required: NotificationRequestReader.requiredFields)),
         RouteSpec(
             method: .post, path: "/v1/notifications:batch", operation: .notificationBatch, access: .apiKey,
-            statuses: apiKey.union([202, 400, 409, 413]),
+            statuses: apiKey.union([200, 202, 400, 409, 413]),
             body: .init(schema: "NotificationBatchRequest", required: NotificationRequestReader.batchRequiredFields)),
         RouteSpec(
             method: .get, path: "/v1/notifications", operation: .notificationList, access: .apiKey,
@@ -133,6 +138,9 @@ enum APIRoutes {
             method: .post, path: "/v1/campaigns/{id}/runs", operation: .campaignFire, access: .apiKey,
             statuses: apiKey.union([200, 201, 400, 404, 409, 413, 422])),
         RouteSpec(
+            method: .post, path: "/v1/campaigns/{id}:preview", operation: .campaignPreview, access: .apiKey,
+            statuses: apiKey.union([200, 400, 404, 409, 413])),
+        RouteSpec(
             method: .get, path: "/v1/campaigns/{id}/runs", operation: .campaignRuns, access: .apiKey,
             statuses: apiKey.union([200, 400, 404])),
         RouteSpec(
@@ -154,6 +162,27 @@ enum APIRoutes {
         RouteSpec(
             method: .get, path: "/v1/users/{name}/devices", operation: .userDevices, access: .apiKey,
             statuses: apiKey.union([200, 404])),
+        RouteSpec(
+            method: .get, path: "/v1/events", operation: .eventList, access: .anyKey, statuses: apiKey.union([200, 400])),
+        RouteSpec(
+            method: .post, path: "/v1/webhooks", operation: .webhookCreate, access: .sendKey,
+            statuses: apiKey.union([201, 400, 413, 422]), body: .init(schema: "WebhookEndpointRequest", required: ["url", "types"])),
+        RouteSpec(method: .get, path: "/v1/webhooks", operation: .webhookList, access: .sendKey, statuses: apiKey.union([200])),
+        RouteSpec(
+            method: .get, path: "/v1/webhooks/{id}", operation: .webhookDetail, access: .sendKey,
+            statuses: apiKey.union([200, 404])),
+        RouteSpec(
+            method: .patch, path: "/v1/webhooks/{id}", operation: .webhookUpdate, access: .sendKey,
+            statuses: apiKey.union([200, 400, 404, 413]), body: .init(schema: "WebhookEndpointChange", required: [])),
+        RouteSpec(
+            method: .delete, path: "/v1/webhooks/{id}", operation: .webhookDelete, access: .sendKey,
+            statuses: apiKey.union([204, 404])),
+        RouteSpec(
+            method: .get, path: "/v1/webhooks/{id}/deliveries", operation: .webhookDeliveries, access: .sendKey,
+            statuses: apiKey.union([200, 400, 404])),
+        RouteSpec(
+            method: .post, path: "/v1/webhooks/{id}/replay", operation: .webhookReplay, access: .sendKey,
+            statuses: apiKey.union([202, 400, 404, 413]), body: .init(schema: "WebhookReplay", required: [])),
     ]
 
     /// The path of the batch route, whose bodies may be larger.

@@ -1,4 +1,5 @@
 public import HeraldSettings
+public import HeraldStorage
 
 /// Settings of `herald-worker`: the hub, how many jobs run at once and for how long they are
 /// leased, history, notification and device retention, and the limits of the job handlers. Each key is declared once
@@ -38,6 +39,11 @@ public struct DeliveryConfiguration: Sendable {
     public var metricsPort: Int
     /// The longest one hub call may take (within the job lease, which heartbeats extend anyway).
     public var hubCallTimeout: Duration
+    /// The longest one webhook delivery attempt takes, DNS to the answer's end
+    /// (``webhookTimeoutSeconds``).
+    public var webhookTimeout: Duration
+    /// The waits before each retry of a failed webhook delivery (``webhookRetrySchedule``).
+    public var webhookRetrySchedule: [Duration]
     /// Attempts a job gets when the hub keeps answering `401`: each signs a new token; after
     /// that the job is discarded and the device marked failed.
     public var authenticationAttempts: Int
@@ -160,6 +166,30 @@ public struct DeliveryConfiguration: Sendable {
         "hub operations per second reconcile and rebuild make at most, retries included (`heraldctl hub … --rate` overrides it)"
     )
 
+    /// `HERALD_WEBHOOK_TIMEOUT_SECONDS`.
+    public static let webhookTimeoutSeconds = Setting.int(
+        "webhook.timeout_seconds", default: 10, range: 1...60, details: "webhooks.md",
+        "seconds one webhook delivery attempt may take, from resolving the host to the end of the answer; beyond, the attempt failed (`timeout`)"
+    )
+    /// `HERALD_WEBHOOK_RETRY_SCHEDULE`.
+    public static let webhookRetrySchedule = Setting<[Duration]>(
+        key: "webhook.retry_schedule", default: WebhookStore.retrySchedule,
+        defaultText: "`5,30,120,600,1800,3600,7200,14400,28800,28800`",
+        summary:
+            "seconds to wait before each retry of a failed webhook delivery, comma-separated (at most 20 retries of at most a day each); after the last, the delivery is `Failed`",
+        details: "webhooks.md"
+    ) { text in
+        var waits: [Duration] = []
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let seconds = Double(part.trimmingCharacters(in: .whitespaces)), seconds > 0, seconds <= 86_400 else {
+                return .failure(SettingProblem("each wait must be a number of seconds above 0 and at most 86400"))
+            }
+            waits.append(.milliseconds(Int64(seconds * 1000)))
+        }
+        guard waits.count <= 20 else { return .failure(SettingProblem("at most 20 retries")) }
+        return .success(waits)
+    }
+
     /// Every key this configuration reads.
     public static let settings = [
         hubConnectionString.documentation, hubName.documentation, concurrency.documentation,
@@ -169,7 +199,7 @@ public struct DeliveryConfiguration: Sendable {
         retryAfterCapSeconds.documentation, metricsHost.documentation, metricsPort.documentation,
         hubTimeoutSeconds.documentation, campaignSchedulerToggle.documentation,
         standbyConnectionString.documentation, standbyName.documentation, reconcileHours.documentation,
-        maintenanceRate.documentation,
+        maintenanceRate.documentation, webhookTimeoutSeconds.documentation, webhookRetrySchedule.documentation,
     ]
 
     /// Creates settings for `hubName` at `hubConnectionString`; every other default is the
@@ -194,8 +224,12 @@ public struct DeliveryConfiguration: Sendable {
         telemetryMaxInterval: Duration = .seconds(300),
         campaignScheduler: Bool = DeliveryConfiguration.campaignSchedulerToggle.defaultValue,
         standby: HubStandby? = nil, reconcileInterval: Duration? = nil,
-        maintenanceRate: Int = DeliveryConfiguration.maintenanceRate.defaultValue
+        maintenanceRate: Int = DeliveryConfiguration.maintenanceRate.defaultValue,
+        webhookTimeout: Duration = .seconds(DeliveryConfiguration.webhookTimeoutSeconds.defaultValue),
+        webhookRetrySchedule: [Duration] = WebhookStore.retrySchedule
     ) {
+        self.webhookTimeout = webhookTimeout
+        self.webhookRetrySchedule = webhookRetrySchedule
         self.standby = standby
         self.reconcileInterval = reconcileInterval
         self.maintenanceRate = max(1, maintenanceRate)
@@ -269,6 +303,8 @@ public struct DeliveryConfiguration: Sendable {
             hubCallTimeout: .seconds(try reader.value(Self.hubTimeoutSeconds)),
             campaignScheduler: try reader.value(Self.campaignSchedulerToggle), standby: standby,
             reconcileInterval: reconcileHours > 0 ? .seconds(reconcileHours * 3600) : nil,
-            maintenanceRate: try reader.value(Self.maintenanceRate))
+            maintenanceRate: try reader.value(Self.maintenanceRate),
+            webhookTimeout: .seconds(try reader.value(Self.webhookTimeoutSeconds)),
+            webhookRetrySchedule: try reader.value(Self.webhookRetrySchedule))
     }
 }

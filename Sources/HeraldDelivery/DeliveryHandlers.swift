@@ -24,7 +24,9 @@ public import PostgresQueue
 /// `standby.sync` (apply a synced device to the standby hub, when one is configured).
 /// The `notifications` queue runs `notification.send` (one audited hub call per attempt,
 /// with one throttle per hub shared by every send of the process) and
-/// `notification.telemetry` (poll the hub's per-message telemetry).
+/// `notification.telemetry` (poll the hub's per-message telemetry). The `webhooks` queue runs
+/// `webhook.deliver` (one signed attempt to one endpoint, through ``webhookPoster``, which the
+/// caller shuts down after the executors have stopped).
 public struct DeliveryHandlers: Sendable {
     /// The backoff of each queue's executor. Sends retry fast (1 s base, 5 min cap: a
     /// notification has a deadline of 30 minutes by default, so a 1 h cap would only ever
@@ -32,12 +34,17 @@ public struct DeliveryHandlers: Sendable {
     public static func retryPolicy(forQueue queue: String) -> JobRetryPolicy {
         switch queue {
         case NotificationJobs.queue: JobRetryPolicy(base: .seconds(1), cap: .seconds(300))
+        // A delivery's own schedule spaces its attempts (it snoozes); this only paces a database failing.
+        case WebhookJobs.queue: JobRetryPolicy(base: .seconds(1), cap: .seconds(60))
         default: JobRetryPolicy()
         }
     }
 
     private let devices: DeviceJobRunner
     private let notifications: NotificationJobRunner
+    private let webhooks: WebhookJobRunner
+    /// Posts the webhook deliveries (HERALD_WEBHOOK_ALLOW_PRIVATE as the stores have it).
+    public let webhookPoster: WebhookPoster
 
     /// Creates the handlers.
     ///
@@ -84,11 +91,21 @@ public struct DeliveryHandlers: Sendable {
                 telemetryFirstPoll: configuration.telemetryFirstPoll, telemetryGiveUp: configuration.telemetryGiveUp,
                 telemetryMaxInterval: configuration.telemetryMaxInterval),
             logger: logger)
+        self.webhookPoster = WebhookPoster(
+            configuration: WebhookPosterConfiguration(
+                allowPrivate: stores.webhooks.allowPrivate, connectTimeout: min(.seconds(5), configuration.webhookTimeout),
+                deadline: configuration.webhookTimeout),
+            logger: logger)
+        self.webhooks = WebhookJobRunner(
+            store: stores.webhooks, poster: webhookPoster, retrySchedule: configuration.webhookRetrySchedule, logger: logger)
     }
 
     /// Handlers grouped by the queue they serve.
     public func byQueue() -> [String: JobHandlers] {
-        [DeviceJobs.queue: devices.handlers, NotificationJobs.queue: notifications.handlers]
+        [
+            DeviceJobs.queue: devices.handlers, NotificationJobs.queue: notifications.handlers,
+            WebhookJobs.queue: webhooks.handlers,
+        ]
     }
 
     /// An HTTP client fit for hub calls: a pool of up to `maxConnections` keep-alive

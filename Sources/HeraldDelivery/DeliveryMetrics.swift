@@ -45,6 +45,8 @@ enum DeliveryMetrics {
 ///   and snoozed without calling it.
 /// - `herald_campaign_throttle_late_total`: throttled campaign sends that woke up too late for
 ///   their reserved instant and reserved a new one (a loaded worker).
+/// - `herald_webhook_attempts_total{result}`: webhook delivery attempts, `delivered` (2xx) or
+///   `failed`.
 /// - `herald_stale_results_total{kind}`: results a worker wrote for an attempt that was no
 ///   longer the hub send's current one (`send` or `telemetry`), which changed nothing.
 /// - `herald_devices_retired_total{reason}`: devices Herald retired: `stale` (the stale sweep),
@@ -74,6 +76,9 @@ extension DeliveryMetrics {
         _ = Counter(label: "herald_sends_paused_total")
         _ = Counter(label: "herald_campaign_throttle_late_total")
         for kind in ["send", "telemetry"] { _ = Counter(label: "herald_stale_results_total", dimensions: [("kind", kind)]) }
+        for result in ["delivered", "failed"] {
+            _ = Counter(label: "herald_webhook_attempts_total", dimensions: [("result", result)])
+        }
         for reason in [DeviceStore.staleReason] + DeadHandles.errors.sorted() {
             _ = Counter(label: "herald_devices_retired_total", dimensions: [("reason", reason)])
         }
@@ -91,6 +96,11 @@ extension DeliveryMetrics {
     static func devicesRetired(reason: String, count: Int) {
         guard count > 0 else { return }
         Counter(label: "herald_devices_retired_total", dimensions: [("reason", reason)]).increment(by: count)
+    }
+
+    static func webhookAttempt(delivered: Bool) {
+        Counter(label: "herald_webhook_attempts_total", dimensions: [("result", delivered ? "delivered" : "failed")])
+            .increment()
     }
 
     static func staleResult(kind: String) {

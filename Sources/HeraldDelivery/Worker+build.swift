@@ -8,8 +8,8 @@ public import ServiceLifecycle
 /// run ``services`` in the process's `ServiceGroup`, after the `PostgresClient` they use.
 public struct HeraldWorker: Sendable {
     /// In start order: the hub's HTTP client (shut down last, once nothing calls the hub), the
-    /// queue listener (when the queue notifies on enqueue), the periodic maintenance, the
-    /// campaign scheduler (when on), and every queue's executor as one service (so SIGTERM
+    /// queue listener (when the queue notifies on enqueue), the periodic maintenance, the event
+    /// sequencer, the campaign scheduler (when on), and every queue's executor as one service (so SIGTERM
     /// reaches them together and they drain side by side within one shutdown budget).
     public let services: [any Service]
     /// The queues the executors work, sorted.
@@ -26,23 +26,27 @@ public struct HeraldWorker: Sendable {
 /// `herald-worker` uses the defaults; tests run fewer parts, or the same parts faster.
 public struct WorkerOptions: Sendable {
     /// Executors per queue. Default: one for each queue Herald's handlers serve
-    /// (`DeviceJobs.queue`, `NotificationJobs.queue`). Two for a
+    /// (`DeviceJobs.queue`, `NotificationJobs.queue`, `WebhookJobs.queue`). Two for a
     /// queue model two worker processes sharing it.
     public var executorsPerQueue: [String: Int]?
     /// Whether the periodic maintenance runs: lease rescue and history pruning of the queue,
     /// the notification sweeps and retention, the device purge.
     public var maintenance: Bool
+    /// Whether the event sequencer runs (``EventSequencer``: the feed's positions and the
+    /// events' retention).
+    public var events: Bool
     /// Changes each executor's configuration after it is derived from the ``DeliveryConfiguration``
     /// (tests shorten polls, backoff and shutdown budgets).
     public var executorConfiguration: (@Sendable (inout JobExecutor.Configuration) -> Void)?
 
     /// Creates options; the defaults build what `herald-worker` runs.
     public init(
-        executorsPerQueue: [String: Int]? = nil, maintenance: Bool = true,
+        executorsPerQueue: [String: Int]? = nil, maintenance: Bool = true, events: Bool = true,
         executorConfiguration: (@Sendable (inout JobExecutor.Configuration) -> Void)? = nil
     ) {
         self.executorsPerQueue = executorsPerQueue
         self.maintenance = maintenance
+        self.events = events
         self.executorConfiguration = executorConfiguration
     }
 }
@@ -68,15 +72,14 @@ public func buildWorker(
     configuration: DeliveryConfiguration, stores: Stores, logger: Logger, options: WorkerOptions = WorkerOptions()
 ) async throws -> HeraldWorker {
     let httpClient = DeliveryHandlers.makeHTTPClient(maxConnections: configuration.concurrency)
-    let handlersByQueue: [String: JobHandlers]
+    let handlers: DeliveryHandlers
     do {
-        handlersByQueue = try DeliveryHandlers(
-            configuration: configuration, httpClient: httpClient, stores: stores, logger: logger
-        ).byQueue()
+        handlers = try DeliveryHandlers(configuration: configuration, httpClient: httpClient, stores: stores, logger: logger)
     } catch {
         try? await httpClient.shutdown()
         throw error
     }
+    let handlersByQueue = handlers.byQueue()
     let queue = stores.queue
     let listener = queue.configuration.notifyOnEnqueue ? JobQueueListener(client: queue.client, logger: logger) : nil
     let counts = options.executorsPerQueue ?? handlersByQueue.mapValues { _ in 1 }
@@ -95,7 +98,7 @@ public func buildWorker(
         }
     }
 
-    var services: [any Service] = [HTTPClientOwner(client: httpClient)]
+    var services: [any Service] = [HTTPClientOwner(client: httpClient), WebhookPosterOwner(poster: handlers.webhookPoster)]
     if let listener { services.append(listener) }
     if options.maintenance {
         services.append(
@@ -109,6 +112,10 @@ public func buildWorker(
                 hubCallRetention: configuration.deviceHubCallRetention, staleDays: configuration.deviceStaleDays,
                 logger: logger))
     }
+    if options.events {
+        services.append(
+            EventSequencer(store: stores.events, retention: configuration.notificationRetention, logger: logger))
+    }
     if configuration.campaignScheduler {
         services.append(CampaignScheduler(store: stores.campaigns, logger: logger))
     }
@@ -121,6 +128,17 @@ public func buildWorker(
     return HeraldWorker(
         services: services, queues: Set(executors.map(\.configuration.queue)).sorted(), executors: executors,
         listener: listener)
+}
+
+/// Shuts the webhook poster's clients down when the group ends, after the executors that
+/// deliver have drained.
+struct WebhookPosterOwner: Service {
+    let poster: WebhookPoster
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await poster.shutdown()
+    }
 }
 
 /// Shuts the hub's HTTP client down when the group ends. First among the worker's services,

@@ -31,6 +31,7 @@ public struct DomainError: Error, Sendable, Hashable, CustomStringConvertible {
             case invalidContent = "invalid_content"
             case invalidCursor = "invalid_cursor"
             case invalidDeviceID = "invalid_device_id"
+            case invalidEventType = "invalid_event_type"
             case invalidFormat = "invalid_format"
             case invalidHandle = "invalid_handle"
             case invalidIdempotencyKey = "invalid_idempotency_key"
@@ -53,6 +54,7 @@ public struct DomainError: Error, Sendable, Hashable, CustomStringConvertible {
             case invalidThrottle = "invalid_throttle"
             case invalidTimeZone = "invalid_time_zone"
             case invalidTTL = "invalid_ttl"
+            case invalidURL = "invalid_url"
             case invalidUser = "invalid_user"
             case invalidUserName = "invalid_user_name"
             case keyExists = "key_exists"
@@ -66,6 +68,7 @@ public struct DomainError: Error, Sendable, Hashable, CustomStringConvertible {
             case slotTooFarAhead = "slot_too_far_ahead"
             case tooManyDevices = "too_many_devices"
             case tooManyTags = "too_many_tags"
+            case tooManyWebhooks = "too_many_webhooks"
             case tooManyTemplates = "too_many_templates"
             case unknownPlatform = "unknown_platform"
             case unknownPNS = "unknown_pns"
@@ -97,6 +100,8 @@ public struct DomainError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidCursor = Code(.invalidCursor)
         /// A device id is not a UUID.
         public static let invalidDeviceID = Code(.invalidDeviceID)
+        /// An event type filter names no event type.
+        public static let invalidEventType = Code(.invalidEventType)
         /// A content format was used the wrong way (a payload for a template send).
         public static let invalidFormat = Code(.invalidFormat)
         /// A device handle (push token) is malformed.
@@ -141,6 +146,8 @@ public struct DomainError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidTimeZone = Code(.invalidTimeZone)
         /// A time to live is out of range.
         public static let invalidTTL = Code(.invalidTTL)
+        /// A webhook URL is malformed, not https, or names an address Herald does not call.
+        public static let invalidURL = Code(.invalidURL)
         /// A user name cannot form a tag.
         public static let invalidUser = Code(.invalidUser)
         /// A user name is empty, too long or has characters it may not have.
@@ -167,6 +174,8 @@ public struct DomainError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let tooManyDevices = Code(.tooManyDevices)
         /// A device has more tags than allowed.
         public static let tooManyTags = Code(.tooManyTags)
+        /// A key has as many webhook endpoints as it may.
+        public static let tooManyWebhooks = Code(.tooManyWebhooks)
         /// An installation has more templates than allowed.
         public static let tooManyTemplates = Code(.tooManyTemplates)
         /// The platform is not one Herald knows.

@@ -11,4 +11,6 @@ public enum HeraldLane: String, Sendable, CaseIterable, Codable {
     case campaign
     /// Telemetry polls, one line per notification (the polls of its hub sends).
     case telemetry
+    /// Webhook deliveries (the `webhooks` queue), one line per endpoint.
+    case webhook
 }

@@ -55,6 +55,9 @@ public enum HeraldMetrics {
         "herald_sends_paused_total": Family(
             name: "herald_sends_paused_total",
             help: "Send jobs that found the hub throttling (Retry-After in effect) and waited without calling it."),
+        "herald_webhook_attempts_total": Family(
+            name: "herald_webhook_attempts_total",
+            help: "Webhook delivery attempts, by result (delivered: the receiver answered 2xx; failed)."),
         "herald_stale_results_total": Family(
             name: "herald_stale_results_total",
             help: "Results written for an attempt that was no longer current, which changed nothing, by kind."),

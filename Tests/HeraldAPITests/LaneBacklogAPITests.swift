@@ -67,7 +67,7 @@ struct LaneBacklogAPITests {
             let stats = try #require(try await api.send(.get, "/v1/stats", auth: keyAuth(reader.key)).object)
             let queue = try #require(stats["queue"] as? [String: Any])
             let lanes = try #require(queue["lanes"] as? [[String: Any]])
-            #expect(lanes.compactMap { $0["lane"] as? String } == ["interactive", "bulk", "campaign", "telemetry"])
+            #expect(lanes.compactMap { $0["lane"] as? String } == ["interactive", "bulk", "campaign", "telemetry", "webhook"])
             let campaign = try #require(lanes.first { $0["lane"] as? String == "campaign" })
             #expect(campaign["depth"] as? Int == 7)
             #expect(((campaign["oldestWaitSeconds"] as? Double) ?? 0) >= 119)

@@ -22,7 +22,7 @@ struct LaneSettingsTests {
         let boundsReader = try await reader(["HERALD_QUEUE_LANE_BOUNDS": "bulk=300,campaign=600"])
         let fractional = try await reader(["HERALD_QUEUE_LANE_BOUNDS": "bulk=1.5"])
         func read(_ reader: SettingsReader) throws -> [HeraldLane: Double]? { try reader.value(HeraldQueueLanes.weights) }
-        #expect(try read(custom) == [.interactive: 1000, .bulk: 20, .campaign: 10, .telemetry: 0.5])
+        #expect(try read(custom) == [.interactive: 1000, .bulk: 20, .campaign: 10, .telemetry: 0.5, .webhook: 100])
         #expect(try read(off) == nil)
         #expect(try read(empty) == HeraldQueueLanes.defaultWeights)
         #expect(try empty.value(HeraldQueueLanes.bounds).isEmpty, "bounds are off by default")

@@ -16,6 +16,7 @@ import NIOCore
 /// | `PATCH /v1/campaigns/{id}` (any fields) | 200 the campaign; 409 when archived; 422 `run_too_large` |
 /// | `DELETE /v1/campaigns/{id}` | 200 the campaign, `archived` (its runs stay) |
 /// | `POST /v1/campaigns/{id}/pause`, `/resume` | 200 the campaign; 409 when archived |
+/// | `POST /v1/campaigns/{id}:preview` | 200 its next run as the scheduler would make it now (nothing written); 409 when paused or archived |
 /// | `POST /v1/campaigns/{id}/runs` (+ `Idempotency-Key`) | 201 the new run, `Location`; 200 with `Idempotent-Replayed: true` for the key's run; 409 when archived; 422 `run_too_large` (the run is recorded `Refused`, `Location` names it) |
 /// | `GET /v1/campaigns/{id}/runs?cursor=&limit=` | 200 `{"runs", "nextCursor"}`, newest first |
 /// | `GET /v1/campaigns/{id}/runs/{run}` | 200 the run with live counts |
@@ -146,6 +147,20 @@ struct CampaignController: Sendable {
             headers[IdempotencyKeyHeader.replayed] = "true"
         }
         return try JSONWriter.response(CampaignRunBody(result.run), status: status, headers: headers)
+    }
+
+    /// `POST /v1/campaigns/{id}:preview`: the next run as the scheduler would make it now
+    /// (``CampaignStore/preview(id:by:)``), authorized as a fire is (the owner or `admin`; a
+    /// paused or archived campaign is 409). Takes no body (or `{}`); writes nothing.
+    func preview(_ request: Request, context: HeraldRequestContext) async throws -> Response {
+        let key = try requireKey(context)
+        let id = try Self.campaignID(context)
+        let buffer = try await request.collectBody(limit: maxBodyBytes)
+        if buffer.readableBytes > 0 {
+            try CampaignRequestReader.checkEmpty(try JSONCursor.object(in: buffer, rules: .senderAPI))
+        }
+        let preview = try await store.preview(id: id, by: Self.actor(key))
+        return try JSONWriter.response(CampaignPreviewBody(preview))
     }
 
     /// `GET /v1/campaigns/{id}/runs`.

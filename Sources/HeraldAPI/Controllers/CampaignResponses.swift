@@ -166,3 +166,69 @@ struct WaveBody: Encodable {
         hubSends = wave.hubSends
     }
 }
+
+/// `POST /v1/campaigns/{id}:preview`: the campaign's next run as the scheduler would make it
+/// (``CampaignPreview``), nothing written. `slot` is null when there is no next run; a run
+/// without a local time has its one `notification`, a local-time run its `waves` (each with
+/// its notification, none for a missed wave), every notification as in a notification dry run.
+struct CampaignPreviewBody: Encodable {
+    var preview: CampaignPreview
+
+    init(_ preview: CampaignPreview) { self.preview = preview }
+
+    enum CodingKeys: String, CodingKey {
+        case campaignId, slot, localSlot, firesAt, missedSlots, state, reason, hubSendCount, notification, waves
+        case throttle
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(preview.campaignID, forKey: .campaignId)
+        try container.encode(preview.slot, forKey: .slot)
+        try container.encodeIfPresent(preview.localSlot, forKey: .localSlot)
+        try container.encodeIfPresent(preview.firesAt, forKey: .firesAt)
+        try container.encode(preview.missedSlots, forKey: .missedSlots)
+        try container.encodeIfPresent(preview.state?.rawValue, forKey: .state)
+        try container.encodeIfPresent(preview.reason, forKey: .reason)
+        try container.encode(preview.hubSendCount, forKey: .hubSendCount)
+        try container.encodeIfPresent(preview.notification.map(DryRunNotificationBody.init), forKey: .notification)
+        try container.encode(preview.waves.map(WavePreviewBody.init), forKey: .waves)
+        try container.encodeIfPresent(preview.throttle.map(ThrottlePreviewBody.init), forKey: .throttle)
+    }
+}
+
+/// One wave of a preview: its zone, instant (also in the zone's offset), how it would start,
+/// and its notification (absent for a missed wave).
+struct WavePreviewBody: Encodable {
+    var zone: String
+    var zoneTag: String
+    var instant: String
+    var localInstant: String
+    var start: String
+    var notification: DryRunNotificationBody?
+
+    init(_ wave: CampaignWavePreview) {
+        zone = wave.zone
+        zoneTag = wave.zoneTag
+        instant = ISO8601.string(wave.instant)
+        localInstant = wave.localInstant
+        start = wave.start.rawValue
+        notification = wave.notification.map(DryRunNotificationBody.init)
+    }
+}
+
+/// A throttled preview's spread: the rate, the spacing between two sends, and when the run's
+/// first and last sends would go out.
+struct ThrottlePreviewBody: Encodable {
+    var perSecond: Int
+    var spacingSeconds: Double
+    var firstSendAt: Date
+    var lastSendAt: Date
+
+    init(_ throttle: CampaignThrottlePreview) {
+        perSecond = throttle.perSecond
+        spacingSeconds = throttle.spacingSeconds
+        firstSendAt = throttle.firstSendAt
+        lastSendAt = throttle.lastSendAt
+    }
+}

@@ -10,6 +10,7 @@ import Logging
 /// |---|---|---|
 /// | `POST /v1/notifications` (+ `Idempotency-Key`) | send | 202 `{id, state}`, `Location` |
 /// | `POST /v1/notifications:batch` `{"notifications": [...]}` (1–1000) | send | 202 `{"notifications": [{id, state}…]}` |
+/// | either, with `"dryRun": true` | send | 200 what it would create (nothing written) |
 /// | `GET /v1/notifications/{id}` | read | 200 the detail with every hub send and attempt |
 /// | `GET /v1/notifications?state=&since=&until=&tag=&sender=&cursor=&limit=` | read | 200 `{"notifications", "nextCursor"}` |
 /// | `DELETE /v1/notifications/{id}` | send | 200 the detail, `Cancelled`; 409 once a send went out |
@@ -21,6 +22,13 @@ import Logging
 ///
 /// A batch costs its key one rate-limit token per item (``KeyRates``; the authenticator took the
 /// first), after it is read and checked, so an invalid batch costs one.
+///
+/// **Dry runs.** `"dryRun": true` (at the top level of either body) answers `200` with what the
+/// request would create (``DryRunBody``, ``DryRunBatchBody``: each notification's hub sends with
+/// the payload each would carry, and the registry's devices its audience matches) and writes
+/// nothing, enqueues nothing. It is read, checked, authorized and rate-charged exactly as the
+/// real request, so it fails with the same errors; but it neither looks up nor reserves
+/// idempotency keys, and it is not refused for a backlogged lane (it adds nothing to one).
 struct NotificationController: Sendable {
     let store: NotificationStore
     /// The list's reads (``ReadStores``: the replica when one serves).
@@ -40,6 +48,13 @@ struct NotificationController: Sendable {
         let idempotencyKey = try IdempotencyKeyHeader.read(request)
         let item = try NotificationRequestReader.notification(
             body, idempotencyKey: idempotencyKey, now: Date(), limits: hubSendLimits)
+        if try NotificationRequestReader.dryRun(body) {
+            guard let answer = try await store.dryRun([item], sender: .apiKey(key.id)).first else {
+                throw APIError.internalError
+            }
+            context.logger.debug("herald.notification.dry_run", metadata: ["api_key.id": "\(key.id)", "count": "1"])
+            return try JSONWriter.response(DryRunBody(notification: DryRunNotificationBody(answer)))
+        }
         let backlog = try await lanes?.check(NotificationStore.lane(for: .apiKey(key.id), batch: false).0)
         guard let answer = try await store.create([item], sender: .apiKey(key.id)).first else {
             throw APIError.internalError
@@ -59,7 +74,14 @@ struct NotificationController: Sendable {
         let key = try requireKey(context)
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBatchBodyBytes), rules: .senderAPI)
         let items = try NotificationRequestReader.batch(body, now: Date(), limits: hubSendLimits)
+        let dryRun = try NotificationRequestReader.dryRun(body)
         try rates?.charge(key, cost: items.count - 1, prepaid: 1)
+        if dryRun {
+            let answers = try await store.dryRun(items, sender: .apiKey(key.id), batch: true)
+            context.logger.debug(
+                "herald.notification.dry_run", metadata: ["api_key.id": "\(key.id)", "count": "\(answers.count)"])
+            return try JSONWriter.response(DryRunBatchBody(notifications: answers.map(DryRunNotificationBody.init)))
+        }
         let backlog = try await lanes?.check(NotificationStore.lane(for: .apiKey(key.id), batch: true).0)
         let answers = try await store.create(items, sender: .apiKey(key.id), batch: true)
         context.logger.debug(

@@ -17,6 +17,11 @@ enum NotificationRequestReader {
     static let knownFields: Set<String> = [
         "target", "content", "apnsPushType", "priority", "collapseId", "ttl", "sendAt", "telemetry",
     ]
+    /// The field that asks for a dry run (``dryRun(_:)``): at the top level of a single
+    /// notification's body and of a batch's, never in a batch item.
+    static let dryRunField = "dryRun"
+    /// The fields a single notification's body may have.
+    static let knownSingleFields = knownFields.union([dryRunField])
     /// The fields a batch body must have (the OpenAPI `NotificationBatchRequest.required`).
     static let batchRequiredFields = ["notifications"]
     /// The field of a batch item that carries its idempotency key.
@@ -49,7 +54,7 @@ enum NotificationRequestReader {
         _ body: JSONObjectCursor, now: Date, limits: HubSendLimits = .init()
     ) throws(APIError) -> [NewNotification] {
         for field in batchRequiredFields { _ = try body.required(field) }
-        try body.refuseUnknownKeys(Set(batchRequiredFields), "is not a field of a batch")
+        try body.refuseUnknownKeys(Set(batchRequiredFields + [dryRunField]), "is not a field of a batch")
         let list = try body.field("notifications").array()
         guard (1...NotificationStore.maxBatch).contains(list.count) else {
             throw APIError(
@@ -61,6 +66,9 @@ enum NotificationRequestReader {
         var hubSends = 0
         for element in list {
             let item = try element.object()
+            if let field = item[dryRunField] {
+                throw field.refusal("is not a field of a batch item: a batch is dry-run with \"dryRun\" at its top level")
+            }
             try checkFields(item, allowsKey: true)
             var idempotencyKey: IdempotencyKey?
             if let field = item[itemKeyField] {
@@ -78,12 +86,19 @@ enum NotificationRequestReader {
         return items
     }
 
-    /// The fields an idempotency key's request hash leaves out: the batch item's key itself, and
-    /// `telemetry`, which says how Herald watches a notification, not what it sends. A retry
+    /// Whether the body (a single notification's or a batch's) asks for a dry run: `"dryRun":
+    /// true`. Absent or `null`: false; anything but a boolean is a 400 naming the field.
+    static func dryRun(_ body: JSONObjectCursor) throws(APIError) -> Bool {
+        try body[dryRunField]?.bool() ?? false
+    }
+
+    /// The fields an idempotency key's request hash leaves out: the batch item's key itself,
+    /// `dryRun` (a dry run's key is never recorded, and `"dryRun": false` is the request
+    /// without it), and `telemetry`, which says how Herald watches a notification, not what it sends. A retry
     /// that only asks for telemetry differently is a replay of the notification as first made
     /// (its `telemetry` shows which), not a conflict: so `heraldctl send --wait` (which asks for
     /// telemetry) can finish or follow a run first made without it, and nothing is sent twice.
-    static let unhashedFields: Set<String> = [itemKeyField, "telemetry"]
+    static let unhashedFields: Set<String> = [itemKeyField, dryRunField, "telemetry"]
 
     /// The request hash of a notification's (or batch item's) fields: ``hash(_:)`` of them
     /// without ``unhashedFields``.
@@ -103,7 +118,7 @@ enum NotificationRequestReader {
     static func checkFields(_ object: JSONObjectCursor, allowsKey: Bool) throws(APIError) {
         for field in requiredFields { _ = try object.required(field) }
         try object.refuseUnknownKeys(
-            allowsKey ? knownItemFields : knownFields, "is not a field of a notification")
+            allowsKey ? knownItemFields : knownSingleFields, "is not a field of a notification")
     }
 
     /// One notification's fields, checked by the domain's rules.

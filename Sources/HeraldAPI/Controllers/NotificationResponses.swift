@@ -198,3 +198,85 @@ struct PageBody<Item: Encodable>: Encodable {
         try container.encode(nextCursor, forKey: Key(stringValue: "nextCursor"))
     }
 }
+
+// MARK: Dry runs
+
+/// What every dry-run answer says of idempotency keys.
+enum DryRunNote {
+    static let idempotencyKeys =
+        "checked for their form only: a dry run neither looks idempotency keys up nor reserves them, "
+        + "so the real request may still replay an earlier notification (Idempotent-Replayed) or conflict "
+        + "with one (409 idempotency_key_reused)"
+}
+
+/// `POST /v1/notifications` with `"dryRun": true`: what the request would create, nothing written.
+struct DryRunBody: Encodable {
+    var dryRun = true
+    var idempotencyKeys = DryRunNote.idempotencyKeys
+    var notification: DryRunNotificationBody
+}
+
+/// `POST /v1/notifications:batch` with `"dryRun": true`: each item's dry run, in input order.
+struct DryRunBatchBody: Encodable {
+    var dryRun = true
+    var idempotencyKeys = DryRunNote.idempotencyKeys
+    var notifications: [DryRunNotificationBody]
+}
+
+/// One notification as a dry run found it (``NotificationDryRun``): the row it would be, its
+/// hub sends with the payload each would carry, and the registry's live devices its audience
+/// matches, by platform (`devices` null, with `devicesUncountedReason`, when the registry
+/// cannot tell).
+struct DryRunNotificationBody: Encodable {
+    var dryRun: NotificationDryRun
+
+    init(_ dryRun: NotificationDryRun) { self.dryRun = dryRun }
+
+    enum CodingKeys: String, CodingKey {
+        case target, idempotencyKey, repeatsItem, state, sendAt, deadline, telemetry, lane, hubSends, devices
+        case devicesUncountedReason
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(TargetBody(dryRun.target), forKey: .target)
+        try container.encodeIfPresent(dryRun.idempotencyKey?.rawValue, forKey: .idempotencyKey)
+        try container.encodeIfPresent(dryRun.repeatsItem, forKey: .repeatsItem)
+        try container.encode(dryRun.state.rawValue, forKey: .state)
+        try container.encodeIfPresent(dryRun.sendAt, forKey: .sendAt)
+        try container.encode(dryRun.deadline, forKey: .deadline)
+        try container.encode(dryRun.telemetry, forKey: .telemetry)
+        try container.encode(dryRun.lane.rawValue, forKey: .lane)
+        try container.encode(dryRun.hubSends.map(DryRunHubSendBody.init), forKey: .hubSends)
+        switch dryRun.devices {
+        case .counted(let counts):
+            try container.encode(
+                Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0.rawValue, counts[$0] ?? 0) }),
+                forKey: .devices)
+        case .uncounted(let reason):
+            try container.encodeNil(forKey: .devices)
+            try container.encode(reason, forKey: .devicesUncountedReason)
+        }
+    }
+}
+
+/// One hub send of a dry run: what its `hub_sends` row would hold (a direct send's handle as
+/// its fingerprint only, as in ``HubSendBody``), the body its hub call would carry, and when its
+/// job would run (absent: at once).
+struct DryRunHubSendBody: Encodable {
+    var format: String
+    var tagExpression: String?
+    var deviceHandleFingerprint: String?
+    var broadcast: Bool
+    var payload: String
+    var runAt: Date?
+
+    init(_ send: HubSendDryRun) {
+        format = send.format.rawValue
+        tagExpression = send.tagExpression
+        deviceHandleFingerprint = send.deviceHandle.map(DeviceHandle.fingerprint)
+        broadcast = send.broadcast
+        payload = send.payload
+        runAt = send.runAt
+    }
+}

@@ -253,7 +253,7 @@ struct StatsBody: Encodable {
     }
 
     /// The queues always listed, with zeros when they hold no job.
-    static let knownQueues = [NotificationJobs.queue, DeviceJobs.queue]
+    static let knownQueues = [NotificationJobs.queue, DeviceJobs.queue, WebhookJobs.queue]
 
     init(_ stats: OpsStats, generatedAt: Date) {
         window = stats.window.rawValue

@@ -311,12 +311,21 @@ enum CampaignStatements {
         """
     }
 
-    /// Ends runs `ids` with their states and counts (JSON texts), in one statement.
+    /// Ends runs `ids` with their states and counts (JSON texts), and writes each run's
+    /// `campaign_run.finished` event, in one statement.
     static func settle(ids: [Int64], states: [String], counts: [String]) -> PostgresQuery {
         """
-        UPDATE campaign_runs r SET state = u.state, counts = u.counts::jsonb, finished_at = coalesce(r.finished_at, now())
-        FROM unnest(\(ids)::int8[], \(states)::text[], \(counts)::text[]) AS u(id, state, counts)
-        WHERE r.id = u.id
+        WITH settled AS (
+            UPDATE campaign_runs r SET state = u.state, counts = u.counts::jsonb,
+                finished_at = coalesce(r.finished_at, now())
+            FROM unnest(\(ids)::int8[], \(states)::text[], \(counts)::text[]) AS u(id, state, counts)
+            WHERE r.id = u.id
+            RETURNING r.id, r.campaign_id, r.state
+        )
+        INSERT INTO events (type, api_key_id, campaign_run_id, data)
+        SELECT \(EventType.campaignRunFinished.rawValue), c.owner_api_key_id, s.id,
+               jsonb_build_object('campaignId', s.campaign_id, 'campaignRunId', s.id, 'state', s.state)
+        FROM settled s JOIN campaigns c ON c.id = s.campaign_id
         """
     }
 

@@ -27,11 +27,7 @@ extension CampaignStore {
             let (campaign, now) = try await CampaignStatements.lock(id, on: connection, logger: logger, share: true)
             try Self.check(campaign, apiKeyID.map { OpsActor(apiKeyID: $0, isAdmin: isAdmin) })
             guard campaign.state != .archived else { throw Self.archived(campaign) }
-            guard campaign.state != .paused else {
-                throw DomainError(
-                    code: .campaignPaused,
-                    message: "campaign \"\(campaign.definition.name)\" is paused; resume it to fire it", kind: .conflict)
-            }
+            guard campaign.state != .paused else { throw Self.paused(campaign) }
             let instant: Date =
                 switch slot {
                 case .now: Date(timeIntervalSince1970: (now.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
@@ -55,16 +51,71 @@ extension CampaignStore {
         }
     }
 
+    /// `campaign_paused` (409): a pause stops every way of firing.
+    static func paused(_ campaign: Campaign) -> DomainError {
+        DomainError(
+            code: .campaignPaused,
+            message: "campaign \"\(campaign.definition.name)\" is paused; resume it to fire it", kind: .conflict)
+    }
+
     /// One slot, inside the caller's transaction: the run row, and (for a running run) its
-    /// notification, hub sends and jobs. A local-time run's waves are planned from the zones of
-    /// its audience's devices (a `users` audience grouped by zone: each zone's wave names only
-    /// the users with a device there). A run whose hub sends, all waves and formats together,
-    /// are over ``maxHubSendsPerRun`` is recorded `Refused` with the reason and writes nothing
-    /// else; a local-time `users` run none of whose users has a device is `Completed` at once.
+    /// notification, hub sends and jobs, as ``plan(_:slot:state:now:on:)`` plans them. A slot
+    /// or key that already has a run answers it and writes nothing else.
     func fire(
         _ campaign: Campaign, slot: Date, state: CampaignRunState, by firing: CampaignFiring, apiKeyID: Int64?,
         idempotencyKey: IdempotencyKey?, now: Date, on connection: PostgresConnection
     ) async throws -> CampaignFireResult {
+        let definition = campaign.definition
+        let plan = try await self.plan(campaign, slot: slot, state: state, now: now, on: connection)
+        let (state, reason, waves) = (plan.state, plan.reason, plan.waves)
+        let startedAt: Date? = state == .running || state == .completed ? now : nil
+        let finishedAt: Date? = state == .running ? nil : now
+        let inserted = try await connection.query(
+            CampaignStatements.insertRun(
+                campaignID: campaign.id, slot: slot, firedBy: firing, state: state, apiKeyID: apiKeyID,
+                idempotencyKey: idempotencyKey?.rawValue, startedAt: startedAt, finishedAt: finishedAt, reason: reason),
+            logger: logger)
+        var runID: CampaignRunID?
+        for try await id in inserted.decode(Int64.self) { runID = id }
+        guard let runID else {
+            // The slot, or the key, has its run: read it (the winner has committed: the insert
+            // waited on its index entry).
+            let rows = try await connection.query(
+                CampaignStatements.existingRun(
+                    campaignID: campaign.id, slot: slot, idempotencyKey: idempotencyKey?.rawValue ?? ""),
+                logger: logger)
+            for try await row in rows { return .existing(try CampaignStatements.run(row)) }
+            throw StorageError(.query, "campaign \(campaign.id): slot \(slot) conflicted but has no run")
+        }
+        var notificationID: NotificationID?
+        if !waves.isEmpty {
+            notificationID = try await insertWaves(
+                waves, of: campaign, usersByZone: plan.usersByZone, runID: runID, now: now, on: connection)
+        } else if state == .running {
+            let rows = try Self.runRows(definition, now: now)
+            try await notifications.insert(
+                rows, sender: .campaignRun(runID, campaign: campaign.id),
+                throttlePerSecond: definition.throttlePerSecond, on: connection)
+            notificationID = rows.ids.first
+        }
+        return .fired(
+            CampaignRun(
+                id: runID, campaignID: campaign.id, slot: slot, firedBy: firing, state: state, counts: .empty,
+                notificationID: notificationID, createdAt: now, startedAt: startedAt, finishedAt: finishedAt,
+                waves: waves.isEmpty ? [] : try await Self.waves(of: runID, on: connection, logger: logger),
+                reason: reason))
+    }
+
+    /// A run of `slot` as ``fire(_:slot:state:by:apiKeyID:idempotencyKey:now:on:)`` would make
+    /// it at `now`, planned with reads only (the fire and a preview share it): a local-time
+    /// run's waves from the zones of its audience's devices (a `users` audience grouped by zone:
+    /// each zone's wave names only the users with a device there). A run whose hub sends, all
+    /// waves and formats together, are over ``maxHubSendsPerRun`` is `Refused` with the reason
+    /// and no waves; a local-time `users` run none of whose users has a device is `Completed`;
+    /// one whose every wave is past its catch-up window is `Missed`.
+    func plan(
+        _ campaign: Campaign, slot: Date, state: CampaignRunState, now: Date, on connection: PostgresConnection
+    ) async throws -> CampaignRunPlan {
         let definition = campaign.definition
         var state = state
         var reason: String?
@@ -89,8 +140,9 @@ extension CampaignStore {
                 state = .missed
             }
         }
+        var sends = 0
         if state == .running {
-            let sends =
+            sends =
                 nobody
                 ? 0
                 : waves.isEmpty
@@ -106,44 +158,39 @@ extension CampaignStore {
                 state = .completed
             }
         }
-        let startedAt: Date? = state == .running || state == .completed ? now : nil
-        let finishedAt: Date? = state == .running ? nil : now
-        let inserted = try await connection.query(
-            CampaignStatements.insertRun(
-                campaignID: campaign.id, slot: slot, firedBy: firing, state: state, apiKeyID: apiKeyID,
-                idempotencyKey: idempotencyKey?.rawValue, startedAt: startedAt, finishedAt: finishedAt, reason: reason),
-            logger: logger)
-        var runID: CampaignRunID?
-        for try await id in inserted.decode(Int64.self) { runID = id }
-        guard let runID else {
-            // The slot, or the key, has its run: read it (the winner has committed: the insert
-            // waited on its index entry).
-            let rows = try await connection.query(
-                CampaignStatements.existingRun(
-                    campaignID: campaign.id, slot: slot, idempotencyKey: idempotencyKey?.rawValue ?? ""),
-                logger: logger)
-            for try await row in rows { return .existing(try CampaignStatements.run(row)) }
-            throw StorageError(.query, "campaign \(campaign.id): slot \(slot) conflicted but has no run")
+        return CampaignRunPlan(state: state, reason: reason, waves: waves, usersByZone: usersByZone, hubSends: sends)
+    }
+
+    /// The notification of a run without waves, as its rows (``NotificationRows``).
+    static func runRows(_ definition: CampaignDefinition, now: Date) throws -> NotificationRows {
+        let request = try definition.notificationRequest.validated(now: now)
+        var rows = NotificationRows()
+        _ = try rows.append(request, now: now, encoder: NotificationRows.encoder())
+        return rows
+    }
+
+    /// The notifications of a local-time run's waves, as their rows: one for each wave that goes
+    /// out (sent at its instant, or at once when it started late; a `users` audience's wave
+    /// names the users of its zone in `usersByZone`), and each wave's notification id (`""`
+    /// for a missed wave, which has none).
+    static func waveRows(
+        _ waves: [CampaignWavePlan], of definition: CampaignDefinition, usersByZone: [String: [String]], now: Date
+    ) throws -> (NotificationRows, [String]) {
+        var rows = NotificationRows()
+        let encoder = NotificationRows.encoder()
+        var notificationIDs: [String] = []
+        for wave in waves {
+            guard wave.start != .missed else {
+                notificationIDs.append("")
+                continue
+            }
+            let request = try definition.waveRequest(
+                zone: wave.zone, users: usersByZone[wave.zone], sendAt: wave.start == .scheduled ? wave.instant : nil
+            ).validated(now: now)
+            _ = try rows.append(request, now: now, encoder: encoder)
+            notificationIDs.append(rows.ids.last?.uuidString ?? "")
         }
-        var notificationID: NotificationID?
-        if !waves.isEmpty {
-            notificationID = try await insertWaves(
-                waves, of: campaign, usersByZone: usersByZone, runID: runID, now: now, on: connection)
-        } else if state == .running {
-            let request = try definition.notificationRequest.validated(now: now)
-            var rows = NotificationRows()
-            _ = try rows.append(request, now: now, encoder: NotificationRows.encoder())
-            try await notifications.insert(
-                rows, sender: .campaignRun(runID, campaign: campaign.id),
-                throttlePerSecond: definition.throttlePerSecond, on: connection)
-            notificationID = rows.ids.first
-        }
-        return .fired(
-            CampaignRun(
-                id: runID, campaignID: campaign.id, slot: slot, firedBy: firing, state: state, counts: .empty,
-                notificationID: notificationID, createdAt: now, startedAt: startedAt, finishedAt: finishedAt,
-                waves: waves.isEmpty ? [] : try await Self.waves(of: runID, on: connection, logger: logger),
-                reason: reason))
+        return (rows, notificationIDs)
     }
 
     /// The zones of every live device (their zone tags, read through the `devices_zone_tag`
@@ -177,20 +224,8 @@ extension CampaignStore {
         _ waves: [CampaignWavePlan], of campaign: Campaign, usersByZone: [String: [String]], runID: CampaignRunID,
         now: Date, on connection: PostgresConnection
     ) async throws -> NotificationID? {
-        var rows = NotificationRows()
-        let encoder = NotificationRows.encoder()
-        var notificationIDs: [String] = []
-        for wave in waves {
-            guard wave.start != .missed else {
-                notificationIDs.append("")
-                continue
-            }
-            let request = try campaign.definition.waveRequest(
-                zone: wave.zone, users: usersByZone[wave.zone], sendAt: wave.start == .scheduled ? wave.instant : nil
-            ).validated(now: now)
-            _ = try rows.append(request, now: now, encoder: encoder)
-            notificationIDs.append(rows.ids.last?.uuidString ?? "")
-        }
+        let (rows, notificationIDs) = try Self.waveRows(
+            waves, of: campaign.definition, usersByZone: usersByZone, now: now)
         try await notifications.insert(
             rows, sender: .campaignRun(runID, campaign: campaign.id),
             throttlePerSecond: campaign.definition.throttlePerSecond, on: connection)
@@ -318,36 +353,9 @@ extension CampaignStore {
                 let first = campaign.nextSlot
             else { return nil }
             var tick = CampaignTick()
-            let definition = campaign.definition
-            let schedule = definition.schedule
-            // The due slots, newest last: the first, then the schedule's up to now.
-            var slots = [first]
-            var missedBeyond = 0
-            var cursor = first
-            let kept = Self.maxMissedRecorded + 1
-            while let next = schedule.nextSlot(after: cursor), next <= now {
-                slots.append(next)
-                cursor = next
-                // Keep the newest `kept` (trimmed in halves, so a long outage stays linear).
-                if slots.count >= 2 * kept {
-                    missedBeyond += slots.count - kept
-                    slots.removeFirst(slots.count - kept)
-                }
-            }
-            if slots.count > kept {
-                missedBeyond += slots.count - kept
-                slots.removeFirst(slots.count - kept)
-            }
-            tick.missedUnrecorded += missedBeyond
-            let catchUp = TimeInterval(definition.catchUp)
-            // Too late: the slot (a local-time run: its last possible wave) is past the window.
-            let missed = slots.filter { slot in
-                let last = definition.localTime.map {
-                    LocalTimeWaves.latestWave(slot: slot, at: $0, campaignZone: schedule.timeZoneIdentifier)
-                } ?? slot
-                return now.timeIntervalSince(last) >= catchUp
-            }
-            let live = Array(slots.dropFirst(missed.count))
+            let due = Self.dueSlots(campaign.definition, from: first, now: now)
+            let (missed, live) = (due.missed, due.live)
+            tick.missedUnrecorded += due.missedBeyond
             if !missed.isEmpty {
                 var recorded = 0
                 for try await _ in try await connection.query(
@@ -358,11 +366,50 @@ extension CampaignStore {
                 tick.missed += recorded
                 tick.duplicates += missed.count - recorded
             }
-            let next = live.first ?? schedule.nextSlot(after: max(cursor, now))
+            let next = live.first ?? due.next
             try await connection.query(
                 CampaignStatements.moveNextSlot(id: id, next, error: .keep, now: now), logger: logger)
             return (live, tick)
         }
+    }
+
+    /// A campaign's due slots at `now`, from its next slot `first` (due: not after `now`), as
+    /// the scheduler takes them (``planDue(id:)``): the newest ``maxMissedRecorded`` + 1 of them
+    /// (`missedBeyond` counts the older ones), split into those too late to fire (the slot, or
+    /// for a local-time run its last possible wave, is past the catch-up window: `missed`) and
+    /// those that fire, oldest first (`live`); and the slot after them all (`next`).
+    static func dueSlots(
+        _ definition: CampaignDefinition, from first: Date, now: Date
+    ) -> (missed: [Date], live: [Date], missedBeyond: Int, next: Date?) {
+        let schedule = definition.schedule
+        // The due slots, newest last: the first, then the schedule's up to now.
+        var slots = [first]
+        var missedBeyond = 0
+        var cursor = first
+        let kept = Self.maxMissedRecorded + 1
+        while let next = schedule.nextSlot(after: cursor), next <= now {
+            slots.append(next)
+            cursor = next
+            // Keep the newest `kept` (trimmed in halves, so a long outage stays linear).
+            if slots.count >= 2 * kept {
+                missedBeyond += slots.count - kept
+                slots.removeFirst(slots.count - kept)
+            }
+        }
+        if slots.count > kept {
+            missedBeyond += slots.count - kept
+            slots.removeFirst(slots.count - kept)
+        }
+        let catchUp = TimeInterval(definition.catchUp)
+        // Too late: the slot (a local-time run: its last possible wave) is past the window.
+        let missed = slots.filter { slot in
+            let last = definition.localTime.map {
+                LocalTimeWaves.latestWave(slot: slot, at: $0, campaignZone: schedule.timeZoneIdentifier)
+            } ?? slot
+            return now.timeIntervalSince(last) >= catchUp
+        }
+        let live = Array(slots.dropFirst(missed.count))
+        return (missed, live, missedBeyond, schedule.nextSlot(after: max(cursor, now)))
     }
 
     /// One due slot of ``fireDue(id:)``, in its own transaction under the campaign's row lock:

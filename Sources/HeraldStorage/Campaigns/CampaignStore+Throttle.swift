@@ -83,4 +83,38 @@ enum ThrottlePlan {
         }
         throw StorageError(.query, "the throttle's plan clock answered nothing")
     }
+
+    /// Where ``start(campaignID:count:rate:on:logger:)`` would start a run fired at `at`,
+    /// without taking the span (a preview's read-only transaction).
+    static func peekStart(
+        campaignID: CampaignID, at: Date, on connection: PostgresConnection, logger: Logger
+    ) async throws -> Date {
+        for try await start in try await connection.query(
+            CampaignStatements.peekThrottlePlan(campaignID: campaignID, at: at), logger: logger
+        ).decode(Date.self) {
+            return start
+        }
+        throw StorageError(.query, "the throttle's plan clock answered nothing")
+    }
+
+    /// The instants the jobs of `rows`' hub sends get under a throttle of `rate` per second,
+    /// in the rows' hub-send order, as ``NotificationStore/insert(_:sender:batch:throttlePerSecond:on:)``
+    /// spreads them: a scheduled notification's sends from its instant, one ``spacing(rate:)``
+    /// apart; the sends due now from `start` (the plan clock's span; nil when none is due now),
+    /// one spacing apart, in order.
+    static func instants(of rows: NotificationRows, start: Date?, rate: Int) -> [Date?] {
+        let spacing = spacing(rate: rate)
+        var spread: [UUID: Int] = [:]
+        var dueNowIndex = 0
+        return rows.sendIDs.map { notificationID in
+            if let runAt = rows.runAt[notificationID] {
+                let index = spread[notificationID, default: 0]
+                spread[notificationID] = index + 1
+                return runAt.addingTimeInterval(Double(index) * spacing)
+            }
+            guard let start else { return nil }
+            defer { dueNowIndex += 1 }
+            return start.addingTimeInterval(Double(dueNowIndex) * spacing)
+        }
+    }
 }

@@ -13,12 +13,12 @@ public enum HeraldQueueLanes {
     /// a sender served slower than its weight falls behind the clock, and new senders' first
     /// sends then wait behind its line.
     public static let defaultWeights: [HeraldLane: Double] = [
-        .interactive: 1000, .bulk: 10, .campaign: 10, .telemetry: 2,
+        .interactive: 1000, .bulk: 10, .campaign: 10, .telemetry: 2, .webhook: 100,
     ]
 
     /// `HERALD_QUEUE_LANES`.
     public static let weights = Setting<[HeraldLane: Double]?>(
-        key: "queue.lanes", default: defaultWeights, defaultText: "`interactive=1000,bulk=10,campaign=10,telemetry=2`",
+        key: "queue.lanes", default: defaultWeights, defaultText: "`interactive=1000,bulk=10,campaign=10,telemetry=2,webhook=100`",
         summary:
             "lane weights, `lane=jobs per second per sender` separated by commas (lanes not named keep their default); `off`: one first-in first-out line (`run_at` order) for every job",
         details: "operations.md"

@@ -244,17 +244,28 @@ enum NotificationStatements {
     }
 
     /// Sets notifications' states (and `finished_at` once final), skipping the ones already in
-    /// that state.
+    /// that state, and writes the event of each change a sender hears of (``EventType``): the
+    /// same statement, so an event exists exactly when its change does.
     struct SetNotificationStates: PostgresPreparedStatement {
         static let name = String(reflecting: Self.self)
 
         typealias Row = Void
 
         static let sql = """
-            UPDATE notifications n SET state = u.state, updated_at = now(),
-                finished_at = CASE WHEN u.final THEN coalesce(n.finished_at, now()) END
-            FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS u(id, state, final)
-            WHERE n.id = u.id AND n.state IS DISTINCT FROM u.state
+            WITH changed AS (
+                UPDATE notifications n SET state = u.state, updated_at = now(),
+                    finished_at = CASE WHEN u.final THEN coalesce(n.finished_at, now()) END
+                FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS u(id, state, final)
+                WHERE n.id = u.id AND n.state IS DISTINCT FROM u.state
+                RETURNING n.id, n.state, n.api_key_id, n.campaign_run_id
+            )
+            INSERT INTO events (type, api_key_id, notification_id, campaign_run_id, data)
+            SELECT \(EventStatements.notificationEventType("c.state")), \(EventStatements.notificationOwner("c")),
+                   c.id, c.campaign_run_id,
+                   jsonb_strip_nulls(jsonb_build_object(
+                       'notificationId', c.id, 'state', c.state, 'campaignRunId', c.campaign_run_id))
+            FROM changed c
+            WHERE \(EventStatements.notificationEventType("c.state")) IS NOT NULL
             """
 
         var ids: [UUID]

@@ -23,24 +23,7 @@ extension NotificationStore {
         -> [AcceptedNotification]
     {
         guard !items.isEmpty else { return [] }
-        guard items.count <= Self.maxBatch else {
-            throw DomainError(
-                code: .batchTooLarge, message: "at most \(Self.maxBatch) notifications per request; got \(items.count)")
-        }
-        let apiKeyID: Int64? = if case .apiKey(let id) = sender { id } else { nil }
-        if apiKeyID == nil, items.contains(where: { $0.idempotencyKey != nil }) {
-            throw DomainError(code: .invalidIdempotencyKey, message: "idempotency keys need an API key")
-        }
-        // Within the call: a key's first item makes the notification, later ones repeat it.
-        var firstIndexForKey: [IdempotencyKey: Int] = [:]
-        for (index, item) in items.enumerated() {
-            guard let key = item.idempotencyKey else { continue }
-            if let first = firstIndexForKey[key] {
-                guard items[first].requestHash == item.requestHash else { throw Self.keyReused(key.rawValue) }
-            } else {
-                firstIndexForKey[key] = index
-            }
-        }
+        let (apiKeyID, firstIndexForKey, _) = try Self.checkedKeys(items, sender: sender)
         let encoder = NotificationRows.encoder()
         let firstIndexForKeyFixed = firstIndexForKey
         return try await StorageSQL.transaction(client, logger: logger, "create notifications", within: wait) { connection in
@@ -160,6 +143,34 @@ extension NotificationStore {
         case .user(let id): (batch ? .bulk : .interactive, "user:\(id)")
         case .campaignRun(let run, _): (.campaign, "run:\(run)")
         }
+    }
+
+    /// The checks of a create before any read: the batch's size, idempotency keys only with an
+    /// API key, and a key repeated within the call only with the same request. Returns the key's
+    /// id, each key's first item, and each repeat's first item (a repeat answers as it does).
+    static func checkedKeys(_ items: [NewNotification], sender: NotificationSender) throws
+        -> (apiKeyID: Int64?, firstIndexForKey: [IdempotencyKey: Int], repeats: [Int: Int])
+    {
+        guard items.count <= Self.maxBatch else {
+            throw DomainError(
+                code: .batchTooLarge, message: "at most \(Self.maxBatch) notifications per request; got \(items.count)")
+        }
+        let apiKeyID: Int64? = if case .apiKey(let id) = sender { id } else { nil }
+        if apiKeyID == nil, items.contains(where: { $0.idempotencyKey != nil }) {
+            throw DomainError(code: .invalidIdempotencyKey, message: "idempotency keys need an API key")
+        }
+        var firstIndexForKey: [IdempotencyKey: Int] = [:]
+        var repeats: [Int: Int] = [:]
+        for (index, item) in items.enumerated() {
+            guard let key = item.idempotencyKey else { continue }
+            if let first = firstIndexForKey[key] {
+                guard items[first].requestHash == item.requestHash else { throw Self.keyReused(key.rawValue) }
+                repeats[index] = first
+            } else {
+                firstIndexForKey[key] = index
+            }
+        }
+        return (apiKeyID, firstIndexForKey, repeats)
     }
 
     static func keyReused(_ key: String) -> DomainError {

@@ -23,6 +23,9 @@ public struct StorageConfiguration: Sendable {
     /// checked when a campaign is saved (`422 run_too_large`) and when a run fires (the run is
     /// `Refused`).
     public var campaignMaxHubSendsPerRun: Int
+    /// Whether webhook endpoints may be on loopback, private and link-local addresses
+    /// (``webhookAllowPrivate``); cloud metadata addresses never are.
+    public var webhookAllowPrivate: Bool
 
     /// `HERALD_MAX_DEVICES_PER_USER`.
     public static let maxDevicesPerUser = Setting.int(
@@ -58,6 +61,11 @@ public struct StorageConfiguration: Sendable {
     )
 
     /// `HERALD_DEFAULT_TIME_ZONE`.
+    public static let webhookAllowPrivate = Setting.toggle(
+        "webhook.allow_private", default: false, details: "webhooks.md",
+        "webhook endpoints may be on loopback, private (RFC 1918, fc00::/7) and link-local addresses, and `http` is allowed for loopback; cloud metadata addresses are refused even so"
+    )
+
     public static let defaultTimeZone = Setting<String>(
         key: "default_time_zone", default: "UTC", defaultText: "UTC",
         summary:
@@ -78,7 +86,7 @@ public struct StorageConfiguration: Sendable {
     public static let settings =
         [maxDevicesPerUser, maxSendAttempts, bcryptCost, databaseWaitSeconds].map(
             \.documentation) + [defaultTimeZone.documentation, preparedStatements.documentation]
-        + [campaignMaxHubSendsPerRun.documentation]
+        + [campaignMaxHubSendsPerRun.documentation, webhookAllowPrivate.documentation]
 
     /// Creates settings; every default is the documented one.
     public init(
@@ -88,7 +96,8 @@ public struct StorageConfiguration: Sendable {
         databaseWait: Duration = .seconds(StorageConfiguration.databaseWaitSeconds.defaultValue),
         defaultTimeZone: String = StorageConfiguration.defaultTimeZone.defaultValue,
         preparedStatements: Bool = StorageConfiguration.preparedStatements.defaultValue,
-        campaignMaxHubSendsPerRun: Int = StorageConfiguration.campaignMaxHubSendsPerRun.defaultValue
+        campaignMaxHubSendsPerRun: Int = StorageConfiguration.campaignMaxHubSendsPerRun.defaultValue,
+        webhookAllowPrivate: Bool = StorageConfiguration.webhookAllowPrivate.defaultValue
     ) {
         self.maxDevicesPerUser = maxDevicesPerUser
         self.maxSendAttempts = maxSendAttempts
@@ -97,6 +106,7 @@ public struct StorageConfiguration: Sendable {
         self.defaultTimeZone = defaultTimeZone
         self.preparedStatements = preparedStatements
         self.campaignMaxHubSendsPerRun = campaignMaxHubSendsPerRun
+        self.webhookAllowPrivate = webhookAllowPrivate
     }
 
     /// Reads every key; throws a ``ConfigurationError`` naming the first malformed one.
@@ -107,6 +117,7 @@ public struct StorageConfiguration: Sendable {
             databaseWait: .seconds(try reader.value(Self.databaseWaitSeconds)),
             defaultTimeZone: try reader.value(Self.defaultTimeZone),
             preparedStatements: try reader.value(Self.preparedStatements),
-            campaignMaxHubSendsPerRun: try reader.value(Self.campaignMaxHubSendsPerRun))
+            campaignMaxHubSendsPerRun: try reader.value(Self.campaignMaxHubSendsPerRun),
+            webhookAllowPrivate: try reader.value(Self.webhookAllowPrivate))
     }
 }

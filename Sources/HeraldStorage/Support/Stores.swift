@@ -21,6 +21,10 @@ public struct Stores: Sendable {
     public let notifications: NotificationStore
     /// Campaigns and their runs.
     public let campaigns: CampaignStore
+    /// Events for senders: the outbox, its sequencer and its feed.
+    public let events: EventStore
+    /// Webhook endpoints and their deliveries.
+    public let webhooks: WebhookStore
     /// Device users.
     public let users: UserStore
     /// Sender API keys.
@@ -58,6 +62,10 @@ public struct Stores: Sendable {
             client: client, logger: logger, notifications: notifications, wait: configuration.databaseWait,
             defaultTimeZone: configuration.defaultTimeZone,
             maxHubSendsPerRun: configuration.campaignMaxHubSendsPerRun)
+        self.events = EventStore(client: client, logger: logger, queue: queue, wait: configuration.databaseWait)
+        self.webhooks = WebhookStore(
+            client: client, logger: logger, queue: queue, wait: configuration.databaseWait,
+            allowPrivate: configuration.webhookAllowPrivate)
         self.users = UserStore(
             client: client, logger: logger, wait: configuration.databaseWait,
             preparedStatements: configuration.preparedStatements)

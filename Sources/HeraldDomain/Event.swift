@@ -1,0 +1,120 @@
+public import Foundation
+
+/// What a sender hears of: a state change of its notifications or its campaigns' runs. The
+/// same events are read from the feed (`GET /v1/events`) and delivered to webhooks.
+public enum EventType: String, Sendable, Hashable, Codable, CaseIterable {
+    /// The hub took every hub send of the notification: the last state of a send without
+    /// telemetry.
+    case notificationEnqueued = "notification.enqueued"
+    /// Telemetry says every device was reached (or none was targeted by a hub send).
+    case notificationCompleted = "notification.completed"
+    /// It ended `Abandoned`, `Unknown` or `NoTargetFound` (the event's `state` says which).
+    case notificationFailed = "notification.failed"
+    /// Its deadline passed before the hub took it.
+    case notificationExpired = "notification.expired"
+    /// Its sender cancelled it.
+    case notificationCancelled = "notification.cancelled"
+    /// A campaign run ended (`state`: `Completed`, `PartiallyFailed`, `Cancelled`).
+    case campaignRunFinished = "campaign_run.finished"
+
+    /// The event a notification's change to `state` makes; nil for states a sender is not told
+    /// of (`Scheduled`, `Queued`, `Processing`).
+    public static func notification(_ state: NotificationState) -> EventType? {
+        switch state {
+        case .scheduled, .queued, .processing: nil
+        case .enqueued: .notificationEnqueued
+        case .completed: .notificationCompleted
+        case .abandoned, .unknown, .noTargetFound: .notificationFailed
+        case .expired: .notificationExpired
+        case .cancelled: .notificationCancelled
+        }
+    }
+
+    /// Parses the `types` query parameter: a comma-separated list of type names.
+    public static func parseList(_ text: String) throws(DomainError) -> [EventType] {
+        var types: [EventType] = []
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let name = part.trimmingCharacters(in: .whitespaces)
+            guard let type = EventType(rawValue: name) else {
+                throw DomainError(
+                    code: .invalidEventType,
+                    message: "unknown event type \"\(name.prefix(64))\"; use \(allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            if !types.contains(type) { types.append(type) }
+        }
+        return types
+    }
+}
+
+/// An event's `data`: the ids of what changed and its new state.
+public struct EventData: Sendable, Hashable, Codable {
+    public var notificationId: NotificationID?
+    public var campaignId: CampaignID?
+    public var campaignRunId: CampaignRunID?
+    public var state: String
+
+    public init(
+        notificationId: NotificationID? = nil, campaignId: CampaignID? = nil, campaignRunId: CampaignRunID? = nil,
+        state: String
+    ) {
+        self.notificationId = notificationId
+        self.campaignId = campaignId
+        self.campaignRunId = campaignRunId
+        self.state = state
+    }
+}
+
+/// One event as the feed lists it and a webhook receives it (the Standard Webhooks payload:
+/// `type`, `timestamp`, `data`, plus the event's id and feed position).
+public struct Event: Sendable, Hashable, Codable {
+    /// Stable across the feed and every delivery attempt (`evt_…`; a webhook's `webhook-id`).
+    public var id: String
+    /// The feed position (a cursor for `after`), as a string so JSON readers keep all 64 bits.
+    public var seq: String
+    public var type: EventType
+    /// When the change committed.
+    public var timestamp: Date
+    public var data: EventData
+
+    public init(id: String, seq: String, type: EventType, timestamp: Date, data: EventData) {
+        self.id = id
+        self.seq = seq
+        self.type = type
+        self.timestamp = timestamp
+        self.data = data
+    }
+
+    /// The public id of the event with row id `rowID`.
+    public static func publicID(_ rowID: Int64) -> String { "evt_\(rowID)" }
+}
+
+/// The webhook delivery jobs.
+public enum WebhookJobs {
+    /// The queue webhook deliveries run on, apart from the hub's sends: a slow receiver takes no
+    /// send's turn.
+    public static let queue = "webhooks"
+    /// Deliver one event to one endpoint (one attempt; the handler schedules the next).
+    public static let deliver = "webhook.deliver"
+}
+
+/// Arguments of `webhook.deliver`.
+public struct WebhookDeliveryArgs: Sendable, Hashable, Codable {
+    /// The `webhook_deliveries` row.
+    public var deliveryID: Int64
+
+    public init(deliveryID: Int64) { self.deliveryID = deliveryID }
+}
+
+extension Event {
+    /// The event as JSON: the feed's entries and the webhooks' bodies (keys sorted, dates ISO
+    /// 8601 in UTC with milliseconds).
+    public func json() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true)))
+        }
+        return try encoder.encode(self)
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import HeraldDomain
+import PostgresNIO
+
+/// The webhook tables' statements (migration 0020).
+enum WebhookStatements {
+    static let endpointColumns = """
+        w.id, w.api_key_id, w.all_keys, w.url, w.types, w.description, w.enabled, w.failing_since, w.paused_at, \
+        w.created_at
+        """
+
+    typealias EndpointRow = (Int64, Int64, Bool, String, [String], String?, Bool, Date?, Date?, Date)
+
+    static func endpoint(_ row: EndpointRow) throws -> WebhookEndpoint {
+        WebhookEndpoint(
+            id: row.0, apiKeyID: row.1, allKeys: row.2, url: row.3,
+            types: try row.4.map { text in
+                guard let type = EventType(rawValue: text) else {
+                    throw StorageError.corruptRow(column: "webhook_endpoints.types", value: text)
+                }
+                return type
+            },
+            description: row.5, enabled: row.6, failingSince: row.7, pausedAt: row.8, createdAt: row.9)
+    }
+
+    /// Who may see or change an endpoint: its key, or any `admin` key (`owner` nil).
+    static func owned(_ owner: Int64?) -> PostgresQuery {
+        "(\(owner)::int8 IS NULL OR w.api_key_id = \(owner))"
+    }
+
+    static func insert(
+        apiKeyID: Int64, allKeys: Bool, url: String, types: [String], secret: String, description: String?
+    ) -> PostgresQuery {
+        """
+        INSERT INTO webhook_endpoints AS w (api_key_id, all_keys, url, types, secret, description)
+        VALUES (\(apiKeyID), \(allKeys), \(url), \(types)::text[], \(secret), \(description))
+        RETURNING \(unescaped: endpointColumns)
+        """
+    }
+
+    static func lockKey(_ apiKeyID: Int64) -> PostgresQuery {
+        "SELECT 1 FROM api_keys WHERE id = \(apiKeyID) FOR UPDATE"
+    }
+
+    static func liveCount(apiKeyID: Int64) -> PostgresQuery {
+        "SELECT count(*) FROM webhook_endpoints WHERE api_key_id = \(apiKeyID) AND deleted_at IS NULL"
+    }
+
+    static func list(owner: Int64?) -> PostgresQuery {
+        """
+        SELECT \(unescaped: endpointColumns) FROM webhook_endpoints w
+        WHERE w.deleted_at IS NULL AND (\(owner)::int8 IS NULL OR w.api_key_id = \(owner)) ORDER BY w.id
+        """
+    }
+
+    static func find(id: Int64, owner: Int64?) -> PostgresQuery {
+        """
+        SELECT \(unescaped: endpointColumns) FROM webhook_endpoints w
+        WHERE w.id = \(id) AND w.deleted_at IS NULL AND (\(owner)::int8 IS NULL OR w.api_key_id = \(owner))
+        """
+    }
+
+    /// Applies a change; enabling an endpoint closes its circuit.
+    static func update(
+        id: Int64, owner: Int64?, url: String?, types: [String]?, allKeys: Bool?, setDescription: Bool,
+        description: String?, enabled: Bool?
+    ) -> PostgresQuery {
+        """
+        UPDATE webhook_endpoints w SET
+            url = coalesce(\(url), w.url), types = coalesce(\(types)::text[], w.types),
+            all_keys = coalesce(\(allKeys), w.all_keys),
+            description = CASE WHEN \(setDescription) THEN \(description) ELSE w.description END,
+            enabled = coalesce(\(enabled), w.enabled),
+            paused_at = CASE WHEN \(enabled) THEN NULL ELSE w.paused_at END,
+            failing_since = CASE WHEN \(enabled) THEN NULL ELSE w.failing_since END,
+            updated_at = now()
+        WHERE w.id = \(id) AND w.deleted_at IS NULL AND (\(owner)::int8 IS NULL OR w.api_key_id = \(owner))
+        RETURNING \(unescaped: endpointColumns)
+        """
+    }
+
+    static func delete(id: Int64, owner: Int64?) -> PostgresQuery {
+        """
+        UPDATE webhook_endpoints w SET deleted_at = now(), updated_at = now()
+        WHERE w.id = \(id) AND w.deleted_at IS NULL AND (\(owner)::int8 IS NULL OR w.api_key_id = \(owner))
+        RETURNING w.id
+        """
+    }
+
+    /// The deliveries of the events `eventIDs` to every enabled endpoint that wants them: id,
+    /// endpoint, and whether the endpoint's circuit is open (paused: no job until resumed).
+    static func fanOut(eventIDs: [Int64]) -> PostgresQuery {
+        """
+        INSERT INTO webhook_deliveries (endpoint_id, event_id)
+        SELECT w.id, e.id FROM events e
+        JOIN webhook_endpoints w ON w.deleted_at IS NULL AND w.enabled AND e.type = ANY(w.types)
+                                 AND (w.all_keys OR w.api_key_id = e.api_key_id)
+        WHERE e.id = ANY(\(eventIDs)::int8[])
+        ORDER BY e.seq, w.id
+        RETURNING id, endpoint_id, (SELECT paused_at IS NOT NULL FROM webhook_endpoints p WHERE p.id = endpoint_id)
+        """
+    }
+
+    static let deliveryColumns = """
+        d.id, d.endpoint_id, d.event_id, e.type, d.state, d.attempts, d.last_status, d.last_error, \
+        d.last_latency_ms, d.response_excerpt, d.next_try_at, d.created_at, d.delivered_at
+        """
+
+    typealias DeliveryRow = (Int64, Int64, Int64, String?, String, Int32, Int32?, String?, Int32?, String?, Date?, Date, Date?)
+
+    static func delivery(_ row: DeliveryRow) throws -> WebhookDeliveryRecord {
+        guard let state = WebhookDeliveryRecord.State(rawValue: row.4) else {
+            throw StorageError.corruptRow(column: "webhook_deliveries.state", value: row.4)
+        }
+        return WebhookDeliveryRecord(
+            id: row.0, endpointID: row.1, eventID: Event.publicID(row.2), eventType: row.3.flatMap(EventType.init),
+            state: state, attempts: Int(row.5), lastStatus: row.6.map(Int.init), lastError: row.7,
+            lastLatencyMs: row.8.map(Int.init), responseExcerpt: row.9, nextTryAt: row.10, createdAt: row.11,
+            deliveredAt: row.12)
+    }
+
+    /// An endpoint's deliveries, newest first, before delivery `before`.
+    static func deliveries(endpointID: Int64, before: Int64, limit: Int) -> PostgresQuery {
+        """
+        SELECT \(unescaped: deliveryColumns) FROM webhook_deliveries d LEFT JOIN events e ON e.id = d.event_id
+        WHERE d.endpoint_id = \(endpointID) AND d.id < \(before) ORDER BY d.id DESC LIMIT \(limit)
+        """
+    }
+
+    /// New deliveries to `endpointID` of delivery `deliveryID`'s event, or of the events that
+    /// occurred in `from..<to` which the endpoint would receive, at most `limit`.
+    static func replay(endpointID: Int64, deliveryID: Int64?, from: Date?, to: Date?, limit: Int) -> PostgresQuery {
+        """
+        INSERT INTO webhook_deliveries (endpoint_id, event_id)
+        SELECT w.id, e.id FROM webhook_endpoints w JOIN events e ON e.seq IS NOT NULL
+        WHERE w.id = \(endpointID)
+          AND (CASE WHEN \(deliveryID)::int8 IS NOT NULL
+                    THEN e.id = (SELECT event_id FROM webhook_deliveries WHERE id = \(deliveryID) AND endpoint_id = w.id)
+                    ELSE e.occurred_at >= \(from) AND e.occurred_at < \(to) AND e.type = ANY(w.types)
+                         AND (w.all_keys OR w.api_key_id = e.api_key_id) END)
+        ORDER BY e.seq LIMIT \(limit)
+        RETURNING id
+        """
+    }
+
+    /// One attempt's needs.
+    static func attempt(deliveryID: Int64) -> PostgresQuery {
+        """
+        SELECT d.id, d.endpoint_id, w.url, w.secret, w.enabled, w.paused_at IS NOT NULL, w.deleted_at IS NOT NULL,
+               d.state, d.attempts, e.id, e.seq, e.type, e.occurred_at, e.data::text
+        FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+        LEFT JOIN events e ON e.id = d.event_id
+        WHERE d.id = \(deliveryID)
+        """
+    }
+
+    /// Records an attempt: delivered, failed for good, or waiting `retryIn` seconds; only when
+    /// no other attempt was recorded since `attempts` was read (and the delivery still waits).
+    static func record(
+        deliveryID: Int64, attempts: Int, state: String, status: Int?, error: String?, latencyMs: Int, excerpt: String?,
+        retryIn: Double?
+    ) -> PostgresQuery {
+        """
+        UPDATE webhook_deliveries SET state = \(state), attempts = attempts + 1, last_status = \(status.map(Int32.init)),
+            last_error = \(error), last_latency_ms = \(Int32(clamping: latencyMs)), response_excerpt = \(excerpt),
+            next_try_at = now() + make_interval(secs => \(retryIn)),
+            delivered_at = CASE WHEN \(state) = 'Delivered' THEN now() END, updated_at = now()
+        WHERE id = \(deliveryID) AND attempts = \(Int32(clamping: attempts)) AND state = 'Pending'
+        RETURNING id
+        """
+    }
+
+    /// The endpoint's circuit after an attempt: a success closes it; a failure starts or keeps
+    /// its failing time and pauses it once that is older than `pauseAfter` seconds. Whether it
+    /// is now paused.
+    static func circuit(endpointID: Int64, succeeded: Bool, pauseAfter: Double) -> PostgresQuery {
+        """
+        UPDATE webhook_endpoints SET
+            failing_since = CASE WHEN \(succeeded) THEN NULL ELSE coalesce(failing_since, now()) END,
+            paused_at = CASE WHEN \(succeeded) THEN paused_at
+                             WHEN failing_since < now() - make_interval(secs => \(pauseAfter))
+                             THEN coalesce(paused_at, now()) ELSE paused_at END
+        WHERE id = \(endpointID)
+        RETURNING paused_at IS NOT NULL
+        """
+    }
+
+    /// The pending deliveries of a resumed endpoint, for their jobs.
+    static func pending(endpointID: Int64, limit: Int) -> PostgresQuery {
+        """
+        SELECT id FROM webhook_deliveries WHERE endpoint_id = \(endpointID) AND state = 'Pending' ORDER BY id LIMIT \(limit)
+        """
+    }
+
+    /// Deletes at most `limit` deliveries older than `seconds`.
+    static func prune(olderThan seconds: Double, limit: Int) -> PostgresQuery {
+        """
+        DELETE FROM webhook_deliveries WHERE id IN (
+            SELECT id FROM webhook_deliveries WHERE created_at < now() - make_interval(secs => \(seconds))
+            ORDER BY created_at LIMIT \(limit))
+        """
+    }
+
+    /// Endpoints paused by their circuit: the alert's gauge.
+    static func pausedCount() -> PostgresQuery {
+        "SELECT count(*) FROM webhook_endpoints WHERE deleted_at IS NULL AND enabled AND paused_at IS NOT NULL"
+    }
+}

@@ -1,0 +1,314 @@
+public import Foundation
+public import HeraldDomain
+public import Logging
+public import PostgresNIO
+public import PostgresQueue
+
+/// Webhook endpoints and their deliveries. The endpoints are a key's own (an `admin` key sees
+/// and changes every key's: `owner` nil); a delivery is one event to one endpoint, made when the
+/// sequencer numbers the event (``EventStore/sequence(batch:)``), with one `webhook.deliver` job
+/// per delivery.
+public struct WebhookStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+    let queue: JobQueue
+    let wait: Duration
+    /// `HERALD_WEBHOOK_ALLOW_PRIVATE` (``WebhookURL``).
+    public let allowPrivate: Bool
+
+    /// The most live endpoints one key may have.
+    public static let maxEndpointsPerKey = 10
+    /// The default waits before each retry of a failed delivery: 11 attempts over about a day.
+    public static let retrySchedule: [Duration] = [
+        .seconds(5), .seconds(30), .seconds(120), .seconds(600), .seconds(1800), .seconds(3600), .seconds(7200),
+        .seconds(14_400), .seconds(28_800), .seconds(28_800),
+    ]
+    /// An endpoint whose every attempt has failed for this long is paused (its circuit opens)
+    /// until its owner enables it again; its deliveries wait, none is lost.
+    public static let pauseAfter = Duration.seconds(6 * 3600)
+    /// The most deliveries one replay makes.
+    public static let maxReplay = 10_000
+
+    public init(client: PostgresClient, logger: Logger, queue: JobQueue, wait: Duration, allowPrivate: Bool = false) {
+        self.client = client
+        self.logger = logger
+        self.queue = queue
+        self.wait = wait
+        self.allowPrivate = allowPrivate
+    }
+
+    // MARK: Endpoints
+
+    /// Makes an endpoint for key `apiKeyID` with a new secret: the endpoint and the secret, which
+    /// is never shown again. The URL must pass ``WebhookURL``; `allKeys` needs an `admin` key; at
+    /// most ``maxEndpointsPerKey`` per key.
+    public func create(
+        url text: String, types: [EventType], allKeys: Bool, description: String?, apiKeyID: Int64, isAdmin: Bool
+    ) async throws -> (WebhookEndpoint, secret: String) {
+        let url = try WebhookURL.validated(text, allowPrivate: allowPrivate).absoluteString
+        let secret = WebhookSecret.generate().serialized
+        if allKeys, !isAdmin {
+            throw DomainError(code: .invalidRequest, message: "only an admin key may receive every key's events (allKeys)")
+        }
+        return try await StorageSQL.transaction(client, logger: logger, "create a webhook endpoint", within: wait) {
+            [logger] connection in
+            // One key's creations take turns (on its row), so two at once cannot both pass the count.
+            _ = try await connection.query(WebhookStatements.lockKey(apiKeyID), logger: logger)
+            let count = try await connection.query(WebhookStatements.liveCount(apiKeyID: apiKeyID), logger: logger)
+            for try await live in count.decode(Int64.self) where live >= Self.maxEndpointsPerKey {
+                throw DomainError(
+                    code: .tooManyWebhooks, message: "a key has at most \(Self.maxEndpointsPerKey) webhook endpoints",
+                    kind: .overLimit)
+            }
+            let rows = try await connection.query(
+                WebhookStatements.insert(
+                    apiKeyID: apiKeyID, allKeys: allKeys, url: url, types: types.map(\.rawValue), secret: secret,
+                    description: description), logger: logger)
+            for try await row in rows.decode(WebhookStatements.EndpointRow.self) {
+                return (try WebhookStatements.endpoint(row), secret)
+            }
+            throw StorageError(.corruptRow, "the new webhook endpoint was not returned")
+        }
+    }
+
+    /// The endpoints `owner` may see (every live one for nil), in id order.
+    public func list(owner: Int64?) async throws -> [WebhookEndpoint] {
+        try await StorageSQL.run("list webhook endpoints", within: wait) { [client, logger] in
+            var endpoints: [WebhookEndpoint] = []
+            let rows = try await client.query(WebhookStatements.list(owner: owner), logger: logger)
+            for try await row in rows.decode(WebhookStatements.EndpointRow.self) {
+                endpoints.append(try WebhookStatements.endpoint(row))
+            }
+            return endpoints
+        }
+    }
+
+    /// Endpoint `id` when `owner` may see it.
+    public func endpoint(id: Int64, owner: Int64?) async throws -> WebhookEndpoint? {
+        try await StorageSQL.run("read a webhook endpoint", within: wait) { [client, logger] in
+            let rows = try await client.query(WebhookStatements.find(id: id, owner: owner), logger: logger)
+            for try await row in rows.decode(WebhookStatements.EndpointRow.self) { return try WebhookStatements.endpoint(row) }
+            return nil
+        }
+    }
+
+    /// Changes endpoint `id`; enabling it closes its circuit and sends its waiting deliveries.
+    /// Nil when `owner` has no such endpoint.
+    public func update(id: Int64, owner: Int64?, isAdmin: Bool, _ change: WebhookEndpointChange) async throws
+        -> WebhookEndpoint?
+    {
+        if change.allKeys == true, !isAdmin {
+            throw DomainError(code: .invalidRequest, message: "only an admin key may receive every key's events (allKeys)")
+        }
+        var change = change
+        if let text = change.url { change.url = try WebhookURL.validated(text, allowPrivate: allowPrivate).absoluteString }
+        let checked = change
+        return try await StorageSQL.transaction(client, logger: logger, "change a webhook endpoint", within: wait) {
+            [logger, queue] connection in
+            let change = checked
+            let rows = try await connection.query(
+                WebhookStatements.update(
+                    id: id, owner: owner, url: change.url, types: change.types?.map(\.rawValue), allKeys: change.allKeys,
+                    setDescription: change.description != nil, description: change.description ?? nil,
+                    enabled: change.enabled), logger: logger)
+            var updated: WebhookEndpoint?
+            for try await row in rows.decode(WebhookStatements.EndpointRow.self) {
+                updated = try WebhookStatements.endpoint(row)
+            }
+            guard let updated else { return nil }
+            if change.enabled == true {
+                var jobs: [NewJob] = []
+                let pending = try await connection.query(
+                    WebhookStatements.pending(endpointID: id, limit: Self.maxReplay), logger: logger)
+                for try await deliveryID in pending.decode(Int64.self) {
+                    jobs.append(try .webhookDelivery(WebhookDeliveryArgs(deliveryID: deliveryID), endpointID: id))
+                }
+                try await queue.enqueue(jobs, on: connection)
+            }
+            return updated
+        }
+    }
+
+    /// Deletes endpoint `id`: it gets no new delivery, and its waiting ones end `Failed`. False
+    /// when `owner` has no such endpoint.
+    public func delete(id: Int64, owner: Int64?) async throws -> Bool {
+        try await StorageSQL.run("delete a webhook endpoint", within: wait) { [client, logger] in
+            try await client.query(WebhookStatements.delete(id: id, owner: owner), logger: logger).count() == 1
+        }
+    }
+
+    // MARK: Deliveries
+
+    /// Writes the deliveries of events `eventIDs` (just numbered, in feed order) and their jobs,
+    /// on the sequencer's connection and transaction. Paused endpoints' deliveries get no job:
+    /// enabling the endpoint sends them.
+    static func fanOut(eventIDs: [Int64], queue: JobQueue, on connection: PostgresConnection, logger: Logger)
+        async throws -> Int
+    {
+        guard !eventIDs.isEmpty else { return 0 }
+        let rows = try await connection.query(WebhookStatements.fanOut(eventIDs: eventIDs), logger: logger)
+        var jobs: [NewJob] = []
+        var count = 0
+        for try await (id, endpointID, paused) in rows.decode((Int64, Int64, Bool?).self) {
+            count += 1
+            if paused != true {
+                jobs.append(try .webhookDelivery(WebhookDeliveryArgs(deliveryID: id), endpointID: endpointID))
+            }
+        }
+        try await queue.enqueue(jobs, on: connection)
+        return count
+    }
+
+    /// An endpoint's delivery log, newest first: at most `limit` (1–200) deliveries before
+    /// delivery `before`.
+    public func deliveries(endpointID: Int64, before: Int64? = nil, limit: Int? = nil) async throws -> [WebhookDeliveryRecord] {
+        let size = try PageCursor.pageSize(limit, default: 50, max: 200)
+        return try await StorageSQL.run("read webhook deliveries", within: wait) { [client, logger] in
+            var deliveries: [WebhookDeliveryRecord] = []
+            let rows = try await client.query(
+                WebhookStatements.deliveries(endpointID: endpointID, before: before ?? Int64.max, limit: size),
+                logger: logger)
+            for try await row in rows.decode(WebhookStatements.DeliveryRow.self) {
+                deliveries.append(try WebhookStatements.delivery(row))
+            }
+            return deliveries
+        }
+    }
+
+    /// What to replay to an endpoint.
+    public enum Replay: Sendable {
+        /// The event of one of its deliveries, again.
+        case delivery(Int64)
+        /// Every event it would have received that occurred in this range (at most ``maxReplay``).
+        case range(from: Date, to: Date)
+    }
+
+    /// New deliveries (with their jobs) to endpoint `endpointID`: the ids made. Events that
+    /// retention deleted are not replayed.
+    public func replay(endpointID: Int64, _ what: Replay) async throws -> [Int64] {
+        let (deliveryID, from, to): (Int64?, Date?, Date?) =
+            switch what {
+            case .delivery(let id): (id, nil, nil)
+            case .range(let from, let to): (nil, from, to)
+            }
+        return try await StorageSQL.transaction(client, logger: logger, "replay webhook deliveries", within: wait) {
+            [logger, queue] connection in
+            let rows = try await connection.query(
+                WebhookStatements.replay(
+                    endpointID: endpointID, deliveryID: deliveryID, from: from, to: to, limit: Self.maxReplay),
+                logger: logger)
+            var ids: [Int64] = []
+            for try await id in rows.decode(Int64.self) { ids.append(id) }
+            try await queue.enqueue(
+                try ids.map { try .webhookDelivery(WebhookDeliveryArgs(deliveryID: $0), endpointID: endpointID) },
+                on: connection)
+            return ids
+        }
+    }
+
+    /// Runs one attempt of delivery `deliveryID`: reads what it needs, runs `send` when the
+    /// delivery still waits and its endpoint can be called, then records the result, fenced by
+    /// the attempt count read (an attempt whose job was rescued meanwhile records nothing). No
+    /// transaction is open during `send`. Returns when to try again (nil: done, delivered or
+    /// failed for good, paused, or nothing to do).
+    public func attempt(
+        deliveryID: Int64, retrySchedule: [Duration] = WebhookStore.retrySchedule, _ send: @Sendable (WebhookAttempt, Event) async -> WebhookAttemptResult
+    ) async throws -> Duration? {
+        guard let attempt = try await readAttempt(deliveryID), attempt.state == .pending else { return nil }
+        guard let event = attempt.event else {
+            try await record(attempt, .init(status: nil, error: "retention deleted the event", latencyMs: 0, excerpt: nil))
+            return nil
+        }
+        guard attempt.callable else {
+            // Paused: it waits for its endpoint to be enabled. Deleted or disabled: it ends.
+            if !attempt.paused {
+                try await record(attempt, .init(status: nil, error: attempt.notCallableReason, latencyMs: 0, excerpt: nil))
+            }
+            return nil
+        }
+        let result = await send(attempt, event)
+        let retryIn = result.error == nil ? nil : retrySchedule[safe: attempt.attempts]
+        let paused = try await record(attempt, result, retryIn: retryIn)
+        // A paused endpoint's retries wait with it; enabling it sends them at once.
+        return paused ? nil : retryIn
+    }
+
+    private func readAttempt(_ deliveryID: Int64) async throws -> WebhookAttempt? {
+        try await StorageSQL.run("read a webhook delivery", within: wait) { [client, logger] in
+            let rows = try await client.query(WebhookStatements.attempt(deliveryID: deliveryID), logger: logger)
+            typealias Row = (
+                Int64, Int64, String, String, Bool, Bool, Bool, String, Int32, Int64?, Int64?, String?, Date?, String?
+            )
+            for try await row in rows.decode(Row.self) {
+                var event: Event?
+                if let id = row.9, let seq = row.10, let typeText = row.11, let occurred = row.12, let data = row.13 {
+                    guard let type = EventType(rawValue: typeText) else {
+                        throw StorageError.corruptRow(column: "events.type", value: typeText)
+                    }
+                    event = Event(
+                        id: Event.publicID(id), seq: String(seq), type: type, timestamp: occurred,
+                        data: try JSONDecoder().decode(EventData.self, from: Data(data.utf8)))
+                }
+                guard let state = WebhookDeliveryRecord.State(rawValue: row.7) else {
+                    throw StorageError.corruptRow(column: "webhook_deliveries.state", value: row.7)
+                }
+                let reason: String? =
+                    row.6 ? "the endpoint was deleted" : !row.4 ? "the endpoint is disabled" : row.5 ? "the endpoint is paused" : nil
+                return WebhookAttempt(
+                    deliveryID: row.0, endpointID: row.1, url: row.2, secret: row.3, callable: reason == nil,
+                    paused: row.5 && !row.6 && row.4, notCallableReason: reason, state: state, attempts: Int(row.8),
+                    event: event)
+            }
+            return nil
+        }
+    }
+
+    /// Records an attempt's result (fenced by its attempt count) and the endpoint's circuit, in
+    /// one transaction; whether the endpoint is now paused.
+    @discardableResult
+    private func record(_ attempt: WebhookAttempt, _ result: WebhookAttemptResult, retryIn: Duration? = nil)
+        async throws -> Bool
+    {
+        let succeeded = result.error == nil
+        let state: WebhookDeliveryRecord.State = succeeded ? .delivered : retryIn == nil ? .failed : .pending
+        return try await StorageSQL.transaction(client, logger: logger, "record a webhook delivery", within: wait) {
+            [logger] connection in
+            let recorded = try await connection.query(
+                WebhookStatements.record(
+                    deliveryID: attempt.deliveryID, attempts: attempt.attempts, state: state.rawValue,
+                    status: result.status, error: result.error, latencyMs: result.latencyMs, excerpt: result.excerpt,
+                    retryIn: retryIn?.seconds),
+                logger: logger
+            ).count()
+            guard recorded == 1, attempt.callable else { return false }
+            let circuit = try await connection.query(
+                WebhookStatements.circuit(
+                    endpointID: attempt.endpointID, succeeded: succeeded, pauseAfter: Self.pauseAfter.seconds),
+                logger: logger)
+            for try await paused in circuit.decode(Bool.self) { return paused }
+            return false
+        }
+    }
+
+    /// Deletes at most `batch` deliveries older than `retention`.
+    public func prune(olderThan retention: Duration, batch: Int = 1000) async throws -> Int {
+        let seconds = retention.seconds
+        return try await StorageSQL.run("prune webhook deliveries", within: StorageSQL.maintenanceDeadline) {
+            [client, logger] in
+            try await client.query(WebhookStatements.prune(olderThan: seconds, limit: batch), logger: logger).count()
+        }
+    }
+
+    /// Enabled endpoints whose circuit paused them.
+    public func pausedEndpoints() async throws -> Int {
+        try await StorageSQL.run("count paused webhook endpoints", within: wait) { [client, logger] in
+            let rows = try await client.query(WebhookStatements.pausedCount(), logger: logger)
+            for try await count in rows.decode(Int64.self) { return Int(count) }
+            return 0
+        }
+    }
+}
+
+extension Array {
+    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+import HeraldTestSupport
+import PostgresNIO
+import Testing
+
+/// The outbox and its feed: an event is written with the change it reports, gets its feed
+/// position once committed, and a reader that keeps its position never misses one.
+@Suite("Event feed", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct EventFeedTests {
+    static func request() -> NewNotification {
+        NewNotification(
+            request: NotificationRequest(
+                target: .user("bob"), content: NotificationContent(apple: #"{"aps":{"alert":"hi"}}"#),
+                sendAt: Date().addingTimeInterval(3600)))
+    }
+
+    /// An event row as the outbox statements write them, for `key`.
+    static func insertEvent(_ key: Int64, on connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query(
+            """
+            INSERT INTO events (type, api_key_id, data)
+            VALUES ('notification.enqueued', \(key), jsonb_build_object('state', 'Enqueued'))
+            """, logger: logger)
+    }
+
+    /// The feed position of `event`.
+    static func position(_ event: Event?) throws -> Int64 {
+        let seq = try #require(event?.seq)
+        return try #require(Int64(seq))
+    }
+
+    @Test("a cancel makes one notification.cancelled event, in its key's feed only; admin reads every key's")
+    func cancelEvent() async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores()
+            let keys = APIKeyStore(client: db.client, logger: db.logger)
+            let one = try await keys.create(name: "one", scopes: [.send]).record.id
+            let two = try await keys.create(name: "two", scopes: [.send]).record.id
+            let first = try #require(try await stores.notifications.create([Self.request()], sender: .apiKey(one)).first).id
+            let second = try #require(try await stores.notifications.create([Self.request()], sender: .apiKey(two)).first).id
+            #expect(try await db.count("SELECT count(*) FROM events") == 0, "a Scheduled notification is no event")
+            #expect(try await stores.notifications.cancel(id: first, by: one) == .cancelled)
+            // Cancelling again changes no state, so it makes no second event.
+            #expect(try await stores.notifications.cancel(id: first, by: one) == .cancelled)
+            #expect(try await stores.notifications.cancel(id: second, by: two) == .cancelled)
+            #expect(try await stores.events.page(after: 0, apiKeyID: one).isEmpty, "not sequenced yet")
+            #expect(try await stores.events.sequence() == 2)
+            let feed = try await stores.events.page(after: 0, apiKeyID: one)
+            #expect(feed.map(\.type) == [.notificationCancelled])
+            #expect(feed.first?.data == EventData(notificationId: first, state: "Cancelled"))
+            let all = try await stores.events.page(after: 0, apiKeyID: nil)
+            #expect(all.compactMap(\.data.notificationId) == [first, second])
+            #expect(try await stores.events.page(after: 0, apiKeyID: nil, types: [.notificationFailed]).isEmpty)
+            let after = try Self.position(all.first)
+            #expect(try await stores.events.page(after: after, apiKeyID: nil).compactMap(\.data.notificationId) == [second])
+        }
+    }
+
+    @Test("a campaign run that settles makes one campaign_run.finished event for the campaign's owner")
+    func runFinishedEvent() async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores()
+            let owner = try await APIKeyStore(client: db.client, logger: db.logger)
+                .create(name: "owner", scopes: [.send]).record.id
+            let campaign = try await stores.campaigns.create(
+                CampaignDefinition(
+                    name: "evented", audience: .tags("sports"), content: NotificationContent(apple: #"{"aps":{"alert":"x"}}"#),
+                    schedule: .recurring(try CronSchedule(expression: "0 9 * * *"))))
+            try await db.execute("UPDATE campaigns SET owner_api_key_id = \(owner) WHERE id = \(campaign.id)")
+            let run = try await stores.campaigns.fire(id: campaign.id, by: .command).run
+            try await db.execute(
+                "UPDATE hub_sends SET state = 'Enqueued', telemetry_note = 'not asked' WHERE campaign_run_id = \(run.id)")
+            #expect(try await stores.campaigns.settleRuns() == [.completed: 1])
+            #expect(try await stores.campaigns.settleRuns().isEmpty)
+            try await stores.events.sequence()
+            let feed = try await stores.events.page(after: 0, apiKeyID: owner, types: [.campaignRunFinished])
+            #expect(feed.map(\.data) == [EventData(campaignId: campaign.id, campaignRunId: run.id, state: "Completed")])
+        }
+    }
+
+    @Test("an event that commits after a later one was read still comes after the reader's position")
+    func lateCommit() async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores()
+            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
+            try await db.client.withConnection { late in
+                _ = try await late.query("BEGIN", logger: db.logger)
+                // This event takes the lower id but commits last.
+                try await Self.insertEvent(key, on: late, logger: db.logger)
+                try await db.client.withConnection { try await Self.insertEvent(key, on: $0, logger: db.logger) }
+                #expect(try await stores.events.sequence() == 1)
+                let seen = try await stores.events.page(after: 0, apiKeyID: key)
+                #expect(seen.count == 1)
+                let position = try Self.position(seen.last)
+                _ = try await late.query("COMMIT", logger: db.logger)
+                #expect(try await stores.events.sequence() == 1)
+                let next = try await stores.events.page(after: position, apiKeyID: key)
+                #expect(next.count == 1)
+                #expect(next.first?.id != seen.first?.id)
+                // By id the late event comes first: a feed ordered by id would have skipped it.
+                let ids = try await stores.events.page(after: 0, apiKeyID: key).map(\.id)
+                #expect(ids.sorted { Int($0.dropFirst(4))! < Int($1.dropFirst(4))! } != ids)
+            }
+        }
+    }
+
+    @Test("one sequencer at a time: while another holds the turn, sequencing does nothing")
+    func oneSequencer() async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores()
+            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
+            try await db.client.withConnection { try await Self.insertEvent(key, on: $0, logger: db.logger) }
+            try await db.client.withConnection { holder in
+                _ = try await holder.query("BEGIN", logger: db.logger)
+                _ = try await holder.query("SELECT pg_advisory_xact_lock(\(Int64(0x4865_7261_6C64_4576)))", logger: db.logger)
+                #expect(try await stores.events.sequence() == 0)
+                _ = try await holder.query("COMMIT", logger: db.logger)
+            }
+            #expect(try await stores.events.sequence() == 1)
+        }
+    }
+
+    @Test("types, positions and limits are checked: unknown types, negative positions, pages over 1,000")
+    func checkedInput() async throws {
+        #expect(throws: DomainError.self) { try EventType.parseList("notification.completed,notification.lost") }
+        #expect(try EventType.parseList("notification.failed, notification.failed") == [.notificationFailed])
+        try await TestDatabase.with { db in
+            let events = db.stores().events
+            await #expect(throws: DomainError.self) { try await events.page(after: -1, apiKeyID: nil) }
+            await #expect(throws: DomainError.self) { try await events.page(after: 0, apiKeyID: nil, limit: 1001) }
+        }
+    }
+}
