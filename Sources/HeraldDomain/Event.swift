@@ -62,6 +62,17 @@ public struct EventData: Sendable, Hashable, Codable {
         self.campaignRunId = campaignRunId
         self.state = state
     }
+
+    private enum CodingKeys: String, CodingKey { case notificationId, campaignId, campaignRunId, state }
+
+    /// Ids in lower case, as every other answer of the API writes them.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(notificationId?.uuidString.lowercased(), forKey: .notificationId)
+        try container.encodeIfPresent(campaignId, forKey: .campaignId)
+        try container.encodeIfPresent(campaignRunId, forKey: .campaignRunId)
+        try container.encode(state, forKey: .state)
+    }
 }
 
 /// One event as the feed lists it and a webhook receives it (the Standard Webhooks payload:
@@ -113,7 +124,7 @@ extension Event {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
-            try container.encode(date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true)))
+            try container.encode(date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
         }
         return try encoder.encode(self)
     }
