@@ -154,14 +154,26 @@ enum WebhookStatements {
         """
     }
 
-    /// Records an attempt: delivered, failed for good, or waiting `retryIn` seconds; only when
-    /// no other attempt was recorded since `attempts` was read (and the delivery still waits).
+    /// Counts an attempt before its request goes out, so the log counts every request, one whose
+    /// result was never recorded too; only when no other attempt started since `attempts` was
+    /// read (and the delivery still waits). Whether it did.
+    static func startAttempt(deliveryID: Int64, attempts: Int) -> PostgresQuery {
+        """
+        UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
+        WHERE id = \(deliveryID) AND attempts = \(Int32(clamping: attempts)) AND state = 'Pending'
+        RETURNING id
+        """
+    }
+
+    /// Records the result of the attempt that made the count `attempts`: delivered, failed for
+    /// good, or waiting `retryIn` seconds; only while no later attempt started (and the delivery
+    /// still waits).
     static func record(
         deliveryID: Int64, attempts: Int, state: String, status: Int?, error: String?, latencyMs: Int, excerpt: String?,
         retryIn: Double?
     ) -> PostgresQuery {
         """
-        UPDATE webhook_deliveries SET state = \(state), attempts = attempts + 1, last_status = \(status.map(Int32.init)),
+        UPDATE webhook_deliveries SET state = \(state), last_status = \(status.map(Int32.init)),
             last_error = \(error), last_latency_ms = \(Int32(clamping: latencyMs)), response_excerpt = \(excerpt),
             next_try_at = now() + make_interval(secs => \(retryIn)),
             delivered_at = CASE WHEN \(state) = 'Delivered' THEN now() END, updated_at = now()

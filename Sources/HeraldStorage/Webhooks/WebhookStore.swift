@@ -206,9 +206,9 @@ public struct WebhookStore: Sendable {
         }
     }
 
-    /// Runs one attempt of delivery `deliveryID`: reads what it needs, runs `send` when the
-    /// delivery still waits and its endpoint can be called, then records the result, fenced by
-    /// the attempt count read (an attempt whose job was rescued meanwhile records nothing). No
+    /// Runs one attempt of delivery `deliveryID`: reads what it needs and, when the delivery
+    /// still waits and its endpoint can be called, counts the attempt, runs `send` and records
+    /// the result, fenced by that count (an attempt overtaken by another records nothing). No
     /// transaction is open during `send`. Returns when to try again (nil: done, delivered or
     /// failed for good, paused, or nothing to do).
     public func attempt(
@@ -226,9 +226,13 @@ public struct WebhookStore: Sendable {
             }
             return nil
         }
-        let result = await send(attempt, event)
+        // Counted before the request: a worker that dies during it leaves the attempt counted.
+        guard try await start(attempt) else { return nil }
+        var started = attempt
+        started.attempts += 1
+        let result = await send(started, event)
         let retryIn = result.error == nil ? nil : retrySchedule[safe: attempt.attempts]
-        let paused = try await record(attempt, result, retryIn: retryIn)
+        let paused = try await record(started, result, retryIn: retryIn)
         // A paused endpoint's retries wait with it; enabling it sends them at once.
         return paused ? nil : retryIn
     }
@@ -260,6 +264,17 @@ public struct WebhookStore: Sendable {
                     event: event)
             }
             return nil
+        }
+    }
+
+    /// Counts the next attempt of `attempt`'s delivery; false when another execution started one
+    /// since it was read (that one goes on).
+    private func start(_ attempt: WebhookAttempt) async throws -> Bool {
+        try await StorageSQL.run("start a webhook delivery attempt", within: wait) { [client, logger] in
+            try await client.query(
+                WebhookStatements.startAttempt(deliveryID: attempt.deliveryID, attempts: attempt.attempts),
+                logger: logger
+            ).count() == 1
         }
     }
 
