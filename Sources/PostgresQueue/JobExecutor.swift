@@ -38,7 +38,8 @@ public final class JobExecutor: Service, Sendable {
         public var hotWindow: Duration
         /// Backoff for retries.
         public var retryPolicy: JobRetryPolicy
-        /// How long running handlers get to finish on graceful shutdown before they are cancelled.
+        /// How long running handlers get to finish on graceful shutdown before they are cancelled,
+        /// counted from the shutdown request (as an orchestrator counts its grace period).
         public var shutdownBudget: Duration
         /// Outcomes waiting to be written before handlers wait (backpressure).
         public var maxPendingCompletions: Int
@@ -116,7 +117,10 @@ public final class JobExecutor: Service, Sendable {
 
     /// Stops claiming and winds down as on graceful shutdown (for use outside a `ServiceGroup`).
     public func shutdown() {
-        state.withLock { $0.stopping = true }
+        state.withLock { s in
+            if !s.stopping { s.shutdownDeadline = ContinuousClock.now + self.configuration.shutdownBudget }
+            s.stopping = true
+        }
         signal.yield()
     }
 
@@ -139,7 +143,10 @@ public final class JobExecutor: Service, Sendable {
                 async let completed: Void = self.completer.run()
                 await withDiscardingTaskGroup { jobs in
                     await self.claimLoop(&jobs)
-                    if !(await self.waitForIdle(budget: self.configuration.shutdownBudget)) {
+                    // The budget runs from the request: a claim still answering when it came
+                    // (a loaded database) must not push the grace period's end further out.
+                    let deadline = self.state.withLock { $0.shutdownDeadline } ?? ContinuousClock.now + self.configuration.shutdownBudget
+                    if !(await self.waitForIdle(until: deadline)) {
                         self.logger.debug(
                             "pgqueue.executor.shutdown_budget_spent", metadata: ["queue": "\(self.configuration.queue)"])
                         jobs.cancelAll()
@@ -380,8 +387,7 @@ public final class JobExecutor: Service, Sendable {
         }
     }
 
-    private func waitForIdle(budget: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + budget
+    private func waitForIdle(until deadline: ContinuousClock.Instant) async -> Bool {
         while state.withLock({ $0.inFlight > 0 }) {
             if ContinuousClock.now >= deadline { return false }
             try? await Task.sleep(for: .milliseconds(5))
@@ -396,6 +402,8 @@ final class ExecutorState: Sendable {
         var inFlight = 0
         var leased: [JobID: Int16] = [:]
         var stopping = false
+        /// When running handlers are cancelled: the shutdown request plus the budget.
+        var shutdownDeadline: ContinuousClock.Instant?
         var terminated = false
         /// A notification, a fast poll, a finished claim's retry: claim unless behind a backlog.
         var claimRequested = true

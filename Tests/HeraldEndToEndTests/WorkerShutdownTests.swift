@@ -67,7 +67,7 @@ struct WorkerShutdownTests {
                 let log = worker.stderr.suffix(30).joined(separator: "\n")
                 #expect(status == 0, "exit status; worker: \(log)")
                 #expect(took >= budget - .seconds(1), "the stuck sends had the whole budget (took \(took)); worker: \(log)")
-                #expect(took < budget + .seconds(10), "the drain took \(took) for a budget of \(budget)")
+                #expect(took < budget + .seconds(10), "the drain took \(took) for a budget of \(budget); worker: \(log)")
                 #expect(worker.stderr.contains { $0.contains("herald.worker.drained") })
 
                 // It ran nothing after SIGTERM, though there was work on both queues. A claim sent

@@ -137,6 +137,58 @@ struct LifecycleTests {
         }
     }
 
+    @Test("the budget counts from the shutdown request: a claim still answering then does not lengthen it")
+    func shutdownBudgetFromRequest() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("budget-from")
+            try await db.queue.enqueue(NewJob(queue: q, kind: "stuck"))
+            let budget = Duration.seconds(3)
+            let started = Mutex(false)
+            let cancelledAt = Mutex<ContinuousClock.Instant?>(nil)
+            var handlers = JobHandlers()
+            handlers.register("stuck") { _ in
+                started.withLock { $0 = true }
+                do {
+                    try await Task.sleep(for: .seconds(600))
+                } catch {
+                    cancelledAt.withLock { $0 = .now }
+                    throw error
+                }
+                return .completed
+            }
+            handlers.register("late") { _ in .completed }
+            let claims = Mutex(0)
+            let claimReturnedAt = Mutex<ContinuousClock.Instant?>(nil)
+            let holder = Mutex<JobExecutor?>(nil)
+            let executor = JobExecutor(
+                queue: db.queue, handlers: handlers,
+                configuration: .init(
+                    queue: q, concurrency: 2, leaseDuration: .seconds(600), pollInterval: .milliseconds(20),
+                    shutdownBudget: budget,
+                    afterClaim: { _ in
+                        guard claims.withLock({ $0 += 1; return $0 }) == 2 else { return }
+                        // The second claim is still answering when shutdown is asked for, and
+                        // answers only after the whole budget has passed.
+                        holder.withLock { $0 }?.shutdown()
+                        try? await Task.sleep(for: budget + .seconds(1))
+                        claimReturnedAt.withLock { $0 = .now }
+                    }))
+            holder.withLock { $0 = executor }
+            let run = Task { await executor.run() }
+            try await Poll.until { started.withLock { $0 } }
+            try await db.queue.enqueue(NewJob(queue: q, kind: "late"))
+            await run.value
+            let returned = try #require(claimReturnedAt.withLock { $0 })
+            let cancelled = try #require(cancelledAt.withLock { $0 }, "the stuck handler was never cancelled")
+            // Counted from the claim's return, the handler would have had a whole budget more.
+            #expect(cancelled - returned < budget, "the stuck handler ran on for \(cancelled - returned) after the budget")
+            // Both went back at once: the stuck one cancelled, the late one never started.
+            let waiting = try await db.count(
+                "SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND state = 'available' AND locked_by IS NULL")
+            #expect(waiting == 2)
+        }
+    }
+
     @Test("outcomes: discard keeps its reason, snooze does not use an attempt, an unknown kind is discarded")
     func outcomes() async throws {
         try await TestDatabase.with { db async throws in
