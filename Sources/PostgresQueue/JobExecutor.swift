@@ -145,7 +145,9 @@ public final class JobExecutor: Service, Sendable {
                     await self.claimLoop(&jobs)
                     // The budget runs from the request: a claim still answering when it came
                     // (a loaded database) must not push the grace period's end further out.
-                    let deadline = self.state.withLock { $0.shutdownDeadline } ?? ContinuousClock.now + self.configuration.shutdownBudget
+                    let deadline =
+                        self.state.withLock { $0.shutdownDeadline }
+                        ?? ContinuousClock.now + self.configuration.shutdownBudget
                     if !(await self.waitForIdle(until: deadline)) {
                         self.logger.debug(
                             "pgqueue.executor.shutdown_budget_spent", metadata: ["queue": "\(self.configuration.queue)"])

@@ -166,7 +166,11 @@ struct LifecycleTests {
                     queue: q, concurrency: 2, leaseDuration: .seconds(600), pollInterval: .milliseconds(20),
                     shutdownBudget: budget,
                     afterClaim: { _ in
-                        guard claims.withLock({ $0 += 1; return $0 }) == 2 else { return }
+                        let claim = claims.withLock { count in
+                            count += 1
+                            return count
+                        }
+                        guard claim == 2 else { return }
                         // The second claim is still answering when shutdown is asked for, and
                         // answers only after the whole budget has passed.
                         holder.withLock { $0 }?.shutdown()
