@@ -4,6 +4,9 @@ errors or too late, and prints one JSON line per request.
 
     python scripts/webhook-receiver.py --secret-file F [--fail-every 3] [--slow-every 10] [--slow-seconds 2]
 
+Each line also has "inFlight", the requests being handled when it arrived (itself included), and
+"at", its arrival in seconds on a monotonic clock.
+
 Prints `PORT=<n>` first (it listens on 127.0.0.1, a free port). The secret is read from F at the
 first request (the test writes it once the endpoint exists). Request n (from 1) is answered late
 (after --slow-seconds, longer than Herald waits) when n is a multiple of --slow-every, else 500
@@ -23,6 +26,7 @@ from standardwebhooks.webhooks import Webhook
 
 lock = threading.Lock()
 count = 0
+in_flight = 0
 
 
 def main() -> None:
@@ -35,13 +39,25 @@ def main() -> None:
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
+            global in_flight
+            with lock:
+                in_flight += 1
+                now = in_flight
+            try:
+                self.handle_delivery(now)
+            finally:
+                with lock:
+                    in_flight -= 1
+
+        def handle_delivery(self, now: int) -> None:
             global count
             with lock:
                 count += 1
                 n = count
+            arrived = time.monotonic()
             length = int(self.headers.get("content-length", "0"))
             body = self.rfile.read(length)
-            line = {"n": n, "id": self.headers.get("webhook-id"), "verified": False}
+            line = {"n": n, "id": self.headers.get("webhook-id"), "verified": False, "inFlight": now, "at": arrived}
             if len(body) < length:
                 # The sender gave up mid-request (its deadline passed): nothing to verify or answer.
                 line["answer"] = "truncated"

@@ -22,6 +22,10 @@ struct WebhookDeliveryTests {
         var type: String?
         var notificationId: String?
         var error: String?
+        /// Requests the receiver was handling when this one arrived, itself included.
+        var inFlight: Int
+        /// Its arrival, in seconds on the receiver's monotonic clock.
+        var at: Double
 
         enum Answer: Decodable, Equatable {
             case status(Int), slow, truncated
@@ -85,7 +89,7 @@ struct WebhookDeliveryTests {
                 let key = try await Self.key(db)
                 let created = try await system.request(
                     .POST, "/v1/webhooks", authorization: "Bearer \(key)",
-                    body: #"{"url":"http://127.0.0.1:\#(port)/hook","types":["notification.enqueued","notification.failed"]}"#)
+                    body: #"{"url":"http://127.0.0.1:\#(port)/hook","types":["notification.enqueued","notification.failed"],"maxConcurrency":50}"#)
                 try #require(created.status == .created, "\(created.status) \(created.body)")
                 let endpoint = try #require(try JSONSerialization.jsonObject(with: Data(created.body.utf8)) as? [String: Any])
                 let secret = try #require(endpoint["secret"] as? String)
@@ -154,6 +158,67 @@ struct WebhookDeliveryTests {
                 #expect(deliveries.count == 200)
                 #expect(deliveries.allSatisfy { $0["state"] as? String == "Delivered" && $0["lastStatus"] as? Int == 204 })
                 #expect(deliveries.contains { ($0["attempts"] as? Int ?? 0) > 1 })
+            }
+        }
+    }
+
+    @Test("an endpoint's limits hold: at most maxConcurrency requests at once, new deliveries maxPerSecond apart; bad limits are 400")
+    func limits() async throws {
+        let folder = try ScratchFolder("webhooks-limits")
+        let secretFile = folder.url.appendingPathComponent("secret")
+        // Every answer takes 0.3 s, so without the cap the worker would send many at once.
+        let receiver = try ChildProcess(
+            executableURL: try WebhookOracle.python(),
+            arguments: [
+                WebhookOracle.script("webhook-receiver.py"), "--secret-file", secretFile.path, "--slow-every", "1",
+                "--slow-seconds", "0.3",
+            ])
+        defer { receiver.signal(SIGTERM) }
+        try await receiver.waitForOutput { $0.contains { $0.hasPrefix("PORT=") } }
+        let port = try #require(receiver.stdout.first { $0.hasPrefix("PORT=") }?.dropFirst(5))
+        try await TestDatabase.with { db async throws in
+            let environment = ["HERALD_WEBHOOK_ALLOW_PRIVATE": "on", "HERALD_WEBHOOK_TIMEOUT_SECONDS": "10"]
+            try await HeraldSystem.with(db, environment: environment, workers: 1) { system in
+                let key = try await Self.key(db)
+                let url = "http://127.0.0.1:\(port)/hook"
+                for (limits, reason) in [
+                    (#""maxConcurrency":0"#, "maxConcurrency"), (#""maxConcurrency":101"#, "maxConcurrency"),
+                    (#""maxPerSecond":0"#, "maxPerSecond"), (#""maxPerSecond":"fast""#, "maxPerSecond"),
+                ] {
+                    let refused = try await system.request(
+                        .POST, "/v1/webhooks", authorization: "Bearer \(key)",
+                        body: #"{"url":"\#(url)","types":["notification.enqueued"],\#(limits)}"#)
+                    #expect(refused.status == .badRequest && refused.body.contains(reason), "\(limits): \(refused.body)")
+                }
+                let created = try await system.request(
+                    .POST, "/v1/webhooks", authorization: "Bearer \(key)",
+                    body: #"{"url":"\#(url)","types":["notification.enqueued"],"maxConcurrency":2,"maxPerSecond":4}"#)
+                try #require(created.status == .created, "\(created.status) \(created.body)")
+                let endpoint = try #require(try JSONSerialization.jsonObject(with: Data(created.body.utf8)) as? [String: Any])
+                #expect(endpoint["maxConcurrency"] as? Int == 2 && endpoint["maxPerSecond"] as? Int == 4)
+                try #require(endpoint["secret"] as? String).write(to: secretFile, atomically: true, encoding: .utf8)
+                let id = try #require(endpoint["id"] as? String)
+
+                let items = (0..<30).map {
+                    #"{"target":{"user":"bob"},"content":{"apple":{"aps":{"alert":"l\#($0)"}}},"idempotencyKey":"l\#($0)"}"#
+                }
+                try await Self.post(system, key: key, #"{"notifications":[\#(items.joined(separator: ","))]}"#)
+                try await Poll.until(timeout: .seconds(180), "the 30 deliveries never all arrived") {
+                    try await db.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'Delivered'") == 30
+                }
+                let received = try Self.received(receiver)
+                #expect(received.count == 30, "one request each: none failed")
+                #expect(received.map(\.inFlight).max() ?? 0 <= 2, "at most maxConcurrency at once")
+                // Scheduled 250 ms apart: a slower machine only spreads them further.
+                let arrivals = received.map(\.at).sorted()
+                #expect((arrivals.last ?? 0) - (arrivals.first ?? 0) >= 29 * 0.25 - 0.1, "\(arrivals)")
+
+                // null lifts the rate cap; the concurrency cap stays.
+                let lifted = try await system.request(
+                    .PATCH, "/v1/webhooks/\(id)", authorization: "Bearer \(key)", body: #"{"maxPerSecond":null}"#)
+                #expect(lifted.status == .ok, "\(lifted.body)")
+                let shown = try #require(try JSONSerialization.jsonObject(with: Data(lifted.body.utf8)) as? [String: Any])
+                #expect(shown["maxPerSecond"] == nil && shown["maxConcurrency"] as? Int == 2, "\(lifted.body)")
             }
         }
     }

@@ -106,6 +106,60 @@ struct EventFeedTests {
         }
     }
 
+    @Test("an endpoint's maxPerSecond spaces its new deliveries one interval apart, across sequencing rounds; others start at once")
+    func rateSlots() async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores(StorageConfiguration(webhookAllowPrivate: true))
+            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
+            let capped = try await stores.webhooks.create(
+                url: "http://127.0.0.1:9/capped", types: [.notificationEnqueued], allKeys: false, description: nil,
+                limits: WebhookLimits(maxConcurrency: 3, maxPerSecond: 4), apiKeyID: key, isAdmin: false
+            ).0
+            #expect(capped.limits == WebhookLimits(maxConcurrency: 3, maxPerSecond: 4))
+            let free = try await stores.webhooks.create(
+                url: "http://127.0.0.1:9/free", types: [.notificationEnqueued], allKeys: false, description: nil,
+                apiKeyID: key, isAdmin: false
+            ).0
+            #expect(free.limits == WebhookLimits(maxConcurrency: 10, maxPerSecond: nil))
+            for round in 0..<2 {
+                for _ in 0..<(round == 0 ? 5 : 3) {
+                    try await db.client.withConnection { try await Self.insertEvent(key, on: $0, logger: db.logger) }
+                }
+                _ = try await stores.events.sequence()
+            }
+            // Each job's first run, in milliseconds after the capped endpoint's first.
+            func offsets(_ endpoint: Int64) async throws -> [Int] {
+                var offsets: [Int] = []
+                let rows = try await db.client.query(
+                    """
+                    SELECT (extract(epoch FROM j.run_at - min(j.run_at) OVER ()) * 1000)::int4
+                    FROM pgqueue.jobs j JOIN webhook_deliveries d ON d.id = (j.args->>'deliveryID')::int8
+                    WHERE d.endpoint_id = \(endpoint) ORDER BY d.id
+                    """, logger: db.logger)
+                for try await offset in rows.decode(Int32.self) { offsets.append(Int(offset)) }
+                return offsets
+            }
+            // 250 ms apart, the second round's after the first's (the rounds' own gap can add to it).
+            let spaced = try await offsets(capped.id)
+            #expect(spaced.count == 8)
+            #expect(Array(spaced.prefix(5)) == [0, 250, 500, 750, 1000])
+            #expect(zip(spaced.dropFirst(5), spaced.dropFirst(6)).allSatisfy { $1 - $0 == 250 })
+            #expect(spaced[5] >= 1250)
+            let unspaced = try await offsets(free.id)
+            #expect(unspaced.count == 8)
+            #expect(unspaced.max()! < 1000, "an endpoint without a cap waits for no slot: \(unspaced)")
+            // Lifting the cap lets the next deliveries go at once.
+            let lifted = try #require(
+                try await stores.webhooks.update(
+                    id: capped.id, owner: key, isAdmin: false, WebhookEndpointChange(maxPerSecond: .some(nil))))
+            #expect(lifted.limits == WebhookLimits(maxConcurrency: 3, maxPerSecond: nil))
+            await #expect(throws: DomainError.self) {
+                try await stores.webhooks.update(
+                    id: capped.id, owner: key, isAdmin: false, WebhookEndpointChange(maxConcurrency: 0))
+            }
+        }
+    }
+
     @Test("one sequencer at a time: while another holds the turn, sequencing does nothing")
     func oneSequencer() async throws {
         try await TestDatabase.with { db in

@@ -19,8 +19,8 @@ struct WebhookController: Sendable {
     let store: WebhookStore
     let maxBodyBytes: Int
 
-    static let createFields: Set<String> = ["url", "types", "allKeys", "description"]
-    static let changeFields: Set<String> = ["url", "types", "allKeys", "description", "enabled"]
+    static let createFields: Set<String> = ["url", "types", "allKeys", "description", "maxConcurrency", "maxPerSecond"]
+    static let changeFields = createFields.union(["enabled"])
 
     /// `POST /v1/webhooks`.
     func create(_ request: Request, context: HeraldRequestContext) async throws -> Response {
@@ -31,8 +31,11 @@ struct WebhookController: Sendable {
         let types = try Self.types(body.required("types"))
         let allKeys = try body["allKeys"]?.bool() ?? false
         let description = try Self.description(body["description"])
+        var limits = WebhookLimits()
+        if let cursor = body["maxConcurrency"] { limits.maxConcurrency = try Self.limit(cursor, WebhookLimits.concurrencyRange) }
+        limits.maxPerSecond = try Self.perSecond(body["maxPerSecond"])
         let (endpoint, secret) = try await store.create(
-            url: url, types: types, allKeys: allKeys, description: description, apiKeyID: key.id,
+            url: url, types: types, allKeys: allKeys, description: description, limits: limits, apiKeyID: key.id,
             isAdmin: key.scopes.contains(.admin))
         context.logger.info(
             "herald.webhook.created", metadata: ["webhook.id": "\(endpoint.id)", "api_key.id": "\(key.id)"])
@@ -65,6 +68,8 @@ struct WebhookController: Sendable {
         change.allKeys = try body["allKeys"]?.bool()
         change.enabled = try body["enabled"]?.bool()
         if body.keys.contains("description") { change.description = .some(try Self.description(body["description"])) }
+        if let cursor = body["maxConcurrency"] { change.maxConcurrency = try Self.limit(cursor, WebhookLimits.concurrencyRange) }
+        if body.keys.contains("maxPerSecond") { change.maxPerSecond = .some(try Self.perSecond(body["maxPerSecond"])) }
         guard
             let endpoint = try await store.update(
                 id: id, owner: Self.owner(key), isAdmin: key.scopes.contains(.admin), change)
@@ -161,6 +166,19 @@ struct WebhookController: Sendable {
         return text
     }
 
+    /// A whole number within `range`.
+    static func limit(_ cursor: JSONCursor, _ range: ClosedRange<Int>) throws -> Int {
+        guard let value = Int(exactly: try cursor.wholeNumber()), range.contains(value) else {
+            throw cursor.refusal("is a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
+    }
+
+    /// `maxPerSecond`: a whole number in range, or nil (absent or `null`: no cap).
+    static func perSecond(_ cursor: JSONCursor?) throws -> Int? {
+        try cursor.map { try limit($0, WebhookLimits.perSecondRange) }
+    }
+
     static func date(_ cursor: JSONCursor) throws -> Date {
         guard let date = JSONDate.parse(try cursor.string()) else { throw cursor.refusal("is not an ISO 8601 date-time") }
         return date
@@ -180,6 +198,9 @@ struct EndpointBody: Encodable {
     var failingSince: Date?
     var pausedAt: Date?
     var createdAt: Date
+    var maxConcurrency: Int
+    /// Nil: no cap.
+    var maxPerSecond: Int?
     /// Only in the answer to its creation.
     var secret: String?
 
@@ -194,6 +215,8 @@ struct EndpointBody: Encodable {
         failingSince = endpoint.failingSince
         pausedAt = endpoint.pausedAt
         createdAt = endpoint.createdAt
+        maxConcurrency = endpoint.limits.maxConcurrency
+        maxPerSecond = endpoint.limits.maxPerSecond
     }
 }
 

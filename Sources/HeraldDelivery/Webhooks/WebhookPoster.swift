@@ -661,7 +661,9 @@ public actor WebhookPoster {
             // Connect to the vetted address, never to a second lookup a rebinding DNS server could answer differently.
             clientConfiguration.dnsOverride = [host: ip]
         }
-        clientConfiguration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 8)
+        // Each endpoint's own cap (WebhookLimits, at most 100 attempts at once) limits the requests;
+        // a smaller pool would queue them here, where the wait would count against their deadline.
+        clientConfiguration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 100)
         clientConfiguration.decompression = .disabled
         clientConfiguration.tracing.tracer = nil
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)

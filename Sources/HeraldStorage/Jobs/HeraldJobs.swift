@@ -99,9 +99,11 @@ extension NewJob {
     /// `webhook.deliver`: one attempt to deliver one event to one endpoint, on the `webhooks`
     /// queue, in the `webhook` lane, one line per endpoint (deliveries go out in event order).
     /// One waiting job per delivery: a replay or a resume that finds one adds none.
-    public static func webhookDelivery(_ args: WebhookDeliveryArgs, endpointID: Int64) throws -> NewJob {
+    public static func webhookDelivery(
+        _ args: WebhookDeliveryArgs, endpointID: Int64, schedule: JobSchedule = .now
+    ) throws -> NewJob {
         try NewJob(
-            queue: WebhookJobs.queue, kind: WebhookJobs.deliver, args: args,
+            queue: WebhookJobs.queue, kind: WebhookJobs.deliver, args: args, schedule: schedule,
             uniqueKey: "webhook-delivery:\(args.deliveryID)", lane: HeraldLane.webhook.rawValue,
             fairnessKey: "endpoint:\(endpointID)")
     }

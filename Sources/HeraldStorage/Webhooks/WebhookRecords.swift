@@ -18,6 +18,26 @@ public struct WebhookEndpoint: Sendable, Hashable {
     /// When the circuit paused it: it gets no attempt until its owner enables it again.
     public var pausedAt: Date?
     public var createdAt: Date
+    public var limits: WebhookLimits
+}
+
+/// How hard Herald may call an endpoint.
+public struct WebhookLimits: Sendable, Hashable {
+    /// Attempts to the endpoint at once, in each worker; a delivery that finds them all taken
+    /// waits its turn without using an attempt.
+    public var maxConcurrency: Int
+    /// New deliveries to the endpoint per second, across every worker (nil: no cap): each is
+    /// scheduled one interval after the last. Retries keep to the retry schedule.
+    public var maxPerSecond: Int?
+
+    public static let defaultConcurrency = 10
+    public static let concurrencyRange = 1...100
+    public static let perSecondRange = 1...10_000
+
+    public init(maxConcurrency: Int = WebhookLimits.defaultConcurrency, maxPerSecond: Int? = nil) {
+        self.maxConcurrency = maxConcurrency
+        self.maxPerSecond = maxPerSecond
+    }
 }
 
 /// What a new endpoint, or a change to one, asks for.
@@ -27,16 +47,21 @@ public struct WebhookEndpointChange: Sendable, Hashable {
     public var allKeys: Bool?
     public var description: String??
     public var enabled: Bool?
+    public var maxConcurrency: Int?
+    /// `.some(nil)` lifts the cap.
+    public var maxPerSecond: Int??
 
     public init(
         url: String? = nil, types: [EventType]? = nil, allKeys: Bool? = nil, description: String?? = nil,
-        enabled: Bool? = nil
+        enabled: Bool? = nil, maxConcurrency: Int? = nil, maxPerSecond: Int?? = nil
     ) {
         self.url = url
         self.types = types
         self.allKeys = allKeys
         self.description = description
         self.enabled = enabled
+        self.maxConcurrency = maxConcurrency
+        self.maxPerSecond = maxPerSecond
     }
 }
 
@@ -76,6 +101,8 @@ public struct WebhookAttempt: Sendable {
     public var endpointID: Int64
     public var url: String
     public var secret: String
+    /// The endpoint's ``WebhookLimits/maxConcurrency``.
+    public var maxConcurrency: Int
     /// The endpoint can be called now: enabled, not paused, not deleted.
     public var callable: Bool
     /// Paused by its circuit (its deliveries wait; none ends).

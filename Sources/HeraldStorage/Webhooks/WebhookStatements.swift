@@ -2,14 +2,14 @@ import Foundation
 import HeraldDomain
 import PostgresNIO
 
-/// The webhook tables' statements (migration 0020).
+/// The webhook tables' statements (migrations 0020 and 0021).
 enum WebhookStatements {
     static let endpointColumns = """
         w.id, w.api_key_id, w.all_keys, w.url, w.types, w.description, w.enabled, w.failing_since, w.paused_at, \
-        w.created_at
+        w.created_at, w.max_concurrency, w.max_per_second
         """
 
-    typealias EndpointRow = (Int64, Int64, Bool, String, [String], String?, Bool, Date?, Date?, Date)
+    typealias EndpointRow = (Int64, Int64, Bool, String, [String], String?, Bool, Date?, Date?, Date, Int32, Int32?)
 
     static func endpoint(_ row: EndpointRow) throws -> WebhookEndpoint {
         WebhookEndpoint(
@@ -20,7 +20,8 @@ enum WebhookStatements {
                 }
                 return type
             },
-            description: row.5, enabled: row.6, failingSince: row.7, pausedAt: row.8, createdAt: row.9)
+            description: row.5, enabled: row.6, failingSince: row.7, pausedAt: row.8, createdAt: row.9,
+            limits: WebhookLimits(maxConcurrency: Int(row.10), maxPerSecond: row.11.map(Int.init)))
     }
 
     /// Who may see or change an endpoint: its key, or any `admin` key (`owner` nil).
@@ -29,11 +30,14 @@ enum WebhookStatements {
     }
 
     static func insert(
-        apiKeyID: Int64, allKeys: Bool, url: String, types: [String], secret: String, description: String?
+        apiKeyID: Int64, allKeys: Bool, url: String, types: [String], secret: String, description: String?,
+        limits: WebhookLimits
     ) -> PostgresQuery {
         """
-        INSERT INTO webhook_endpoints AS w (api_key_id, all_keys, url, types, secret, description)
-        VALUES (\(apiKeyID), \(allKeys), \(url), \(types)::text[], \(secret), \(description))
+        INSERT INTO webhook_endpoints AS w (
+            api_key_id, all_keys, url, types, secret, description, max_concurrency, max_per_second)
+        VALUES (\(apiKeyID), \(allKeys), \(url), \(types)::text[], \(secret), \(description),
+                \(Int32(limits.maxConcurrency)), \(limits.maxPerSecond.map(Int32.init))::int4)
         RETURNING \(unescaped: endpointColumns)
         """
     }
@@ -63,10 +67,12 @@ enum WebhookStatements {
     /// Applies a change; enabling an endpoint closes its circuit.
     static func update(
         id: Int64, owner: Int64?, url: String?, types: [String]?, allKeys: Bool?, setDescription: Bool,
-        description: String?, enabled: Bool?
+        description: String?, enabled: Bool?, maxConcurrency: Int?, setMaxPerSecond: Bool, maxPerSecond: Int?
     ) -> PostgresQuery {
         """
         UPDATE webhook_endpoints w SET
+            max_concurrency = coalesce(\(maxConcurrency.map(Int32.init))::int4, w.max_concurrency),
+            max_per_second = CASE WHEN \(setMaxPerSecond) THEN \(maxPerSecond.map(Int32.init))::int4 ELSE w.max_per_second END,
             url = coalesce(\(url), w.url), types = coalesce(\(types)::text[], w.types),
             all_keys = coalesce(\(allKeys), w.all_keys),
             description = CASE WHEN \(setDescription) THEN \(description) ELSE w.description END,
@@ -98,6 +104,23 @@ enum WebhookStatements {
         WHERE e.id = ANY(\(eventIDs)::int8[])
         ORDER BY e.seq, w.id
         RETURNING id, endpoint_id, (SELECT paused_at IS NOT NULL FROM webhook_endpoints p WHERE p.id = endpoint_id)
+        """
+    }
+
+    /// Reserves `counts[i]` delivery slots on endpoint `endpointIDs[i]` when it caps its rate:
+    /// the endpoint, the first slot's offset from now and the spacing, both in seconds. The row's
+    /// lock makes two schedulers at once take turns.
+    static func reserveSlots(endpointIDs: [Int64], counts: [Int32]) -> PostgresQuery {
+        """
+        WITH c AS (SELECT * FROM unnest(\(endpointIDs)::int8[], \(counts)::int4[]) AS c(id, n)),
+        old AS (
+            SELECT w.id, greatest(now(), coalesce(w.next_slot_at, now())) AS first, 1.0 / w.max_per_second AS spacing
+            FROM webhook_endpoints w JOIN c ON c.id = w.id WHERE w.max_per_second IS NOT NULL
+            ORDER BY w.id FOR UPDATE OF w
+        )
+        UPDATE webhook_endpoints w SET next_slot_at = old.first + c.n * old.spacing * interval '1 second'
+        FROM old JOIN c ON c.id = old.id WHERE w.id = old.id
+        RETURNING w.id, extract(epoch FROM old.first - now())::float8, old.spacing::float8
         """
     }
 
@@ -146,7 +169,7 @@ enum WebhookStatements {
     /// One attempt's needs.
     static func attempt(deliveryID: Int64) -> PostgresQuery {
         """
-        SELECT d.id, d.endpoint_id, w.url, w.secret, w.enabled, w.paused_at IS NOT NULL, w.deleted_at IS NOT NULL,
+        SELECT d.id, d.endpoint_id, w.url, w.secret, w.max_concurrency, w.enabled, w.paused_at IS NOT NULL, w.deleted_at IS NOT NULL,
                d.state, d.attempts, e.id, e.seq, e.type, e.occurred_at, e.data::text
         FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
         LEFT JOIN events e ON e.id = d.event_id

@@ -43,9 +43,11 @@ public struct WebhookStore: Sendable {
     /// is never shown again. The URL must pass ``WebhookURL``; `allKeys` needs an `admin` key; at
     /// most ``maxEndpointsPerKey`` per key.
     public func create(
-        url text: String, types: [EventType], allKeys: Bool, description: String?, apiKeyID: Int64, isAdmin: Bool
+        url text: String, types: [EventType], allKeys: Bool, description: String?, limits: WebhookLimits = .init(),
+        apiKeyID: Int64, isAdmin: Bool
     ) async throws -> (WebhookEndpoint, secret: String) {
         let url = try WebhookURL.validated(text, allowPrivate: allowPrivate).absoluteString
+        try Self.check(maxConcurrency: limits.maxConcurrency, maxPerSecond: limits.maxPerSecond)
         let secret = WebhookSecret.generate().serialized
         if allKeys, !isAdmin {
             throw DomainError(code: .invalidRequest, message: "only an admin key may receive every key's events (allKeys)")
@@ -63,7 +65,7 @@ public struct WebhookStore: Sendable {
             let rows = try await connection.query(
                 WebhookStatements.insert(
                     apiKeyID: apiKeyID, allKeys: allKeys, url: url, types: types.map(\.rawValue), secret: secret,
-                    description: description), logger: logger)
+                    description: description, limits: limits), logger: logger)
             for try await row in rows.decode(WebhookStatements.EndpointRow.self) {
                 return (try WebhookStatements.endpoint(row), secret)
             }
@@ -102,6 +104,7 @@ public struct WebhookStore: Sendable {
         }
         var change = change
         if let text = change.url { change.url = try WebhookURL.validated(text, allowPrivate: allowPrivate).absoluteString }
+        try Self.check(maxConcurrency: change.maxConcurrency, maxPerSecond: change.maxPerSecond ?? nil)
         let checked = change
         return try await StorageSQL.transaction(client, logger: logger, "change a webhook endpoint", within: wait) {
             [logger, queue] connection in
@@ -110,20 +113,19 @@ public struct WebhookStore: Sendable {
                 WebhookStatements.update(
                     id: id, owner: owner, url: change.url, types: change.types?.map(\.rawValue), allKeys: change.allKeys,
                     setDescription: change.description != nil, description: change.description ?? nil,
-                    enabled: change.enabled), logger: logger)
+                    enabled: change.enabled, maxConcurrency: change.maxConcurrency,
+                    setMaxPerSecond: change.maxPerSecond != nil, maxPerSecond: change.maxPerSecond ?? nil), logger: logger)
             var updated: WebhookEndpoint?
             for try await row in rows.decode(WebhookStatements.EndpointRow.self) {
                 updated = try WebhookStatements.endpoint(row)
             }
             guard let updated else { return nil }
             if change.enabled == true {
-                var jobs: [NewJob] = []
+                var deliveries: [(id: Int64, endpointID: Int64)] = []
                 let pending = try await connection.query(
                     WebhookStatements.pending(endpointID: id, limit: Self.maxReplay), logger: logger)
-                for try await deliveryID in pending.decode(Int64.self) {
-                    jobs.append(try .webhookDelivery(WebhookDeliveryArgs(deliveryID: deliveryID), endpointID: id))
-                }
-                try await queue.enqueue(jobs, on: connection)
+                for try await deliveryID in pending.decode(Int64.self) { deliveries.append((deliveryID, id)) }
+                try await Self.enqueue(deliveries, queue: queue, on: connection, logger: logger)
             }
             return updated
         }
@@ -147,16 +149,58 @@ public struct WebhookStore: Sendable {
     {
         guard !eventIDs.isEmpty else { return 0 }
         let rows = try await connection.query(WebhookStatements.fanOut(eventIDs: eventIDs), logger: logger)
-        var jobs: [NewJob] = []
+        var deliveries: [(id: Int64, endpointID: Int64)] = []
         var count = 0
         for try await (id, endpointID, paused) in rows.decode((Int64, Int64, Bool?).self) {
             count += 1
-            if paused != true {
-                jobs.append(try .webhookDelivery(WebhookDeliveryArgs(deliveryID: id), endpointID: endpointID))
+            if paused != true { deliveries.append((id, endpointID)) }
+        }
+        try await enqueue(deliveries, queue: queue, on: connection, logger: logger)
+        return count
+    }
+
+    /// Enqueues the jobs of `deliveries` (in order) on the caller's transaction. Those to an
+    /// endpoint that caps its rate take its next slots, one spacing apart.
+    static func enqueue(
+        _ deliveries: [(id: Int64, endpointID: Int64)], queue: JobQueue, on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
+        guard !deliveries.isEmpty else { return }
+        var counts: [Int64: Int32] = [:]
+        for delivery in deliveries { counts[delivery.endpointID, default: 0] += 1 }
+        let endpoints = counts.keys.sorted()
+        var slots: [Int64: (first: Double, spacing: Double)] = [:]
+        let rows = try await connection.query(
+            WebhookStatements.reserveSlots(endpointIDs: endpoints, counts: endpoints.map { counts[$0] ?? 0 }),
+            logger: logger)
+        for try await (id, first, spacing) in rows.decode((Int64, Double, Double).self) { slots[id] = (first, spacing) }
+        var taken: [Int64: Int] = [:]
+        let jobs = try deliveries.map { delivery in
+            var schedule = JobSchedule.now
+            if let slot = slots[delivery.endpointID] {
+                let n = taken[delivery.endpointID, default: 0]
+                taken[delivery.endpointID] = n + 1
+                let offset = slot.first + Double(n) * slot.spacing
+                if offset > 0 { schedule = .after(.milliseconds(Int64((offset * 1000).rounded()))) }
             }
+            return try NewJob.webhookDelivery(
+                WebhookDeliveryArgs(deliveryID: delivery.id), endpointID: delivery.endpointID, schedule: schedule)
         }
         try await queue.enqueue(jobs, on: connection)
-        return count
+    }
+
+    /// Refuses limits outside ``WebhookLimits``' ranges, naming the field.
+    static func check(maxConcurrency: Int?, maxPerSecond: Int?) throws {
+        if let value = maxConcurrency, !WebhookLimits.concurrencyRange.contains(value) {
+            throw DomainError(
+                code: .invalidRequest,
+                message: "maxConcurrency is \(WebhookLimits.concurrencyRange.lowerBound) to \(WebhookLimits.concurrencyRange.upperBound)")
+        }
+        if let value = maxPerSecond, !WebhookLimits.perSecondRange.contains(value) {
+            throw DomainError(
+                code: .invalidRequest,
+                message: "maxPerSecond is \(WebhookLimits.perSecondRange.lowerBound) to \(WebhookLimits.perSecondRange.upperBound), or null for no cap")
+        }
     }
 
     /// An endpoint's delivery log, newest first: at most `limit` (1–200) deliveries before
@@ -199,51 +243,68 @@ public struct WebhookStore: Sendable {
                 logger: logger)
             var ids: [Int64] = []
             for try await id in rows.decode(Int64.self) { ids.append(id) }
-            try await queue.enqueue(
-                try ids.map { try .webhookDelivery(WebhookDeliveryArgs(deliveryID: $0), endpointID: endpointID) },
-                on: connection)
+            try await Self.enqueue(ids.map { ($0, endpointID) }, queue: queue, on: connection, logger: logger)
             return ids
         }
     }
 
+    /// What became of ``attempt(deliveryID:retrySchedule:admit:_:)``.
+    public enum AttemptOutcome: Sendable, Equatable {
+        /// Nothing more to do: delivered, failed for good, paused, or nothing was waiting.
+        case settled
+        /// The attempt failed: try again after this wait.
+        case retry(after: Duration)
+        /// `admit` refused it (its endpoint's attempts are all taken): nothing was counted.
+        case busy
+    }
+
     /// Runs one attempt of delivery `deliveryID`: reads what it needs and, when the delivery
-    /// still waits and its endpoint can be called, counts the attempt, runs `send` and records
-    /// the result, fenced by that count (an attempt overtaken by another records nothing). No
-    /// transaction is open during `send`. Returns when to try again (nil: done, delivered or
-    /// failed for good, paused, or nothing to do).
+    /// still waits, its endpoint can be called and `admit` lets it, counts the attempt, runs
+    /// `send` and records the result, fenced by that count (an attempt overtaken by another
+    /// records nothing). No transaction is open during `send`.
     public func attempt(
-        deliveryID: Int64, retrySchedule: [Duration] = WebhookStore.retrySchedule, _ send: @Sendable (WebhookAttempt, Event) async -> WebhookAttemptResult
-    ) async throws -> Duration? {
-        guard let attempt = try await readAttempt(deliveryID), attempt.state == .pending else { return nil }
+        deliveryID: Int64, retrySchedule: [Duration] = WebhookStore.retrySchedule,
+        admit: @Sendable (WebhookAttempt) async -> Bool = { _ in true },
+        _ send: @Sendable (WebhookAttempt, Event) async -> WebhookAttemptResult
+    ) async throws -> AttemptOutcome {
+        guard let attempt = try await readAttempt(deliveryID), attempt.state == .pending else { return .settled }
         guard let event = attempt.event else {
             try await record(attempt, .init(status: nil, error: "retention deleted the event", latencyMs: 0, excerpt: nil))
-            return nil
+            return .settled
         }
         guard attempt.callable else {
             // Paused: it waits for its endpoint to be enabled. Deleted or disabled: it ends.
             if !attempt.paused {
                 try await record(attempt, .init(status: nil, error: attempt.notCallableReason, latencyMs: 0, excerpt: nil))
             }
-            return nil
+            return .settled
         }
+        guard await admit(attempt) else { return .busy }
         // Counted before the request: a worker that dies during it leaves the attempt counted.
-        guard try await start(attempt) else { return nil }
+        guard try await start(attempt) else { return .settled }
         var started = attempt
         started.attempts += 1
         let result = await send(started, event)
         let retryIn = result.error == nil ? nil : retrySchedule[safe: attempt.attempts]
         let paused = try await record(started, result, retryIn: retryIn)
         // A paused endpoint's retries wait with it; enabling it sends them at once.
-        return paused ? nil : retryIn
+        guard !paused, let retryIn else { return .settled }
+        return .retry(after: retryIn)
     }
 
     private func readAttempt(_ deliveryID: Int64) async throws -> WebhookAttempt? {
         try await StorageSQL.run("read a webhook delivery", within: wait) { [client, logger] in
             let rows = try await client.query(WebhookStatements.attempt(deliveryID: deliveryID), logger: logger)
             typealias Row = (
-                Int64, Int64, String, String, Bool, Bool, Bool, String, Int32, Int64?, Int64?, String?, Date?, String?
+                Int64, Int64, String, String, Int32, Bool, Bool, Bool, String, Int32, Int64?, Int64?, String?, Date?,
+                String?
             )
-            for try await row in rows.decode(Row.self) {
+            for try await full in rows.decode(Row.self) {
+                let maxConcurrency = Int(full.4)
+                let row = (
+                    full.0, full.1, full.2, full.3, full.5, full.6, full.7, full.8, full.9, full.10, full.11, full.12,
+                    full.13, full.14
+                )
                 var event: Event?
                 if let id = row.9, let seq = row.10, let typeText = row.11, let occurred = row.12, let data = row.13 {
                     guard let type = EventType(rawValue: typeText) else {
@@ -259,7 +320,8 @@ public struct WebhookStore: Sendable {
                 let reason: String? =
                     row.6 ? "the endpoint was deleted" : !row.4 ? "the endpoint is disabled" : row.5 ? "the endpoint is paused" : nil
                 return WebhookAttempt(
-                    deliveryID: row.0, endpointID: row.1, url: row.2, secret: row.3, callable: reason == nil,
+                    deliveryID: row.0, endpointID: row.1, url: row.2, secret: row.3, maxConcurrency: maxConcurrency,
+                    callable: reason == nil,
                     paused: row.5 && !row.6 && row.4, notCallableReason: reason, state: state, attempts: Int(row.8),
                     event: event)
             }
