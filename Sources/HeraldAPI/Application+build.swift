@@ -68,7 +68,7 @@ public func buildApplication(
             maxBatchBodyBytes: configuration.maxBatchBodyBytes,
             hubSendLimits: HubSendLimits(
                 perNotification: sends.maxHubSendsPerNotification, perRequest: sends.maxHubSendsPerRequest),
-            rates: rates, lanes: LaneBacklogHeader(backlog: LaneBacklog(queue: stores.queue))),
+            rates: rates, lanes: LaneBacklogHeader(backlog: LaneBacklog(queue: stores.queue, wait: stores.databaseWait))),
         campaigns: CampaignController(
             store: stores.campaigns, reads: stores.reads, maxBodyBytes: configuration.maxBodyBytes,
             maxDefinitionBodyBytes: configuration.maxCampaignBodyBytes),

@@ -49,16 +49,27 @@ struct WebhookDeliveryTests {
     /// Posts a batch as a client does: again after a `503` (a loaded machine's database gate) or
     /// a `429`, under the same idempotency keys.
     static func post(_ system: HeraldSystem, key: String, _ body: String) async throws {
+        var last = ""
         for _ in 0..<10 {
             let reply = try await system.request(
                 .POST, "/v1/notifications:batch", authorization: "Bearer \(key)", body: body)
             if reply.status == .accepted { return }
-            try #require(
-                reply.status == .serviceUnavailable || reply.status == .tooManyRequests,
-                "\(reply.status) \(reply.body.prefix(300))")
+            last = "\(reply.status) \(reply.body.prefix(300))"
+            try #require(reply.status == .serviceUnavailable || reply.status == .tooManyRequests, "\(last)")
             try await Task.sleep(for: .seconds(1))
         }
-        Issue.record("the batch was refused ten times")
+        Issue.record("the batch was refused ten times; the last answer: \(last)")
+    }
+
+    /// The settings of these tests: loopback receivers allowed, and a database wait long enough
+    /// for a 1,000-item batch on a machine running many suites at once.
+    static func environment(timeout: Int, retry: String? = nil) -> [String: String] {
+        var environment = [
+            "HERALD_WEBHOOK_ALLOW_PRIVATE": "on", "HERALD_WEBHOOK_TIMEOUT_SECONDS": String(timeout),
+            "HERALD_DATABASE_WAIT_SECONDS": "60",
+        ]
+        if let retry { environment["HERALD_WEBHOOK_RETRY_SCHEDULE"] = Array(repeating: retry, count: 20).joined(separator: ",") }
+        return environment
     }
 
     /// A sending key whose rate a 1,000-item batch, sent again after a 503, stays within.
@@ -81,11 +92,7 @@ struct WebhookDeliveryTests {
         try await receiver.waitForOutput { $0.contains { $0.hasPrefix("PORT=") } }
         let port = try #require(receiver.stdout.first { $0.hasPrefix("PORT=") }?.dropFirst(5))
         try await TestDatabase.with { db async throws in
-            let environment = [
-                "HERALD_WEBHOOK_ALLOW_PRIVATE": "on", "HERALD_WEBHOOK_TIMEOUT_SECONDS": "1",
-                "HERALD_WEBHOOK_RETRY_SCHEDULE": Array(repeating: "0.2", count: 20).joined(separator: ","),
-            ]
-            try await HeraldSystem.with(db, environment: environment) { system in
+            try await HeraldSystem.with(db, environment: Self.environment(timeout: 1, retry: "0.2")) { system in
                 let key = try await Self.key(db)
                 let created = try await system.request(
                     .POST, "/v1/webhooks", authorization: "Bearer \(key)",
@@ -177,8 +184,7 @@ struct WebhookDeliveryTests {
         try await receiver.waitForOutput { $0.contains { $0.hasPrefix("PORT=") } }
         let port = try #require(receiver.stdout.first { $0.hasPrefix("PORT=") }?.dropFirst(5))
         try await TestDatabase.with { db async throws in
-            let environment = ["HERALD_WEBHOOK_ALLOW_PRIVATE": "on", "HERALD_WEBHOOK_TIMEOUT_SECONDS": "10"]
-            try await HeraldSystem.with(db, environment: environment, workers: 1) { system in
+            try await HeraldSystem.with(db, environment: Self.environment(timeout: 10), workers: 1) { system in
                 let key = try await Self.key(db)
                 let url = "http://127.0.0.1:\(port)/hook"
                 for (limits, reason) in [
@@ -238,11 +244,8 @@ struct WebhookDeliveryTests {
         try await receiver.waitForOutput { $0.contains { $0.hasPrefix("PORT=") } }
         let port = try #require(receiver.stdout.first { $0.hasPrefix("PORT=") }?.dropFirst(5))
         try await TestDatabase.with { db async throws in
-            let environment = [
-                "HERALD_WEBHOOK_ALLOW_PRIVATE": "on", "HERALD_WEBHOOK_TIMEOUT_SECONDS": "5",
-                "HERALD_WEBHOOK_RETRY_SCHEDULE": Array(repeating: "0.5", count: 20).joined(separator: ","),
-                "HERALD_LEASE_SECONDS": "3",
-            ]
+            var environment = Self.environment(timeout: 5, retry: "0.5")
+            environment["HERALD_LEASE_SECONDS"] = "3"
             try await HeraldSystem.with(db, environment: environment, workers: 1) { system in
                 let key = try await Self.key(db)
                 let created = try await system.request(
