@@ -7,7 +7,7 @@ public import Prometheus
 public import ServiceLifecycle
 
 /// `herald-worker`'s own small HTTP listener for operators: the ``OpsRoutes`` (`/health/live`,
-/// `/health/ready`, `/metrics` with the queue's depth) on `host:port`, `/metrics` behind an
+/// `/health/ready`, `/metrics` with the queue's depth and the paused webhook endpoints) on `host:port`, `/metrics` behind an
 /// API key with the `metrics`, `read` or `admin` scope.
 ///
 /// Port 0 picks a free port. Once bound it logs `herald.worker.metrics_listening` with the
@@ -28,7 +28,9 @@ public struct OpsListener: Service {
         self.logger = logger
         let router = Router()
         router.add(middleware: HTTPMetricsMiddleware(factory: HeraldMetricsFactory(registry: registry)))
-        OpsRoutes(registry: registry, queue: stores.queue, queues: queues, availability: stores.availability)
+        OpsRoutes(
+            registry: registry, queue: stores.queue, queues: queues, availability: stores.availability,
+            webhooks: stores.webhooks)
         .addRoutes(to: router, keys: APIKeyVerifier(keys: stores.apiKeys))
         self.application = Application(
             router: router,

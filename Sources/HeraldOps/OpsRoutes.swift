@@ -23,7 +23,8 @@ public import Prometheus
 /// - `GET /metrics`: Prometheus text of the process's registry; with a queue, the queue's depth
 ///   by queue and state and the age of each queue's oldest waiting job, read from
 ///   ``JobQueue/counts()`` on each scrape (`herald_queue_jobs{queue,state}`,
-///   `herald_queue_oldest_waiting_seconds{queue}`); with a read replica,
+///   `herald_queue_oldest_waiting_seconds{queue}`); with webhooks, the paused endpoints
+///   (`herald_webhook_endpoints_paused`); with a read replica,
 ///   `herald_database_replica_lag_seconds` and `herald_database_replica_up` from its last probe.
 ///
 /// The health routes are open; `/metrics` takes an API key (see ``OpsKeyMiddleware``).
@@ -38,6 +39,7 @@ public import Prometheus
 public struct OpsRoutes: Sendable {
     private let registry: PrometheusCollectorRegistry
     private let queueGauges: QueueGauges?
+    private let webhookGauges: WebhookGauges?
     private let availability: DatabaseAvailability
     private let replica: ReadDatabase?
     private let replicaGauges: ReplicaGauges?
@@ -49,14 +51,16 @@ public struct OpsRoutes: Sendable {
     /// named in `queues` present (at 0) even while they hold no jobs. A scrape skips the queue
     /// gauges while the database counts as down instead of waiting for it. `replica`: where
     /// the process's ops reads go; readiness and the metrics report it when it has a replica.
+    /// `webhooks`: the endpoints whose paused count the metrics report (the worker's).
     public init(
         registry: PrometheusCollectorRegistry, queue: JobQueue? = nil, queues: [String] = [],
-        availability: DatabaseAvailability? = nil, replica: ReadDatabase? = nil
+        availability: DatabaseAvailability? = nil, replica: ReadDatabase? = nil, webhooks: WebhookStore? = nil
     ) {
         self.registry = registry
         self.replica = replica?.replica == nil ? nil : replica
         self.replicaGauges = self.replica.map { _ in ReplicaGauges(registry: registry) }
         self.queueGauges = queue.map { QueueGauges(queue: $0, registry: registry, known: queues) }
+        self.webhookGauges = webhooks.map { WebhookGauges(store: $0, registry: registry) }
         self.availability =
             availability ?? .assumedAvailable(logger: Logger(label: "herald.ops", factory: { _ in SwiftLogNoOpLogHandler() }))
     }
@@ -121,9 +125,12 @@ public struct OpsRoutes: Sendable {
     /// `GET /metrics`: the registry in Prometheus text format, the queue gauges set first.
     public func metrics<Context: RequestContext>(_ request: Request, context: Context) async throws -> Response {
         if let replica, let replicaGauges { replicaGauges.set(replica.state) }
-        if let queueGauges {
+        if queueGauges != nil || webhookGauges != nil {
             do {
-                try await availability.whileAvailable { try await queueGauges.update() }
+                try await availability.whileAvailable {
+                    try await queueGauges?.update()
+                    try await webhookGauges?.update()
+                }
             } catch let error as StorageError where error.code == .unavailable {
                 // The process's own series still answer while the database is down.
             }

@@ -62,6 +62,7 @@ struct MetricsExpositionTests {
                 #expect(worker.contains(#"herald_queue_jobs{queue="notifications""#))
                 #expect(worker.contains(#"herald_queue_oldest_waiting_seconds{queue="notifications"}"#))
                 #expect(worker.contains("# TYPE herald_queue_latency_seconds histogram"))
+                #expect(worker.contains("\nherald_webhook_endpoints_paused 0"), "no endpoint paused, from the first scrape")
                 #expect(!(api + worker).contains("pgqueue_"), "the queue library's names are exported as herald_queue_…")
                 #expect(!(api + worker).contains(handle) && !(api + worker).contains("bob"), "no device or user values in labels")
 

@@ -51,7 +51,7 @@ struct OpsListenerTests {
         return Answer(status: Int(response.status.code), headers: fields, text: String(buffer: body))
     }
 
-    @Test("health is open; /metrics needs a read or admin key and shows queue depth and oldest waiting job")
+    @Test("health is open; /metrics needs a read or admin key and shows queue depth, oldest waiting job and paused webhooks")
     func routes() async throws {
         try await TestDatabase.with { db async throws in
             let keys = APIKeyStore(client: db.client, logger: db.logger)
@@ -59,6 +59,16 @@ struct OpsListenerTests {
             let (sendKey, _) = try await keys.create(name: "sender", scopes: [.send])
             try await JobQueue(client: db.client, logger: db.logger).enqueue(
                 NewJob(queue: NotificationJobs.queue, kind: NotificationJobs.send, argsJSON: #"{"hubSendID":1}"#))
+            // One endpoint the circuit paused, one healthy.
+            let sender = try await keys.create(name: "hooked", scopes: [.send]).record.id
+            let webhooks = db.stores(StorageConfiguration(webhookAllowPrivate: true)).webhooks
+            for path in ["paused", "healthy"] {
+                _ = try await webhooks.create(
+                    url: "http://127.0.0.1:9/\(path)", types: [.notificationFailed], allKeys: false, description: nil,
+                    apiKeyID: sender, isAdmin: false)
+            }
+            _ = try await db.client.query(
+                "UPDATE webhook_endpoints SET paused_at = now() WHERE url LIKE '%/paused'", logger: db.logger)
             let registry = PrometheusCollectorRegistry()
             registry.makeCounter(
                 descriptor: .init(namespace: "herald", metricName: "test", unitName: "total", helpText: "a test counter")
@@ -78,6 +88,7 @@ struct OpsListenerTests {
                 #expect(text.contains("herald_test_total 1"))
                 #expect(text.contains(#"herald_queue_jobs{queue="notifications",state="available"} 1"#))
                 #expect(text.contains(#"herald_queue_oldest_waiting_seconds{queue="notifications"}"#))
+                #expect(text.contains("\nherald_webhook_endpoints_paused 1"), "the paused endpoint, not the healthy one")
             }
         }
     }
