@@ -13,7 +13,7 @@ struct HeraldCtl: AsyncParsableCommand {
         commandName: "heraldctl",
         abstract:
             "Operate Herald: migrate the database, manage device users, sender API keys and campaigns, send from a file, reconcile or rebuild the hub.",
-        subcommands: [Migrate.self, Users.self, Keys.self, Campaigns.self, Send.self, Hub.self, Events.self]
+        subcommands: [Migrate.self, Users.self, Keys.self, Campaigns.self, Send.self, Hub.self, Events.self, Webhooks.self]
     )
 }
 
