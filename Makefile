@@ -5,13 +5,13 @@ SWIFT ?= swift
 RELEASE_PATH ?= .build-release
 DB_ENV := .data/postgres.env
 
-.PHONY: help build docs test chaos run bench bench-queue bench-pickup bench-hub bench-api bench-send bench-lanes bench-pressure bench-stats release-products lint format migrate db-up db-down clean
+.PHONY: help build docs test chaos run bench bench-queue bench-pickup bench-hub bench-api bench-send bench-webhooks bench-lanes bench-pressure bench-stats release-products lint format migrate db-up db-down clean
 
 help:
 	@echo "make run         start PostgreSQL, migrate, nh-emulator, herald-api, herald-worker (Ctrl-C stops all)"
 	@echo "make test        start PostgreSQL, build every product, run every test (also through PgBouncer, and the ops reads on a streaming replica), the deploy checks, the reduced pressure pass and the reduced fault harness"
 	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, partitions, ...)"
-	@echo "make bench       every benchmark (release build); bench-queue, bench-pickup, bench-hub, bench-api, bench-send, bench-lanes, bench-stats for subsets"
+	@echo "make bench       every benchmark (release build); bench-queue, bench-pickup, bench-hub, bench-api, bench-send, bench-webhooks, bench-lanes, bench-stats for subsets"
 	@echo "make bench-pressure  the queue and the send pipeline under a held XID, readers, overload and chaos (about 50 min; not in make bench)"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
 	@echo "make docs        rewrite docs/configuration.md from the Setting declarations (a test checks it)"
@@ -101,6 +101,11 @@ bench-api: db-up release-products
 # The send pipeline: batch accept, end to end through the worker, latency (scripts/bench-send.sh).
 bench-send: db-up release-products
 	@scripts/bench-send.sh "$(RELEASE_PATH)/release"
+
+# Webhook delivery against the send pipeline in the same run: send.e2e, then webhooks.e2e and the
+# state change -> delivery latency at 1,000/s offered (scripts/bench-send.sh, its webhook phases).
+bench-webhooks: db-up release-products
+	@BENCH_SEND_PHASES=webhooks scripts/bench-send.sh "$(RELEASE_PATH)/release"
 
 # Fairness: another key's single sends while a campaign's and a batch backlog drain, with the
 # queue's lanes off (before) and on (after) in one run (scripts/bench-lanes.sh).

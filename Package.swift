@@ -245,6 +245,7 @@ let package = Package(
             name: "herald-bench",
             dependencies: [
                 "PostgresQueue", "HeraldDomain", "HeraldStorage", "HeraldRuntime", "NotificationHubs", "NotificationHubsEmulator",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -31,6 +31,15 @@
 #                                          BENCH_ACCEPT_COUNT users (batches of 1,000, 4 in flight, an
 #                                          idempotency key per line, worker stopped), process start to exit
 #   bench cli.send_rate <v> ratio          cli.send / send.batch_accept (same run; target >= 0.8)
+#   bench webhooks.e2e <v> events/s        send.e2e's run again with a webhook endpoint wanting every
+#                                          notification.enqueued: events delivered to a loopback receiver
+#                                          (herald-bench webhook-receiver) / time from the first post to
+#                                          the last delivery
+#   bench webhooks.e2e_ratio <v> ratio     webhooks.e2e / send.e2e (target >= 0.5)
+#   bench webhooks.latency.p50_ms / .p99_ms <v> ms  state change (the event's timestamp) -> its
+#                                          delivery's arrival, at 1,000 notifications/s offered
+#
+# BENCH_SEND_PHASES=webhooks (make bench-webhooks) runs only send.e2e and the webhook phases.
 #
 # Usage: scripts/bench-send.sh BIN_DIR   (BIN_DIR holds release builds of the executables and herald-bench)
 # Knobs: BENCH_ACCEPT_COUNT (50000), BENCH_E2E_COUNT (20000), BENCH_HISTORY (50000: finished sends
@@ -48,6 +57,9 @@ accept_count="${BENCH_ACCEPT_COUNT:-50000}"
 e2e_count="${BENCH_E2E_COUNT:-20000}"
 latency_seconds="${BENCH_LATENCY_SECONDS:-10}"
 latency_per_tick="${BENCH_LATENCY_PER_TICK:-10}"
+phases="${BENCH_SEND_PHASES:-all}"
+case "$phases" in all | webhooks) ;; *) echo "bench-send: BENCH_SEND_PHASES is all or webhooks" >&2; exit 1 ;; esac
+all() { [ "$phases" = all ]; }
 first_poll=5  # seconds from a send to its first telemetry poll (DeliveryConfiguration.telemetryFirstPoll)
 
 . scripts/bench-lib.sh
@@ -68,14 +80,20 @@ hub_ceiling() {
     || { cat "$work/hub.err" >&2; exit 1; }
   ceiling="$(awk '/^bench hub.client.sends/ {print $3}' "$work/hub.txt")"
 }
-hub_ceiling 1
-client_sends_first="$ceiling"
+if all; then
+  hub_ceiling 1
+  client_sends_first="$ceiling"
+fi
 
 # The accept ratio's baseline: the queue library's bulk enqueue of as many jobs, on this cluster.
-"$bin/herald-bench" queue --enqueue-only --jobs "$accept_count" >"$work/enqueue.txt" 2>"$work/enqueue.err" \
-  || { cat "$work/enqueue.err" >&2; exit 1; }
-enqueue_rate="$(awk '/^bench queue.enqueue.bulk/ {print $3}' "$work/enqueue.txt")"
+if all; then
+  "$bin/herald-bench" queue --enqueue-only --jobs "$accept_count" >"$work/enqueue.txt" 2>"$work/enqueue.err" \
+    || { cat "$work/enqueue.err" >&2; exit 1; }
+  enqueue_rate="$(awk '/^bench queue.enqueue.bulk/ {print $3}' "$work/enqueue.txt")"
+fi
 
+# The webhook phases' receiver is on loopback (both processes read this).
+export HERALD_WEBHOOK_ALLOW_PRIVATE=on
 bench_start_api
 api_pid="${pids[-1]}"
 emulator_pid="${pids[0]}"
@@ -187,6 +205,7 @@ reset() {
   bench_seed_history "$history"
 }
 
+if all; then
 # 1. Accept: the API alone (no worker), 4 senders posting batches of 1,000.
 post "$without" bulk 4000 4 >/dev/null  # warm-up
 reset
@@ -207,6 +226,7 @@ HERALD_API_KEY="$key" "$bin/heraldctl" send --api "$url" --users-file "$work/use
 cli_end="$(date +%s.%N)"
 jobs="$(q "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'")"
 [ "$jobs" -eq "$accept_posted" ] || { echo "bench-send: heraldctl send made $jobs jobs for $accept_posted users" >&2; exit 1; }
+fi
 reset
 
 # 2. End to end: the worker runs while the batches arrive, no telemetry asked for.
@@ -229,6 +249,7 @@ wait_jobs
 reset
 e2e="$(python3 -c "print(f'{$e2e_posted / ($end_time - $start_time):.0f}')")"
 
+if all; then
 # 2b. With telemetry: until every send's telemetry answer is recorded.
 start_time="$(date +%s.%N)"
 read -r _ telemetry_posted < <(post "$with" bulk "$e2e_count" 2)
@@ -252,7 +273,55 @@ read -r p50 p99 < <(q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY 
                                WHERE o.kind = 'send') t" | tr '|' ' ')
 wait_jobs
 reset
+fi
 
+# 5. Webhooks: an endpoint on a loopback receiver wants every notification.enqueued (one per
+# send here). The same end-to-end run, until the receiver has them all; then the latency run
+# at 1,000/s offered, from each event's timestamp to its arrival.
+coproc RECEIVER { exec "$bin/herald-bench" webhook-receiver 2>"$work/receiver.err"; }
+pids+=("$RECEIVER_PID")
+IFS= read -r -t 30 line <&"${RECEIVER[0]}" || { echo "bench-send: the webhook receiver did not start" >&2; exit 1; }
+receiver_port="${line#PORT=}"
+receiver() {  # receiver COMMAND: sends it; for STATS sets count, first, last, p50, p99
+  printf '%s\n' "$1" >&"${RECEIVER[1]}"
+  [ "$1" = STATS ] || return 0
+  IFS= read -r -t 30 line <&"${RECEIVER[0]}" || { echo "bench-send: the webhook receiver did not answer" >&2; exit 1; }
+  eval "$(printf '%s' "$line" | tr ' ' '\n' | sed -n 's/^\(count\|first\|last\|p50_ms\|p99_ms\)=/\1=/p')"
+}
+wait_delivered() {  # wait_delivered COUNT
+  for _ in $(seq 1 3000); do
+    receiver STATS
+    [ "$count" -ge "$1" ] && return 0
+    sleep 0.1
+  done
+  echo "bench-send: $count of $1 webhooks delivered" >&2; tail -20 "$work/worker.err" >&2; exit 1
+}
+python3 - "$port" "$key" "$receiver_port" <<'PY' || exit 1
+import http.client, json, sys
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+body = {"url": f"http://127.0.0.1:{sys.argv[3]}/hook", "types": ["notification.enqueued"], "maxConcurrency": 100}
+conn.request("POST", "/v1/webhooks", json.dumps(body), {"Authorization": "Bearer " + sys.argv[2], "Content-Type": "application/json"})
+response = conn.getresponse()
+answer = response.read()
+if response.status != 201: sys.exit(f"bench-send: the webhook endpoint was refused: {response.status} {answer[:300]!r}")
+PY
+post "$without" bulk 2000 2 >/dev/null; wait_delivered 2000; wait_jobs  # warm-up
+reset; receiver RESET
+start_time="$(date +%s.%N)"
+read -r _ hooked_posted < <(post "$without" bulk "$e2e_count" 2)
+wait_delivered "$hooked_posted"
+webhooks_e2e="$(python3 -c "print(f'{$hooked_posted / ($last - $start_time):.0f}')")"
+wait_jobs; reset; receiver RESET
+read -r _ hooked_latency_posted < <(post "$without" paced "$latency_seconds" "$latency_per_tick")
+wait_delivered "$hooked_latency_posted"
+hook_p50="$p50_ms"; hook_p99="$p99_ms"
+undelivered="$(q "SELECT count(*) FROM webhook_deliveries WHERE state <> 'Delivered' OR attempts <> 1")"
+[ "$undelivered" -eq 0 ] || { echo "bench-send: $undelivered webhook deliveries not delivered at the first attempt" >&2; exit 1; }
+q "UPDATE webhook_endpoints SET deleted_at = now()" >/dev/null  # the later phases send no webhooks
+wait_jobs
+reset
+
+if all; then
 # 4. Two worker processes: the same end-to-end run, to see that they do not collapse on contention.
 start_worker
 start_time="$(date +%s.%N)"
@@ -264,8 +333,17 @@ two_workers="$(python3 -c "print(f'{$two_posted / ($end_time - $start_time):.0f}
 api_rss="$(rss_mb "$api_pid")"; worker_rss="$(rss_mb "${worker_pids[0]}")"
 wait_jobs
 reset
+fi
 
 for pid in "${worker_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+echo "bench webhooks.e2e $webhooks_e2e events/s"
+python3 -c "print(f'bench webhooks.e2e_ratio {$webhooks_e2e / $e2e:.3f} ratio')"
+echo "bench webhooks.latency.p50_ms $hook_p50 ms"
+echo "bench webhooks.latency.p99_ms $hook_p99 ms"
+if ! all; then
+  echo "bench send.e2e $e2e sends/s"
+  exit 0
+fi
 hub_ceiling 0
 client_sends_last="$ceiling"
 client_sends="$(python3 -c "print(f'{($client_sends_first + $client_sends_last) / 2:.0f}')")"

@@ -9,6 +9,6 @@ struct HeraldBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald-bench",
         abstract: "Herald's benchmarks. Each prints `bench <name> <value> <unit>` lines.",
-        subcommands: [QueueBench.self, HubBench.self, StatsBench.self, HarnessBench.self]
+        subcommands: [QueueBench.self, HubBench.self, StatsBench.self, HarnessBench.self, WebhookReceiverBench.self]
     )
 }
