@@ -191,32 +191,37 @@ enum WebhookStatements {
     /// Records the result of the attempt that made the count `attempts`: delivered, failed for
     /// good, or waiting `retryIn` seconds; only while no later attempt started (and the delivery
     /// still waits).
+    /// Records an attempt's result, fenced by its attempt count, and the endpoint's circuit, in
+    /// one statement: the number of deliveries recorded (0 or 1) and whether the endpoint is now
+    /// paused. A success closes the circuit; a failure starts or keeps its failing time and
+    /// pauses it once that is older than `pauseAfter` seconds. The endpoint's row is written only
+    /// when that changes, so attempts to a healthy endpoint never wait on each other for it.
     static func record(
         deliveryID: Int64, attempts: Int, state: String, status: Int?, error: String?, latencyMs: Int, excerpt: String?,
-        retryIn: Double?
+        retryIn: Double?, endpointID: Int64, circuit: Bool, succeeded: Bool, pauseAfter: Double
     ) -> PostgresQuery {
         """
-        UPDATE webhook_deliveries SET state = \(state), last_status = \(status.map(Int32.init)),
-            last_error = \(error), last_latency_ms = \(Int32(clamping: latencyMs)), response_excerpt = \(excerpt),
-            next_try_at = now() + make_interval(secs => \(retryIn)),
-            delivered_at = CASE WHEN \(state) = 'Delivered' THEN now() END, updated_at = now()
-        WHERE id = \(deliveryID) AND attempts = \(Int32(clamping: attempts)) AND state = 'Pending'
-        RETURNING id
-        """
-    }
-
-    /// The endpoint's circuit after an attempt: a success closes it; a failure starts or keeps
-    /// its failing time and pauses it once that is older than `pauseAfter` seconds. Whether it
-    /// is now paused.
-    static func circuit(endpointID: Int64, succeeded: Bool, pauseAfter: Double) -> PostgresQuery {
-        """
-        UPDATE webhook_endpoints SET
-            failing_since = CASE WHEN \(succeeded) THEN NULL ELSE coalesce(failing_since, now()) END,
-            paused_at = CASE WHEN \(succeeded) THEN paused_at
-                             WHEN failing_since < now() - make_interval(secs => \(pauseAfter))
-                             THEN coalesce(paused_at, now()) ELSE paused_at END
-        WHERE id = \(endpointID)
-        RETURNING paused_at IS NOT NULL
+        WITH recorded AS (
+            UPDATE webhook_deliveries SET state = \(state), last_status = \(status.map(Int32.init)),
+                last_error = \(error), last_latency_ms = \(Int32(clamping: latencyMs)), response_excerpt = \(excerpt),
+                next_try_at = now() + make_interval(secs => \(retryIn)),
+                delivered_at = CASE WHEN \(state) = 'Delivered' THEN now() END, updated_at = now()
+            WHERE id = \(deliveryID) AND attempts = \(Int32(clamping: attempts)) AND state = 'Pending'
+            RETURNING id
+        ), changed AS (
+            UPDATE webhook_endpoints w SET
+                failing_since = CASE WHEN \(succeeded) THEN NULL ELSE coalesce(w.failing_since, now()) END,
+                paused_at = CASE WHEN \(succeeded) THEN w.paused_at
+                                 WHEN w.failing_since < now() - make_interval(secs => \(pauseAfter))
+                                 THEN coalesce(w.paused_at, now()) ELSE w.paused_at END
+            WHERE w.id = \(endpointID) AND \(circuit) AND EXISTS (SELECT 1 FROM recorded)
+              AND CASE WHEN \(succeeded) THEN w.failing_since IS NOT NULL
+                       ELSE w.failing_since IS NULL
+                            OR (w.paused_at IS NULL AND w.failing_since < now() - make_interval(secs => \(pauseAfter))) END
+            RETURNING w.paused_at IS NOT NULL AS paused
+        )
+        SELECT (SELECT count(*) FROM recorded),
+               coalesce((SELECT paused FROM changed), (SELECT paused_at IS NOT NULL FROM webhook_endpoints WHERE id = \(endpointID)))
         """
     }
 

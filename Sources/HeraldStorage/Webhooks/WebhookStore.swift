@@ -340,29 +340,25 @@ public struct WebhookStore: Sendable {
         }
     }
 
-    /// Records an attempt's result (fenced by its attempt count) and the endpoint's circuit, in
-    /// one transaction; whether the endpoint is now paused.
+    /// Records an attempt's result (fenced by its attempt count) and, for a callable endpoint, its
+    /// circuit, in one statement; whether the endpoint is now paused.
     @discardableResult
     private func record(_ attempt: WebhookAttempt, _ result: WebhookAttemptResult, retryIn: Duration? = nil)
         async throws -> Bool
     {
         let succeeded = result.error == nil
         let state: WebhookDeliveryRecord.State = succeeded ? .delivered : retryIn == nil ? .failed : .pending
-        return try await StorageSQL.transaction(client, logger: logger, "record a webhook delivery", within: wait) {
-            [logger] connection in
-            let recorded = try await connection.query(
+        return try await StorageSQL.run("record a webhook delivery", within: wait) { [client, logger] in
+            let rows = try await client.query(
                 WebhookStatements.record(
                     deliveryID: attempt.deliveryID, attempts: attempt.attempts, state: state.rawValue,
                     status: result.status, error: result.error, latencyMs: result.latencyMs, excerpt: result.excerpt,
-                    retryIn: retryIn?.seconds),
-                logger: logger
-            ).count()
-            guard recorded == 1, attempt.callable else { return false }
-            let circuit = try await connection.query(
-                WebhookStatements.circuit(
-                    endpointID: attempt.endpointID, succeeded: succeeded, pauseAfter: Self.pauseAfter.seconds),
+                    retryIn: retryIn?.seconds, endpointID: attempt.endpointID, circuit: attempt.callable,
+                    succeeded: succeeded, pauseAfter: Self.pauseAfter.seconds),
                 logger: logger)
-            for try await paused in circuit.decode(Bool.self) { return paused }
+            for try await (recorded, paused) in rows.decode((Int64, Bool?).self) {
+                return recorded == 1 && attempt.callable && paused == true
+            }
             return false
         }
     }

@@ -1,0 +1,100 @@
+import Foundation
+import HeraldDomain
+import HeraldStorage
+import HeraldTestSupport
+import PostgresNIO
+import Testing
+
+/// An endpoint's circuit through ``WebhookStore/attempt(deliveryID:retrySchedule:admit:_:)``: a
+/// failure starts its failing time, failing past the pause bound pauses it and its deliveries
+/// wait, enabling it resumes them, a success closes it, and attempts to a healthy endpoint never
+/// write its row.
+@Suite("Webhook circuit", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct WebhookCircuitTests {
+    static let failed = WebhookAttemptResult(status: 500, error: "the receiver answered 500", latencyMs: 3, excerpt: nil)
+    static let delivered = WebhookAttemptResult(status: 204, error: nil, latencyMs: 2, excerpt: nil)
+
+    /// `count` new deliveries to the key's endpoints, numbered by the sequencer; their ids.
+    static func deliveries(_ db: TestDatabase, _ stores: Stores, key: Int64, count: Int) async throws -> [Int64] {
+        let before = try await db.count("SELECT coalesce(max(id), 0) FROM webhook_deliveries")
+        for _ in 0..<count {
+            try await db.client.withConnection { try await EventFeedTests.insertEvent(key, on: $0, logger: db.logger) }
+        }
+        _ = try await stores.events.sequence()
+        var ids: [Int64] = []
+        let rows = try await db.client.query(
+            "SELECT id FROM webhook_deliveries WHERE id > \(Int64(before)) ORDER BY id", logger: db.logger)
+        for try await id in rows.decode(Int64.self) { ids.append(id) }
+        return ids
+    }
+
+    /// The endpoint row's version: it changes only when the row is written.
+    static func version(_ db: TestDatabase, _ id: Int64) async throws -> String {
+        let rows = try await db.client.query("SELECT xmin::text FROM webhook_endpoints WHERE id = \(id)", logger: db.logger)
+        for try await version in rows.decode(String.self) { return version }
+        return ""
+    }
+
+    @Test("fail, pause after the bound (deliveries wait), resume, succeed; a healthy endpoint's row is never written")
+    func circuit() async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores(StorageConfiguration(webhookAllowPrivate: true))
+            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
+            let endpoint = try await stores.webhooks.create(
+                url: "http://127.0.0.1:9/hook", types: [.notificationEnqueued], allKeys: false, description: nil,
+                apiKeyID: key, isAdmin: false
+            ).0
+            let webhooks = stores.webhooks
+            let schedule: [Duration] = [.seconds(5), .seconds(30)]
+
+            // Successes to a healthy endpoint leave its row as it was.
+            let healthy = try await Self.deliveries(db, stores, key: key, count: 3)
+            let untouched = try await Self.version(db, endpoint.id)
+            for id in healthy {
+                #expect(try await webhooks.attempt(deliveryID: id, retrySchedule: schedule) { _, _ in Self.delivered } == .settled)
+            }
+            #expect(try await Self.version(db, endpoint.id) == untouched, "a success to a healthy endpoint wrote its row")
+
+            // A failure starts the failing time and asks for the schedule's first retry.
+            let failing = try await Self.deliveries(db, stores, key: key, count: 2)
+            #expect(try await webhooks.attempt(deliveryID: failing[0], retrySchedule: schedule) { _, _ in Self.failed }
+                == .retry(after: .seconds(5)))
+            let since = try #require(try await webhooks.endpoint(id: endpoint.id, owner: nil)?.failingSince)
+            // Failing for longer than the bound: the next failure pauses it.
+            _ = try await db.client.query(
+                "UPDATE webhook_endpoints SET failing_since = now() - interval '7 hours' WHERE id = \(endpoint.id)",
+                logger: db.logger)
+            #expect(try await webhooks.attempt(deliveryID: failing[1], retrySchedule: schedule) { _, _ in Self.failed }
+                == .settled, "a paused endpoint's retry waits with it")
+            let paused = try #require(try await webhooks.endpoint(id: endpoint.id, owner: nil))
+            #expect(paused.pausedAt != nil && paused.failingSince! < since)
+            #expect(try await webhooks.pausedEndpoints() == 1)
+
+            // While paused, a delivery is neither attempted nor ended.
+            let waiting = try await Self.deliveries(db, stores, key: key, count: 1)
+            let called = Shared(false)
+            #expect(try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in
+                called.withLock { $0 = true }
+                return Self.delivered
+            } == .settled)
+            #expect(!called.withLock { $0 })
+            #expect(try await db.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'Pending' AND attempts = 0") == 1)
+
+            // Enabling resumes it: the circuit closes and what waits gets a job again.
+            let jobs = try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE kind = 'webhook.deliver'")
+            let resumed = try #require(
+                try await webhooks.update(id: endpoint.id, owner: nil, isAdmin: true, WebhookEndpointChange(enabled: true)))
+            #expect(resumed.pausedAt == nil && resumed.failingSince == nil)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE kind = 'webhook.deliver'") > jobs)
+
+            // A failure, then a success: the success closes the circuit.
+            #expect(try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in Self.failed }
+                == .retry(after: .seconds(5)))
+            #expect(try await webhooks.endpoint(id: endpoint.id, owner: nil)?.failingSince != nil)
+            #expect(try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in Self.delivered }
+                == .settled)
+            #expect(try await webhooks.endpoint(id: endpoint.id, owner: nil)?.failingSince == nil)
+            #expect(try await webhooks.pausedEndpoints() == 0)
+        }
+    }
+}
