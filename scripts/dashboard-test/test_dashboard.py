@@ -12,6 +12,8 @@ it (so nothing can move), then drives the dashboard with Selenium and checks:
     the hub notification id of the accepted one);
   - with a read+send key, cancelling the scheduled notification from the page makes it
     Cancelled in the API;
+  - the Webhooks page shows a paused endpoint's health and delivery log, replays a delivery
+    (a new delivery of the same event) and resumes the endpoint;
   - a wrong key shows an error and no data;
   - every request the page made went to 127.0.0.1/localhost (Chrome's performance log);
   - the page's answer carries the Content-Security-Policy; the browser logged no errors.
@@ -491,6 +493,50 @@ def run(system):
                "retrying the 400 group from the Failures page (confirmed with its count) queues the send again",
                f"{question!r} -> {answer!r}; notification {detail['state']}; audit rows {audit}")
         browser.shot("retried")
+
+        # Webhooks: a paused endpoint with a failed delivery (written as the worker would; it is
+        # stopped): the page shows its health and log, replays the delivery and resumes it.
+        status, endpoint, _ = system.v1("POST", "/v1/webhooks", {"url": "https://hooks.example.com/herald",
+                                                                  "types": ["notification.failed"]})
+        if status != 201:
+            raise Failure(f"webhook create: {status} {endpoint}")
+        hook = endpoint["id"]
+        system.psql(f"""WITH e AS (INSERT INTO events (type, seq, data)
+                          VALUES ('notification.failed', nextval('event_seq'), '{{"state": "Abandoned"}}') RETURNING id)
+                        INSERT INTO webhook_deliveries (endpoint_id, event_id, state, attempts, last_status, last_error,
+                                                        last_latency_ms)
+                        SELECT {hook}, id, 'Failed', 11, 500, 'the receiver answered 500', 12 FROM e""")
+        system.psql(f"UPDATE webhook_endpoints SET paused_at = now(), failing_since = now() - interval '7 hours' "
+                    f"WHERE id = {hook}")
+        browser.go("#/webhooks")
+        browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, f"#webhooks tr[data-webhook='{hook}']"),
+                     what="the endpoint in the list")
+        listed = browser.find(f"#webhooks tr[data-webhook='{hook}']")[0].text
+        browser.find(f"#webhooks tr[data-webhook='{hook}'] a")[0].click()
+        browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#webhook-deliveries tr[data-state=Failed] button.replay"),
+                     what="the failed delivery with its Replay button")
+        shown = browser.find("#webhook-deliveries tbody tr")[0].text
+        report("paused" in listed and "hooks.example.com" in listed and "HTTP 500" in shown and "12 ms" in shown
+               and browser.find("#webhook[data-health=paused]"),
+               "the Webhooks page shows a paused endpoint and its delivery log", f"{listed!r}; {shown!r}")
+        browser.shot("webhook")
+        browser.find("#webhook-deliveries button.replay")[0].click()
+        browser.wait(lambda d: d.find_element(By.ID, "confirm").is_displayed(), what="the replay confirmation")
+        browser.driver.find_element(By.ID, "confirm-yes").click()
+        browser.wait(lambda d: "replayed" in d.find_element(By.ID, "status").text, what="the replay's answer")
+        _, log, _ = system.v1("GET", f"/v1/webhooks/{hook}/deliveries")
+        report([d["state"] for d in log["deliveries"]] == ["Pending", "Failed"]
+               and log["deliveries"][0]["eventId"] == log["deliveries"][1]["eventId"],
+               "replaying a delivery from the page makes a new delivery of the same event",
+               f"{[(d['id'], d['state']) for d in log['deliveries']]}")
+        browser.wait(lambda d: d.find_elements(By.ID, "resume-webhook"), what="the Resume button")
+        browser.driver.find_element(By.ID, "resume-webhook").click()
+        browser.wait(lambda d: d.find_element(By.ID, "confirm").is_displayed(), what="the resume confirmation")
+        browser.driver.find_element(By.ID, "confirm-yes").click()
+        browser.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#webhook[data-health=ok]"), what="the endpoint resumed")
+        _, resumed, _ = system.v1("GET", f"/v1/webhooks/{hook}")
+        report(resumed["health"] == "ok" and resumed["enabled"], "resuming a paused endpoint from the page closes its circuit",
+               f"{resumed['health']}")
         browser.drain_logs()
         send_console = [e for e in browser.console if e["level"] == "SEVERE" and e not in expected_401
                         and e not in read_console]

@@ -172,6 +172,7 @@
       failures: () => renderFailures(container, token),
       devices: () => renderDevices(container, parts[1] || "", token),
       campaigns: () => (parts[1] ? renderCampaign(container, parts[1], token) : renderCampaigns(container, token)),
+      webhooks: () => (parts[1] ? renderWebhook(container, parts[1], token) : renderWebhooks(container, token)),
     }[page];
     if (!render) {
       container.append(el("p", { class: "error" }, "No such page."));
@@ -846,6 +847,102 @@
               el("td", {}, fmtTime(r.slot)), el("td", {}, badge(r.state)), el("td", {}, r.firedBy),
               el("td", {}, el("progress", { max: Math.max(1, total(r.counts)), value: finished(r.counts), "aria-label": "hub sends finished" }),
                 ` ${finished(r.counts)}/${total(r.counts)}`))))))));
+  }
+
+  // MARK: Webhooks
+
+  const NO_SEND = "Webhook endpoints need a key with the send scope (or admin): this key cannot see them.";
+
+  async function renderWebhooks(container, token) {
+    const list = el("div", { class: "table-wrap" }, el("p", { class: "loading muted" }, "Loading webhook endpoints"));
+    container.append(el("section", { class: "card" }, el("h2", {}, "Webhook endpoints"), list));
+    if (!canSend()) {
+      list.replaceChildren(el("p", { class: "error", role: "alert" }, NO_SEND));
+      return;
+    }
+    const page = await api("/v1/webhooks");
+    if (!current(token)) return;
+    const endpoints = page.webhooks || [];
+    list.replaceChildren(endpoints.length === 0 ? el("p", { class: "muted" }, "No webhook endpoints.") :
+      el("table", { id: "webhooks" },
+        el("thead", {}, el("tr", {}, el("th", {}, "endpoint"), el("th", {}, "health"), el("th", {}, "events"),
+          el("th", {}, "limits"), el("th", {}, "failing since"))),
+        el("tbody", {}, endpoints.map((w) => el("tr", { "data-webhook": w.id },
+          el("td", { class: "mono" }, el("a", { href: "#/webhooks/" + encodeURIComponent(w.id) }, w.url)),
+          el("td", {}, badge(w.enabled ? w.health : "disabled")),
+          el("td", {}, (w.types || []).join(", ")),
+          el("td", {}, webhookLimits(w)),
+          el("td", {}, fmtTime(w.failingSince)))))));
+  }
+
+  function webhookLimits(w) {
+    return `${w.maxConcurrency} at once` + (w.maxPerSecond ? `, ${w.maxPerSecond}/s` : "");
+  }
+
+  async function renderWebhook(container, id, token) {
+    container.append(el("p", {}, el("a", { href: "#/webhooks" }, "← Webhook endpoints")));
+    const body = el("div", {}, el("p", { class: "loading muted" }, "Loading webhook endpoint"));
+    container.append(body);
+    if (!canSend()) {
+      body.replaceChildren(el("p", { class: "error", role: "alert" }, NO_SEND));
+      return;
+    }
+    const path = "/v1/webhooks/" + encodeURIComponent(id);
+    const [endpoint, log] = await Promise.all([api(path), api(path + "/deliveries?limit=100")]);
+    if (!current(token)) return;
+    const health = endpoint.enabled ? endpoint.health : "disabled";
+    const resume = endpoint.health === "paused" || !endpoint.enabled ? el("button", {
+      type: "button", id: "resume-webhook",
+      onclick: async () => {
+        if (!(await confirmAction("Enable this endpoint? What waits for it is sent at once."))) return;
+        try {
+          await api(path, { method: "PATCH", json: { enabled: true } });
+          route();
+          setStatus("Endpoint enabled.", "ok");
+        } catch (error) {
+          setStatus("Could not enable it: " + error.message, "error");
+        }
+      },
+    }, endpoint.enabled ? "Resume" : "Enable") : null;
+    const replay = async (deliveryId) => {
+      if (!(await confirmAction(`Deliver the event of delivery ${deliveryId} again, as a new delivery?`))) return;
+      try {
+        await api(path + "/replay", { method: "POST", json: { deliveryId: Number(deliveryId) } });
+        route();
+        setStatus(`Delivery ${deliveryId} replayed.`, "ok");
+      } catch (error) {
+        setStatus("Replay failed: " + error.message, "error");
+      }
+    };
+    const deliveries = log.deliveries || [];
+    body.replaceChildren(
+      el("section", { class: "card", id: "webhook", "data-id": endpoint.id, "data-health": health },
+        el("h2", {}, "Webhook endpoint ", el("span", { class: "mono" }, endpoint.url), " ", badge(health)),
+        el("dl", { class: "facts" },
+          el("dt", {}, "events"), el("dd", {}, (endpoint.types || []).join(", ")),
+          el("dt", {}, "limits"), el("dd", {}, webhookLimits(endpoint)),
+          el("dt", {}, "failing since"), el("dd", {}, fmtTime(endpoint.failingSince)),
+          el("dt", {}, "paused at"), el("dd", {}, fmtTime(endpoint.pausedAt)),
+          el("dt", {}, "created"), el("dd", {}, fmtTime(endpoint.createdAt))),
+        el("div", { class: "actions" }, resume)),
+      el("section", { class: "card" }, el("h2", {}, "Deliveries"),
+        deliveries.length === 0 ? el("p", { class: "muted" }, "No deliveries yet.") :
+          el("div", { class: "table-wrap" }, el("table", { id: "webhook-deliveries" },
+            el("thead", {}, el("tr", {}, el("th", {}, "delivery"), el("th", {}, "event"), el("th", {}, "state"),
+              el("th", {}, "attempts"), el("th", {}, "last answer"), el("th", {}, "latency"), el("th", {}, "next try"),
+              el("th", {}, ""))),
+            el("tbody", {}, deliveries.map((d) => el("tr", { "data-delivery": d.id, "data-state": d.state },
+              el("td", { class: "mono" }, d.id),
+              el("td", { class: "mono" }, `${d.eventId} ${d.eventType || ""}`),
+              el("td", {}, badge(d.state)),
+              el("td", {}, fmtInt(d.attempts)),
+              el("td", { class: "mono" }, d.lastStatus ? "HTTP " + d.lastStatus : "–",
+                d.lastError ? el("div", { class: "error" }, d.lastError) : null),
+              el("td", {}, d.latencyMs === null || d.latencyMs === undefined ? "–" : d.latencyMs + " ms"),
+              el("td", {}, fmtTime(d.nextTryAt)),
+              el("td", {}, d.state === "Pending" ? null : el("button", {
+                type: "button", class: "secondary replay", onclick: () => replay(d.id),
+              }, "Replay")))))))));
   }
 
   // MARK: Start
