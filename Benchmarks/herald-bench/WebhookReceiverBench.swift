@@ -52,7 +52,9 @@ struct WebhookReceiverBench: AsyncParsableCommand {
             let body = try await request.body.collect(upTo: 1 << 20)
             let now = Date().timeIntervalSince1970
             let timestamp = try? JSONDecoder().decode(Event.self, from: body).timestamp
-            let occurred = timestamp.flatMap { try? Date($0, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) }
+            let occurred = timestamp.flatMap {
+                try? Date($0, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true))
+            }
             log.arrivals.withLock { state in
                 state.first = state.first ?? now
                 state.last = now

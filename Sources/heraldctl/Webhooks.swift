@@ -23,6 +23,13 @@ struct Webhooks: AsyncParsableCommand {
         ].joined(separator: "  ")
     }
 
+    static func missing(_ id: Int64) -> CommandFailure { CommandFailure("no webhook endpoint \(id)") }
+
+    /// Fails with ``missing(_:)`` unless endpoint `id` exists.
+    static func requireEndpoint(_ ctl: Ctl, _ id: Int64) async throws {
+        guard try await ctl.stores.webhooks.endpoint(id: id, owner: nil) != nil else { throw missing(id) }
+    }
+
     static func types(_ text: String) throws -> [EventType] {
         do throws(DomainError) { return try EventType.parseList(text) } catch { throw ValidationError(error.message) }
     }
@@ -124,7 +131,7 @@ struct Webhooks: AsyncParsableCommand {
             let checked = change
             await withDatabase { [id] ctl in
                 guard let endpoint = try await ctl.stores.webhooks.update(id: id, owner: nil, isAdmin: true, checked) else {
-                    throw CommandFailure("no webhook endpoint \(id)")
+                    throw Webhooks.missing(id)
                 }
                 print(Webhooks.line(endpoint))
             }
@@ -141,7 +148,7 @@ struct Webhooks: AsyncParsableCommand {
         func run() async throws {
             await withDatabase { [id] ctl in
                 guard try await ctl.stores.webhooks.delete(id: id, owner: nil) else {
-                    throw CommandFailure("no webhook endpoint \(id)")
+                    throw Webhooks.missing(id)
                 }
                 print("deleted webhook endpoint \(id)")
             }
@@ -163,13 +170,12 @@ struct Webhooks: AsyncParsableCommand {
 
         func run() async throws {
             await withDatabase { [id, limit, before] ctl in
-                guard try await ctl.stores.webhooks.endpoint(id: id, owner: nil) != nil else {
-                    throw CommandFailure("no webhook endpoint \(id)")
-                }
+                try await Webhooks.requireEndpoint(ctl, id)
                 let deliveries = try await ctl.stores.webhooks.deliveries(endpointID: id, before: before, limit: limit)
                 let formatter = ISO8601DateFormatter()
                 for delivery in deliveries {
-                    let next = delivery.state == .pending ? delivery.nextTryAt.map { "next try \(formatter.string(from: $0))" } : nil
+                    let next =
+                        delivery.state == .pending ? delivery.nextTryAt.map { "next try \(formatter.string(from: $0))" } : nil
                     print(
                         [
                             String(delivery.id), delivery.eventID, delivery.eventType?.rawValue ?? "-",
@@ -218,9 +224,7 @@ struct Webhooks: AsyncParsableCommand {
                 what = .range(from: start, to: end)
             }
             await withDatabase { [id] ctl in
-                guard try await ctl.stores.webhooks.endpoint(id: id, owner: nil) != nil else {
-                    throw CommandFailure("no webhook endpoint \(id)")
-                }
+                try await Webhooks.requireEndpoint(ctl, id)
                 let ids = try await ctl.stores.webhooks.replay(endpointID: id, what)
                 print("\(ids.count) deliveries made")
             }

@@ -46,6 +46,16 @@ struct WebhookDeliveryTests {
         }
     }
 
+    /// Starts `scripts/webhook-receiver.py` with the secret file and `options`; it and its port.
+    static func receiver(secretFile: URL, _ options: [String]) async throws -> (ChildProcess, String) {
+        let receiver = try ChildProcess(
+            executableURL: try WebhookOracle.python(),
+            arguments: [WebhookOracle.script("webhook-receiver.py"), "--secret-file", secretFile.path] + options)
+        try await receiver.waitForOutput { $0.contains { $0.hasPrefix("PORT=") } }
+        let port = try #require(receiver.stdout.first { $0.hasPrefix("PORT=") }?.dropFirst(5))
+        return (receiver, String(port))
+    }
+
     /// Posts a batch as a client does: again after a `503` (a loaded machine's database gate) or
     /// a `429`, under the same idempotency keys.
     static func post(_ system: HeraldSystem, key: String, _ body: String) async throws {
@@ -82,15 +92,9 @@ struct WebhookDeliveryTests {
     func thousand() async throws {
         let folder = try ScratchFolder("webhooks")
         let secretFile = folder.url.appendingPathComponent("secret")
-        let receiver = try ChildProcess(
-            executableURL: try WebhookOracle.python(),
-            arguments: [
-                WebhookOracle.script("webhook-receiver.py"), "--secret-file", secretFile.path, "--fail-every", "3",
-                "--slow-every", "10", "--slow-seconds", "2",
-            ])
+        let (receiver, port) = try await Self.receiver(
+            secretFile: secretFile, ["--fail-every", "3", "--slow-every", "10", "--slow-seconds", "2"])
         defer { receiver.signal(SIGTERM) }
-        try await receiver.waitForOutput { $0.contains { $0.hasPrefix("PORT=") } }
-        let port = try #require(receiver.stdout.first { $0.hasPrefix("PORT=") }?.dropFirst(5))
         try await TestDatabase.with { db async throws in
             try await HeraldSystem.with(db, environment: Self.environment(timeout: 1, retry: "0.2")) { system in
                 let key = try await Self.key(db)
@@ -174,15 +178,8 @@ struct WebhookDeliveryTests {
         let folder = try ScratchFolder("webhooks-limits")
         let secretFile = folder.url.appendingPathComponent("secret")
         // Every answer takes 0.3 s, so without the cap the worker would send many at once.
-        let receiver = try ChildProcess(
-            executableURL: try WebhookOracle.python(),
-            arguments: [
-                WebhookOracle.script("webhook-receiver.py"), "--secret-file", secretFile.path, "--slow-every", "1",
-                "--slow-seconds", "0.3",
-            ])
+        let (receiver, port) = try await Self.receiver(secretFile: secretFile, ["--slow-every", "1", "--slow-seconds", "0.3"])
         defer { receiver.signal(SIGTERM) }
-        try await receiver.waitForOutput { $0.contains { $0.hasPrefix("PORT=") } }
-        let port = try #require(receiver.stdout.first { $0.hasPrefix("PORT=") }?.dropFirst(5))
         try await TestDatabase.with { db async throws in
             try await HeraldSystem.with(db, environment: Self.environment(timeout: 10), workers: 1) { system in
                 let key = try await Self.key(db)
@@ -234,15 +231,8 @@ struct WebhookDeliveryTests {
         let folder = try ScratchFolder("webhooks-kill")
         let secretFile = folder.url.appendingPathComponent("secret")
         // Every answer takes half a second, so deliveries are in flight when the worker dies.
-        let receiver = try ChildProcess(
-            executableURL: try WebhookOracle.python(),
-            arguments: [
-                WebhookOracle.script("webhook-receiver.py"), "--secret-file", secretFile.path, "--slow-every", "1",
-                "--slow-seconds", "0.5",
-            ])
+        let (receiver, port) = try await Self.receiver(secretFile: secretFile, ["--slow-every", "1", "--slow-seconds", "0.5"])
         defer { receiver.signal(SIGTERM) }
-        try await receiver.waitForOutput { $0.contains { $0.hasPrefix("PORT=") } }
-        let port = try #require(receiver.stdout.first { $0.hasPrefix("PORT=") }?.dropFirst(5))
         try await TestDatabase.with { db async throws in
             var environment = Self.environment(timeout: 5, retry: "0.5")
             environment["HERALD_LEASE_SECONDS"] = "3"

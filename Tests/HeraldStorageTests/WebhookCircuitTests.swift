@@ -51,21 +51,24 @@ struct WebhookCircuitTests {
             let healthy = try await Self.deliveries(db, stores, key: key, count: 3)
             let untouched = try await Self.version(db, endpoint.id)
             for id in healthy {
-                #expect(try await webhooks.attempt(deliveryID: id, retrySchedule: schedule) { _, _ in Self.delivered } == .settled)
+                #expect(
+                    try await webhooks.attempt(deliveryID: id, retrySchedule: schedule) { _, _ in Self.delivered } == .settled)
             }
             #expect(try await Self.version(db, endpoint.id) == untouched, "a success to a healthy endpoint wrote its row")
 
             // A failure starts the failing time and asks for the schedule's first retry.
             let failing = try await Self.deliveries(db, stores, key: key, count: 2)
-            #expect(try await webhooks.attempt(deliveryID: failing[0], retrySchedule: schedule) { _, _ in Self.failed }
-                == .retry(after: .seconds(5)))
+            #expect(
+                try await webhooks.attempt(deliveryID: failing[0], retrySchedule: schedule) { _, _ in Self.failed }
+                    == .retry(after: .seconds(5)))
             let since = try #require(try await webhooks.endpoint(id: endpoint.id, owner: nil)?.failingSince)
             // Failing for longer than the bound: the next failure pauses it.
             _ = try await db.client.query(
                 "UPDATE webhook_endpoints SET failing_since = now() - interval '7 hours' WHERE id = \(endpoint.id)",
                 logger: db.logger)
-            #expect(try await webhooks.attempt(deliveryID: failing[1], retrySchedule: schedule) { _, _ in Self.failed }
-                == .settled, "a paused endpoint's retry waits with it")
+            #expect(
+                try await webhooks.attempt(deliveryID: failing[1], retrySchedule: schedule) { _, _ in Self.failed }
+                    == .settled, "a paused endpoint's retry waits with it")
             let paused = try #require(try await webhooks.endpoint(id: endpoint.id, owner: nil))
             #expect(paused.pausedAt != nil && paused.failingSince! < since)
             #expect(try await webhooks.pausedEndpoints() == 1)
@@ -73,10 +76,11 @@ struct WebhookCircuitTests {
             // While paused, a delivery is neither attempted nor ended.
             let waiting = try await Self.deliveries(db, stores, key: key, count: 1)
             let called = Shared(false)
-            #expect(try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in
-                called.withLock { $0 = true }
-                return Self.delivered
-            } == .settled)
+            #expect(
+                try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in
+                    called.withLock { $0 = true }
+                    return Self.delivered
+                } == .settled)
             #expect(!called.withLock { $0 })
             #expect(try await db.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'Pending' AND attempts = 0") == 1)
 
@@ -88,11 +92,13 @@ struct WebhookCircuitTests {
             #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE kind = 'webhook.deliver'") > jobs)
 
             // A failure, then a success: the success closes the circuit.
-            #expect(try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in Self.failed }
-                == .retry(after: .seconds(5)))
+            #expect(
+                try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in Self.failed }
+                    == .retry(after: .seconds(5)))
             #expect(try await webhooks.endpoint(id: endpoint.id, owner: nil)?.failingSince != nil)
-            #expect(try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in Self.delivered }
-                == .settled)
+            #expect(
+                try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in Self.delivered }
+                    == .settled)
             #expect(try await webhooks.endpoint(id: endpoint.id, owner: nil)?.failingSince == nil)
             #expect(try await webhooks.pausedEndpoints() == 0)
         }

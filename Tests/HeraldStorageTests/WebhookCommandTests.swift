@@ -19,7 +19,8 @@ struct WebhookCommandTests {
     func lifecycle() async throws {
         try await TestDatabase.with { db async throws in
             _ = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "shop", scopes: [.send])
-            let missing = try await Self.ctl(db, ["create", "--key", "nobody", "--url", "http://127.0.0.1:9/h", "--types", "notification.failed"])
+            let missing = try await Self.ctl(
+                db, ["create", "--key", "nobody", "--url", "http://127.0.0.1:9/h", "--types", "notification.failed"])
             #expect(missing.status != 0 && missing.stderr.joined().contains("no live key named nobody"), "\(missing.stderr)")
             let badType = try await Self.ctl(db, ["create", "--key", "shop", "--url", "http://127.0.0.1:9/h", "--types", "sent"])
             #expect(badType.status != 0, "\(badType.stdout)")
@@ -49,7 +50,8 @@ struct WebhookCommandTests {
 
             let disabled = try await Self.ctl(db, ["update", String(id), "--disable", "--no-rate-cap", "--max-concurrency", "2"])
             #expect(disabled.status == 0, "\(disabled.stderr)")
-            #expect(disabled.stdout.last?.contains("  disabled  ") == true && disabled.stdout.last?.contains("no rate cap") == true)
+            #expect(
+                disabled.stdout.last?.contains("  disabled  ") == true && disabled.stdout.last?.contains("no rate cap") == true)
             #expect(try await Self.ctl(db, ["update", String(id), "--max-concurrency", "0"]).status != 0)
 
             // A paused endpoint with a waiting delivery: --enable resumes it and sends what waits.
@@ -67,7 +69,9 @@ struct WebhookCommandTests {
             #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE kind = 'webhook.deliver'") == 1)
 
             let log = try await Self.ctl(db, ["deliveries", String(id)])
-            #expect(log.status == 0 && log.stdout.count == 1 && log.stdout[0].contains("notification.failed  Pending"), "\(log.stdout)")
+            #expect(
+                log.status == 0 && log.stdout.count == 1 && log.stdout[0].contains("notification.failed  Pending"),
+                "\(log.stdout)")
             let delivery = try #require(log.stdout.first?.split(separator: " ").first.map(String.init))
             let replayed = try await Self.ctl(db, ["replay", String(id), "--delivery", delivery])
             #expect(replayed.stdout.last == "1 deliveries made", "\(replayed.stdout) \(replayed.stderr)")
