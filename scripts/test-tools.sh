@@ -7,7 +7,9 @@
 #   (Tests/HeraldEndToEndTests/MetricsExpositionTests.swift) and checks deploy/prometheus;
 # - Debian's chromium and chromium-driver, and Selenium (pinned in
 #   scripts/dashboard-test/requirements.txt, from PyPI into .data/dashboard-venv), which the
-#   dashboard's browser test drives (scripts/dashboard-test.sh).
+#   dashboard's browser test drives (scripts/dashboard-test.sh);
+# - the reference Standard Webhooks library in .data/webhook-venv (scripts/webhook-venv.sh),
+#   which the webhook tests' receiver and verifier use.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,3 +27,5 @@ for tool in tmux promtool chromium chromedriver; do
   command -v "$tool" >/dev/null 2>&1 || { echo "test-tools: $tool is still missing" >&2; exit 1; }
 done
 python_venv "$root/.data/dashboard-venv" "$(cat "$root/scripts/dashboard-test/requirements.txt")"
+# The reference Standard Webhooks library, made once here rather than by the webhook tests at once.
+"$root/scripts/webhook-venv.sh" >/dev/null

@@ -17,12 +17,19 @@ debian_install() {
 # requirement lines, pinned) installed from PyPI; made again only when REQUIREMENTS change.
 python_venv() {
   local venv="$1" requirements="$2"
-  if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/requirements.txt" 2>/dev/null)" = "$requirements" ]; then
-    return 0
-  fi
-  python3 -c 'import ensurepip, venv' 2>/dev/null || debian_install python3-venv
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  printf '%s\n' "$requirements" >"$venv/requirements.txt"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$venv/requirements.txt"
+  mkdir -p "$(dirname "$venv")"
+  # Tests that run at once may each ask for the venv: one makes it while the others wait, then
+  # find it made. Its requirements file is written last, so a half-made venv is never taken.
+  (
+    flock 9
+    if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/requirements.txt" 2>/dev/null)" = "$requirements" ]; then
+      exit 0
+    fi
+    python3 -c 'import ensurepip, venv' 2>/dev/null || debian_install python3-venv
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    printf '%s\n' "$requirements" >"$venv/requirements.pending"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$venv/requirements.pending"
+    mv "$venv/requirements.pending" "$venv/requirements.txt"
+  ) 9>"$venv.lock"
 }
