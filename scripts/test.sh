@@ -26,14 +26,16 @@ set +a
 scripts/test-db-cleanup.sh
 
 failed=()
+timings=()
 
 # part NAME COMMAND...: runs COMMAND, its output teed to $logs/NAME.log.
 part() {
-    local name="$1"
+    local name="$1" began=$SECONDS
     shift
     "$@" 2>&1 | tee "$logs/$name.log"
     local status="${PIPESTATUS[0]}"
     if [ "$status" -ne 0 ]; then failed+=("$name:$status"); fi
+    timings+=("$name $((SECONDS - began))s")
 }
 
 pooled() {
@@ -75,6 +77,8 @@ part dashboard scripts/dashboard-test.sh "$bin"
 part pressure scripts/bench-pressure.sh "$bin" reduced
 part chaos scripts/chaos.sh "$bin" reduced
 
+# How long each part took, so a slow CI run names the part that grew.
+(IFS=,; echo "test: parts took ${timings[*]}")
 if [ "${#failed[@]}" -eq 0 ]; then
     echo "test: every part passed (logs in $logs/)"
     exit 0
