@@ -16,6 +16,12 @@ public enum EventType: String, Sendable, Hashable, Codable, CaseIterable {
     case notificationCancelled = "notification.cancelled"
     /// A campaign run ended (`state`: `Completed`, `PartiallyFailed`, `Cancelled`).
     case campaignRunFinished = "campaign_run.finished"
+    /// One hub send of a notification ended `Abandoned`: the hub refused it for good, or its
+    /// attempts ran out (`error` says why).
+    case hubSendAbandoned = "hub_send.abandoned"
+    /// A device's sync to the hub failed for good (`error` says why); no key owns a device, so
+    /// only `admin` keys hear of it.
+    case deviceSyncFailed = "device.sync_failed"
 
     /// The event a notification's change to `state` makes; nil for states a sender is not told
     /// of (`Scheduled`, `Queued`, `Processing`).
@@ -46,32 +52,43 @@ public enum EventType: String, Sendable, Hashable, Codable, CaseIterable {
     }
 }
 
-/// An event's `data`: the ids of what changed and its new state.
+/// An event's `data`: the ids of what changed, its new state and, for failures, why.
 public struct EventData: Sendable, Hashable, Codable {
     public var notificationId: NotificationID?
+    public var hubSendId: Int64?
     public var campaignId: CampaignID?
     public var campaignRunId: CampaignRunID?
+    public var deviceId: DeviceID?
     public var state: String
+    public var error: String?
 
     public init(
-        notificationId: NotificationID? = nil, campaignId: CampaignID? = nil, campaignRunId: CampaignRunID? = nil,
-        state: String
+        notificationId: NotificationID? = nil, hubSendId: Int64? = nil, campaignId: CampaignID? = nil,
+        campaignRunId: CampaignRunID? = nil, deviceId: DeviceID? = nil, state: String, error: String? = nil
     ) {
         self.notificationId = notificationId
+        self.hubSendId = hubSendId
         self.campaignId = campaignId
         self.campaignRunId = campaignRunId
+        self.deviceId = deviceId
         self.state = state
+        self.error = error
     }
 
-    private enum CodingKeys: String, CodingKey { case notificationId, campaignId, campaignRunId, state }
+    private enum CodingKeys: String, CodingKey {
+        case notificationId, hubSendId, campaignId, campaignRunId, deviceId, state, error
+    }
 
     /// Ids in lower case, as every other answer of the API writes them.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encodeIfPresent(notificationId?.uuidString.lowercased(), forKey: .notificationId)
+        try container.encodeIfPresent(hubSendId, forKey: .hubSendId)
         try container.encodeIfPresent(campaignId, forKey: .campaignId)
         try container.encodeIfPresent(campaignRunId, forKey: .campaignRunId)
+        try container.encodeIfPresent(deviceId, forKey: .deviceId)
         try container.encode(state, forKey: .state)
+        try container.encodeIfPresent(error, forKey: .error)
     }
 }
 

@@ -41,7 +41,7 @@ struct HubFaultTests {
         }
     }
 
-    @Test("a permanent 400 fails the device with a reason and discards the job; the next change syncs again")
+    @Test("a permanent 400 fails the device with a reason and a device.sync_failed event, and discards the job; the next change syncs again")
     func permanentFailure() async throws {
         try await withDelivery { world in
             let registered = try await world.registerDevice(writeFault: FaultRule(status: 400, count: 1))
@@ -54,6 +54,14 @@ struct HubFaultTests {
             #expect(job.state == "discarded" && job.attempt == 1 && job.errors == [reason])
             let writes = try await world.calls(id).filter { $0.operation == "createOrUpdateRegistration" }
             #expect(writes.map(\.httpStatus) == [400])
+            // Its event, with the reason, for admin keys only (no key owns a device).
+            #expect(
+                try await world.db.count(
+                    """
+                    SELECT count(*) FROM events WHERE type = 'device.sync_failed' AND device_id = \(id.uuid)
+                      AND api_key_id IS NULL AND data->>'deviceId' = \(id.description)
+                      AND data->>'state' = 'failed' AND data->>'error' = \(reason)
+                    """) == 1)
 
             try await world.store.register(
                 owner: alice, id: id, platform: .apns, handle: handle, clientTags: ["World"], template: nil)

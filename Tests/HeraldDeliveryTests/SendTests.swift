@@ -160,7 +160,7 @@ struct SendTests {
         }
     }
 
-    @Test("permanent errors (400, 413, 403 without Retry-After) end Abandoned after one attempt; 403 with it is retried")
+    @Test("permanent errors (400, 413, 403 without Retry-After) end Abandoned after one attempt, with a hub_send.abandoned event; 403 with it is retried")
     func permanentErrors() async throws {
         try await withSends { world in
             try await world.device("alice")
@@ -174,6 +174,17 @@ struct SendTests {
                 let outcomes = try await world.outcomes(id)
                 #expect(outcomes.map(\.status) == [status] && outcomes.first?.decision == "abandoned")
                 #expect(outcomes.first?.error.contains(String(status)) == true, "the hub's reason is kept")
+                // The hub send's own event, with the reason, beside the notification's.
+                #expect(
+                    try await world.db.count(
+                        """
+                        SELECT count(*) FROM events WHERE type = 'hub_send.abandoned' AND notification_id = \(id)
+                          AND data->>'state' = 'Abandoned' AND data->>'error' LIKE \("%\(status)%")
+                          AND (data->>'hubSendId')::bigint = (SELECT id FROM hub_sends WHERE notification_id = \(id))
+                        """) == 1)
+                #expect(
+                    try await world.db.count(
+                        "SELECT count(*) FROM events WHERE type = 'notification.failed' AND notification_id = \(id)") == 1)
             }
             try await world.hub.inspection.addFaults([
                 FaultRule(method: "POST", pathPattern: "/messages$", status: 403, retryAfterSeconds: 1, count: 1)
@@ -183,6 +194,9 @@ struct SendTests {
             try await world.settled([id], .completed)
             #expect(try await world.outcomes(id).filter { $0.kind == "send" }.map(\.status) == [403, 201])
             #expect(try await world.sendRequests().count == 5)
+            #expect(
+                try await world.db.count("SELECT count(*) FROM events WHERE type = 'hub_send.abandoned' AND notification_id = \(id)")
+                    == 0, "a retried send is not abandoned")
         }
     }
 

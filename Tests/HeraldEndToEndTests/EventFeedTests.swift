@@ -66,23 +66,30 @@ struct EventFeedEndToEndTests {
                 let other = try await Self.send(system, key: two.key, Self.body).lowercased()
                 try await SendTests.settled(system, other, key: two.key, state: "Enqueued")
 
-                // The sequencer runs every 200 ms: wait until all four are in the feed.
-                try await Poll.until(timeout: .seconds(30), "the feed never held 4 events") {
-                    try await Self.feed(system, key: admin).events.count == 4
+                // The sequencer runs every 200 ms: wait until all five are in the feed (the refused
+                // send's hub send and the notification each make one).
+                try await Poll.until(timeout: .seconds(30), "the feed never held 5 events") {
+                    try await Self.feed(system, key: admin).events.count == 5
                 }
                 let mine = try await Self.feed(system, key: one.key)
-                #expect(mine.events.map(\.type) == ["notification.enqueued", "notification.cancelled", "notification.failed"])
-                #expect(mine.events.map(\.notification) == [sent, cancelled, refused])
-                #expect(mine.events.map(\.state) == ["Enqueued", "Cancelled", "Abandoned"])
+                #expect(
+                    mine.events.map(\.type) == [
+                        "notification.enqueued", "notification.cancelled", "hub_send.abandoned", "notification.failed",
+                    ])
+                #expect(mine.events.map(\.notification) == [sent, cancelled, refused, refused])
+                #expect(mine.events.map(\.state) == ["Enqueued", "Cancelled", "Abandoned", "Abandoned"])
                 #expect(mine.next == mine.events.last?.seq)
                 let theirs = try await Self.feed(system, key: two.key)
                 #expect(theirs.events.map(\.notification) == [other])
-                #expect(try await Self.feed(system, key: admin).events.map(\.notification) == [sent, cancelled, refused, other])
+                #expect(
+                    try await Self.feed(system, key: admin).events.map(\.notification) == [
+                        sent, cancelled, refused, refused, other,
+                    ])
 
                 // Positions, types and limits.
                 let first = try #require(mine.events.first?.seq)
                 let rest = try await Self.feed(system, key: one.key, "?after=\(first)")
-                #expect(rest.events.map(\.notification) == [cancelled, refused])
+                #expect(rest.events.map(\.notification) == [cancelled, refused, refused])
                 let failed = try await Self.feed(system, key: one.key, "?types=notification.failed,notification.expired")
                 #expect(failed.events.map(\.notification) == [refused])
                 let one1 = try await Self.feed(system, key: one.key, "?limit=1")
@@ -95,7 +102,7 @@ struct EventFeedEndToEndTests {
                 }
                 #expect(try await system.request(.GET, "/v1/events", user: nil).status == .unauthorized)
                 // Exactly one event per change: nothing unsequenced, nothing repeated.
-                #expect(try await db.count("SELECT count(*) FROM events WHERE seq IS NOT NULL") == 4)
+                #expect(try await db.count("SELECT count(*) FROM events WHERE seq IS NOT NULL") == 5)
 
                 let tail = try ChildProcess(
                     "heraldctl",
@@ -107,7 +114,7 @@ struct EventFeedEndToEndTests {
                     let event = try JSONDecoder.iso8601.decode(Event.self, from: Data(line.utf8))
                     return event.data.notificationId?.uuidString.lowercased() ?? ""
                 }
-                #expect(printed == [sent, cancelled, refused], "\(lines)")
+                #expect(printed == [sent, cancelled, refused, refused], "\(lines)")
                 let badTypes = try ChildProcess(
                     "heraldctl", arguments: ["events", "tail", "--once", "--types", "nope"],
                     environment: ["HERALD_DATABASE_URL": db.url])

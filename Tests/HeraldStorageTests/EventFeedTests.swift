@@ -160,6 +160,44 @@ struct EventFeedTests {
         }
     }
 
+    @Test("a device's event belongs to no key: only allKeys endpoints may ask for it, and only they receive it")
+    func deviceEventsNeedAllKeys() async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores(StorageConfiguration(webhookAllowPrivate: true))
+            let keys = APIKeyStore(client: db.client, logger: db.logger)
+            let key = try await keys.create(name: "k", scopes: [.send]).record.id
+            let admin = try await keys.create(name: "ops", scopes: [.admin]).record.id
+            await #expect(throws: DomainError.self) {
+                try await stores.webhooks.create(
+                    url: "http://127.0.0.1:9/own", types: [.deviceSyncFailed], allKeys: false, description: nil,
+                    apiKeyID: key, isAdmin: false)
+            }
+            let own = try await stores.webhooks.create(
+                url: "http://127.0.0.1:9/own", types: [.deviceSyncFailed, .notificationFailed], allKeys: true,
+                description: nil, apiKeyID: admin, isAdmin: true
+            ).0
+            let keyed = try await stores.webhooks.create(
+                url: "http://127.0.0.1:9/keyed", types: [.notificationFailed], allKeys: false, description: nil,
+                apiKeyID: key, isAdmin: false
+            ).0
+            // Narrowing the endpoint to its own key's events while it asks for devices' is refused, unchanged.
+            await #expect(throws: DomainError.self) {
+                try await stores.webhooks.update(id: own.id, owner: nil, isAdmin: true, WebhookEndpointChange(allKeys: false))
+            }
+            #expect(try await stores.webhooks.endpoint(id: own.id, owner: nil)?.allKeys == true)
+            try await db.execute(
+                """
+                INSERT INTO events (type, device_id, data)
+                VALUES ('device.sync_failed', gen_random_uuid(), jsonb_build_object('state', 'failed'))
+                """)
+            #expect(try await stores.events.sequence() == 1)
+            #expect(try await db.count("SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = \(own.id)") == 1)
+            #expect(try await db.count("SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = \(keyed.id)") == 0)
+            #expect(try await stores.events.page(after: 0, apiKeyID: key).isEmpty)
+            #expect(try await stores.events.page(after: 0, apiKeyID: nil).map(\.type) == [.deviceSyncFailed])
+        }
+    }
+
     @Test("one sequencer at a time: while another holds the turn, sequencing does nothing")
     func oneSequencer() async throws {
         try await TestDatabase.with { db in

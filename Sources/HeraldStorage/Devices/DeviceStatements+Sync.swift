@@ -236,11 +236,21 @@ extension DeviceStatements {
 
     // MARK: Failures
 
-    /// Marks version `version` of device `id` failed with `error`; a row when the fence held.
+    /// Marks version `version` of device `id` failed with `error`; a row when the fence held. The
+    /// same statement writes its `device.sync_failed` event, for `admin` keys (no key owns a device).
     static func markFailed(id: UUID, version: Int64, error: String) -> PostgresQuery {
         """
-        UPDATE devices SET sync_state = 'failed', last_error = \(error)
-        WHERE id = \(id) AND version = \(version) RETURNING id
+        WITH failed AS (
+            UPDATE devices SET sync_state = 'failed', last_error = \(error)
+            WHERE id = \(id) AND version = \(version) RETURNING id, sync_state, last_error
+        ),
+        event AS (
+            INSERT INTO events (type, device_id, data)
+            SELECT \(EventType.deviceSyncFailed.rawValue), f.id,
+                   jsonb_build_object('deviceId', f.id, 'state', f.sync_state, 'error', f.last_error)
+            FROM failed f
+        )
+        SELECT id FROM failed
         """
     }
 

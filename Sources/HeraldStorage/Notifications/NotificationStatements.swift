@@ -152,9 +152,9 @@ enum NotificationStatements {
     }
 
     /// Applies results (``NotificationStore/record(_:)``): the `UPDATE` of the hub sends is the
-    /// fence, and only the results it applied get their outcome rows, in the same statement, so
-    /// a result cannot land in one table and not the other. Returns the applied results'
-    /// ordinals (1-based, in the arrays' order).
+    /// fence, and only the results it applied get their outcome rows (and, for a send that ended
+    /// `Abandoned`, its event), in the same statement, so a result cannot land in one table and
+    /// not the other. Returns the applied results' ordinals (1-based, in the arrays' order).
     struct RecordResults: PostgresPreparedStatement {
         static let name = String(reflecting: Self.self)
 
@@ -194,6 +194,17 @@ enum NotificationStatements {
                        NULLIF(r.retry_after, -1), r.state, NULLIF(r.telemetry, '')::jsonb,
                        CASE WHEN r.started_at < 0 THEN NULL ELSE to_timestamp(r.started_at) END
                 FROM r JOIN applied a ON a.ord = r.ord
+                ORDER BY r.ord
+            ),
+            abandoned AS (
+                INSERT INTO events (type, api_key_id, notification_id, campaign_run_id, data)
+                SELECT '\(EventType.hubSendAbandoned.rawValue)', \(EventStatements.notificationOwner("n")), n.id,
+                       n.campaign_run_id,
+                       jsonb_strip_nulls(jsonb_build_object(
+                           'notificationId', n.id, 'hubSendId', r.id, 'state', r.state,
+                           'campaignRunId', n.campaign_run_id, 'error', left(NULLIF(r.error, ''), 1000)))
+                FROM r JOIN applied a ON a.ord = r.ord JOIN notifications n ON n.id = r.notification_id
+                WHERE r.kind = 'send' AND r.state = 'Abandoned'
                 ORDER BY r.ord
             )
             SELECT ord FROM applied

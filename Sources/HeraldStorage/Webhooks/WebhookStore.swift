@@ -52,6 +52,7 @@ public struct WebhookStore: Sendable {
         if allKeys, !isAdmin {
             throw DomainError(code: .invalidRequest, message: "only an admin key may receive every key's events (allKeys)")
         }
+        try Self.check(types: types, allKeys: allKeys)
         return try await StorageSQL.transaction(client, logger: logger, "create a webhook endpoint", within: wait) {
             [logger] connection in
             // One key's creations take turns (on its row), so two at once cannot both pass the count.
@@ -120,6 +121,7 @@ public struct WebhookStore: Sendable {
                 updated = try WebhookStatements.endpoint(row)
             }
             guard let updated else { return nil }
+            try Self.check(types: updated.types, allKeys: updated.allKeys)
             if change.enabled == true {
                 var deliveries: [(id: Int64, endpointID: Int64)] = []
                 let pending = try await connection.query(
@@ -187,6 +189,16 @@ public struct WebhookStore: Sendable {
                 WebhookDeliveryArgs(deliveryID: delivery.id), endpointID: delivery.endpointID, schedule: schedule)
         }
         try await queue.enqueue(jobs, on: connection)
+    }
+
+    /// Refuses an endpoint that asks for events only every key's endpoint can receive: no key
+    /// owns a device, so `device.sync_failed` needs `allKeys`.
+    static func check(types: [EventType], allKeys: Bool) throws(DomainError) {
+        if types.contains(.deviceSyncFailed), !allKeys {
+            throw DomainError(
+                code: .invalidRequest,
+                message: "device.sync_failed goes only to an endpoint with allKeys (an admin key's): no key owns a device")
+        }
     }
 
     /// Refuses limits outside ``WebhookLimits``' ranges, naming the field.
