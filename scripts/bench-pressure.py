@@ -40,9 +40,9 @@ Figures, one line each, on standard output, `bench pressure.PART.PHASE.FIGURE VA
 Then the issue's acceptance bars as `target NAME VALUE OP GOAL met|missed`. Progress on stderr;
 every process's log in .data/bench-pressure/.
 
-reduced (make test, scripts/test.sh): about three minutes, the adapter and the pipeline side by
-side (each on its own database) at low fixed rates (debug builds, a loaded machine): clean, held XID (45 s),
-backend kills (30 s), recovery, then it asserts correctness only: every accepted notification
+reduced (make test, scripts/test.sh): about two minutes, the adapter and the pipeline side by
+side (each on its own database) at low fixed rates (debug builds, a loaded machine): clean, held XID (30 s),
+backend kills (20 s), recovery, then it asserts correctness only: every accepted notification
 final, no job left, the processes answer again. Exits non-zero on a failure.
 
 Knobs (environment):
@@ -1047,8 +1047,8 @@ def reduced(bin_dir, base_url, sample_s):
         since = time.time()
         loader = Loader(system, os.path.join(LOGS, "reduced-ids.tsv"), knob("CLIENT_TIMEOUT_S", 30.0))
         loader.rate = knob("PIPELINE_RATE", 100.0)
-        steps = [("clean", duration("CLEAN", 15)), ("held_xid", duration("HELD", 45)),
-                 ("kills", duration("FAULT", 30)), ("recovery", duration("RECOVERY", 15))]
+        steps = [("clean", duration("CLEAN", 10)), ("held_xid", duration("HELD", 30)),
+                 ("kills", duration("FAULT", 20)), ("recovery", duration("RECOVERY", 10))]
         notes = []
         for name, seconds in steps:
             loader.label = name

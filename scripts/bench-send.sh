@@ -38,6 +38,8 @@
 #   bench webhooks.e2e_ratio <v> ratio     webhooks.e2e / send.e2e (target >= 0.5)
 #   bench webhooks.latency.p50_ms / .p99_ms <v> ms  state change (the event's timestamp) -> its
 #                                          delivery's arrival, at 1,000 notifications/s offered
+#   bench webhooks.cpu_ms.api / .worker / .postgres / .emulator / .receiver <v> ms  CPU per event in
+#                                          webhooks.e2e's run (its sends included)
 #
 # BENCH_SEND_PHASES=webhooks (make bench-webhooks) runs only send.e2e and the webhook phases.
 #
@@ -307,9 +309,11 @@ if response.status != 201: sys.exit(f"bench-send: the webhook endpoint was refus
 PY
 post "$without" bulk 2000 2 >/dev/null; wait_delivered 2000; wait_jobs  # warm-up
 reset; receiver RESET
+read -r hapi0 hworker0 hpg0 hemu0 < <(ticks); hrecv0="$(cpu_ticks "$RECEIVER_PID")"
 start_time="$(date +%s.%N)"
 read -r _ hooked_posted < <(post "$without" bulk "$e2e_count" 2)
 wait_delivered "$hooked_posted"
+read -r hapi1 hworker1 hpg1 hemu1 < <(ticks); hrecv1="$(cpu_ticks "$RECEIVER_PID")"
 webhooks_e2e="$(python3 -c "print(f'{$hooked_posted / ($last - $start_time):.0f}')")"
 wait_jobs; reset; receiver RESET
 read -r _ hooked_latency_posted < <(post "$without" paced "$latency_seconds" "$latency_per_tick")
@@ -340,8 +344,17 @@ echo "bench webhooks.e2e $webhooks_e2e events/s"
 python3 -c "print(f'bench webhooks.e2e_ratio {$webhooks_e2e / $e2e:.3f} ratio')"
 echo "bench webhooks.latency.p50_ms $hook_p50 ms"
 echo "bench webhooks.latency.p99_ms $hook_p99 ms"
+echo "bench webhooks.cpu_ms.api $(cpu_ms $((hapi1 - hapi0)) "$hooked_posted") ms"
+echo "bench webhooks.cpu_ms.worker $(cpu_ms $((hworker1 - hworker0)) "$hooked_posted") ms"
+echo "bench webhooks.cpu_ms.postgres $(cpu_ms $((hpg1 - hpg0)) "$hooked_posted") ms"
+echo "bench webhooks.cpu_ms.emulator $(cpu_ms $((hemu1 - hemu0)) "$hooked_posted") ms"
+echo "bench webhooks.cpu_ms.receiver $(cpu_ms $((hrecv1 - hrecv0)) "$hooked_posted") ms"
 if ! all; then
   echo "bench send.e2e $e2e sends/s"
+  echo "bench send.cpu_ms.api $(cpu_ms $((api1 - api0)) "$e2e_posted") ms"
+  echo "bench send.cpu_ms.worker $(cpu_ms $((worker1 - worker0)) "$e2e_posted") ms"
+  echo "bench send.cpu_ms.postgres $(cpu_ms $((pg1 - pg0)) "$e2e_posted") ms"
+  echo "bench send.cpu_ms.emulator $(cpu_ms $((emu1 - emu0)) "$e2e_posted") ms"
   exit 0
 fi
 hub_ceiling 0

@@ -5,7 +5,7 @@
 # reads against a real streaming replica (`scripts/db.sh replica up`, the ReplicaReadTests suite); the
 # deploy files' checks (scripts/deploy-check.sh); the dashboard in a real browser
 # (scripts/dashboard-test.sh); the reduced pressure pass (scripts/bench-pressure.sh reduced: about
-# three minutes of a held XID and backend kills under the queue alone and the send pipeline, checked
+# two minutes of a held XID and backend kills under the queue alone and the send pipeline, checked
 # for correctness only); then the fault harness at its reduced size (it restarts the cluster, so
 # it runs alone, last). Every part runs even when an earlier one failed.
 #

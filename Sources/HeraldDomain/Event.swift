@@ -129,8 +129,13 @@ public enum WebhookJobs {
 public struct WebhookDeliveryArgs: Sendable, Hashable, Codable {
     /// The `webhook_deliveries` row.
     public var deliveryID: Int64
+    /// Its endpoint, so the worker can take the endpoint's slot before it reads the delivery.
+    public var endpointID: Int64?
 
-    public init(deliveryID: Int64) { self.deliveryID = deliveryID }
+    public init(deliveryID: Int64, endpointID: Int64? = nil) {
+        self.deliveryID = deliveryID
+        self.endpointID = endpointID
+    }
 }
 
 extension Event {

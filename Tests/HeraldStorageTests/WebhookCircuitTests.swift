@@ -5,7 +5,7 @@ import HeraldTestSupport
 import PostgresNIO
 import Testing
 
-/// An endpoint's circuit through ``WebhookStore/attempt(deliveryID:retrySchedule:admit:_:)``: a
+/// An endpoint's circuit through ``WebhookStore/attempt(deliveryID:endpointID:retrySchedule:admit:_:)``: a
 /// failure starts its failing time, failing past the pause bound pauses it and its deliveries
 /// wait, enabling it resumes them, a success closes it, and attempts to a healthy endpoint never
 /// write its row.
@@ -101,6 +101,114 @@ struct WebhookCircuitTests {
                     == .settled)
             #expect(try await webhooks.endpoint(id: endpoint.id, owner: nil)?.failingSince == nil)
             #expect(try await webhooks.pausedEndpoints() == 0)
+        }
+    }
+
+    @Test("a slot taken before the read: one statement reads and counts; refused, nothing is read or counted; disabled, nothing is counted")
+    func admittedFirst() async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores(StorageConfiguration(webhookAllowPrivate: true))
+            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
+            let endpoint = try await stores.webhooks.create(
+                url: "http://127.0.0.1:9/hook", types: [.notificationEnqueued], allKeys: false, description: nil,
+                apiKeyID: key, isAdmin: false
+            ).0
+            let webhooks = stores.webhooks
+            let ids = try await Self.deliveries(db, stores, key: key, count: 3)
+            func attempts(_ id: Int64) async throws -> Int {
+                try await db.count("SELECT attempts FROM webhook_deliveries WHERE id = \(id)")
+            }
+            // Refused: busy, and the delivery is as it was.
+            let asked = Shared<[Int?]>([])
+            let sent = Shared(0)
+            #expect(
+                try await webhooks.attempt(
+                    deliveryID: ids[0], endpointID: endpoint.id,
+                    admit: { _, cap in
+                        asked.withLock { $0.append(cap) }
+                        return false
+                    }
+                ) { _, _ in
+                    sent.withLock { $0 += 1 }
+                    return Self.delivered
+                } == .busy)
+            #expect(asked.withLock { $0 } == [nil], "asked before the read, so without the endpoint's cap")
+            #expect(sent.withLock { $0 } == 0)
+            #expect(try await attempts(ids[0]) == 0)
+            // Admitted: the request sees the attempt counted, and the result is recorded.
+            let seen = Shared<[Int]>([])
+            #expect(
+                try await webhooks.attempt(deliveryID: ids[0], endpointID: endpoint.id, admit: { _, _ in true }) { attempt, _ in
+                    seen.withLock { $0.append(attempt.attempts) }
+                    return Self.delivered
+                } == .settled)
+            #expect(seen.withLock { $0 } == [1])
+            #expect(
+                try await db.count("SELECT attempts FROM webhook_deliveries WHERE id = \(ids[0]) AND state = 'Delivered'") == 1)
+            // Delivered already: nothing more is counted or sent.
+            #expect(
+                try await webhooks.attempt(deliveryID: ids[0], endpointID: endpoint.id, admit: { _, _ in true }) { _, _ in
+                    sent.withLock { $0 += 1 }
+                    return Self.delivered
+                } == .settled)
+            #expect(sent.withLock { $0 } == 0)
+            #expect(try await attempts(ids[0]) == 1)
+            // Disabled: the delivery ends with the reason, no attempt counted, no request made.
+            _ = try await webhooks.update(id: endpoint.id, owner: key, isAdmin: false, WebhookEndpointChange(enabled: false))
+            #expect(
+                try await webhooks.attempt(deliveryID: ids[1], endpointID: endpoint.id, admit: { _, _ in true }) { _, _ in
+                    sent.withLock { $0 += 1 }
+                    return Self.delivered
+                } == .settled)
+            #expect(sent.withLock { $0 } == 0)
+            #expect(try await attempts(ids[1]) == 0)
+            #expect(
+                try await db.count(
+                    "SELECT count(*) FROM webhook_deliveries WHERE id = \(ids[1]) AND state = 'Failed' AND last_error LIKE '%disabled%'")
+                    == 1)
+        }
+    }
+
+    @Test("attempts running at once are read and recorded together, each result on its own delivery, every request counted")
+    func batched() async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores(StorageConfiguration(webhookAllowPrivate: true))
+            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
+            let endpoint = try await stores.webhooks.create(
+                url: "http://127.0.0.1:9/hook", types: [.notificationEnqueued], allKeys: false, description: nil,
+                apiKeyID: key, isAdmin: false
+            ).0
+            let webhooks = stores.webhooks
+            let ids = try await Self.deliveries(db, stores, key: key, count: 20)
+            // Every delivery twice at once (as when a rescued job runs beside its first execution):
+            // within one statement only one of the two counts an attempt.
+            let sent = Shared<[Int64: Int]>([:])
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for id in ids + ids {
+                    group.addTask {
+                        _ = try await webhooks.attempt(deliveryID: id, endpointID: endpoint.id) { attempt, _ in
+                            sent.withLock { $0[attempt.deliveryID, default: 0] += 1 }
+                            return attempt.deliveryID % 2 == 0 ? Self.delivered : Self.failed
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let counts = sent.withLock { $0 }
+            #expect(Set(counts.keys) == Set(ids))
+            var rows: [(Int64, Int32, String, Int32?)] = []
+            let query = try await db.client.query(
+                "SELECT id, attempts, state, last_status FROM webhook_deliveries ORDER BY id", logger: db.logger)
+            for try await row in query.decode((Int64, Int32, String, Int32?).self) { rows.append(row) }
+            #expect(rows.count == 20)
+            for (id, attempts, state, status) in rows {
+                #expect(Int(attempts) == counts[id], "every request counted, and only requests: \(id)")
+                if id % 2 == 0 {
+                    #expect(state == "Delivered" && status == 204, "\(id)")
+                } else {
+                    #expect(state == "Pending" && status == 500, "\(id)")
+                }
+            }
         }
     }
 }

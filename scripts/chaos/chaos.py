@@ -1210,7 +1210,8 @@ SCENARIOS = [
     ("kill9", scenario_kill9, True),
     ("webhooks", scenario_webhooks, False),
     ("restart", scenario_restart, True),
-    ("storm", scenario_storm, True),
+    # make test's Swift suite has the same faults (5xx, 429 with Retry-After, timeouts) over 300 sends.
+    ("storm", scenario_storm, False),
     ("gone", scenario_gone, True),
     ("stall", scenario_stall, True),
     ("schema", scenario_schema, True),

@@ -30,6 +30,8 @@ final class WebhookEndpointSlots: Sendable {
         var turnedAway = 0
         /// A moving average of how long an attempt holds a slot, in seconds.
         var averageHold = 0.1
+        /// The endpoint's `maxConcurrency` as last read.
+        var cap: Int?
     }
 
     private struct State {
@@ -84,6 +86,15 @@ final class WebhookEndpointSlots: Sendable {
             self.leave(endpoint, waiter: id)
         }
         return granted ? .granted : .full(retryAfter: .seconds(1))
+    }
+
+    /// The `maxConcurrency` of `endpoint` as last read (``remember(_:cap:)``), if ever.
+    func cap(of endpoint: Int64) -> Int? { state.withLock { $0.endpoints[endpoint]?.cap } }
+
+    /// Keeps the `maxConcurrency` of `endpoint` as read, for deliveries that take a slot before
+    /// they read their endpoint.
+    func remember(_ endpoint: Int64, cap: Int) {
+        state.withLock { $0.endpoints[endpoint, default: Endpoint()].cap = cap }
     }
 
     /// Frees a slot of `endpoint` that was held for `held`, handing it to the longest waiter.

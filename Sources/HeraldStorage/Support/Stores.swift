@@ -65,7 +65,8 @@ public struct Stores: Sendable {
         self.events = EventStore(client: client, logger: logger, queue: queue, wait: configuration.databaseWait)
         self.webhooks = WebhookStore(
             client: client, logger: logger, queue: queue, wait: configuration.databaseWait,
-            allowPrivate: configuration.webhookAllowPrivate)
+            allowPrivate: configuration.webhookAllowPrivate,
+            statements: StatementRunner(prepared: configuration.preparedStatements))
         self.users = UserStore(
             client: client, logger: logger, wait: configuration.databaseWait,
             preparedStatements: configuration.preparedStatements)

@@ -114,6 +114,8 @@ public struct WebhookAttempt: Sendable {
     public var attempts: Int
     /// The event as delivered (nil when retention deleted it first).
     public var event: Event?
+    /// Whether the statement that read it also counted this attempt.
+    public var started = false
 }
 
 /// The result of one attempt, as the worker records it.

@@ -166,20 +166,56 @@ enum WebhookStatements {
         """
     }
 
-    /// One attempt's needs.
-    static func attempt(deliveryID: Int64) -> PostgresQuery {
-        """
-        SELECT d.id, d.endpoint_id, w.url, w.secret, w.max_concurrency, w.enabled, w.paused_at IS NOT NULL, w.deleted_at IS NOT NULL,
-               d.state, d.attempts, e.id, e.seq, e.type, e.occurred_at, e.data::text
-        FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
-        LEFT JOIN events e ON e.id = d.event_id
-        WHERE d.id = \(deliveryID)
-        """
+    /// Attempts' needs: each delivery (in the input's order, by ordinal), its endpoint and its
+    /// event. Where `start` is set, the same statement counts the attempt before its request goes
+    /// out (so the log counts every request, one whose result was never recorded too), when the
+    /// delivery waits, its endpoint can be called and no other attempt started since the read;
+    /// the last column says whether it did (one row of a delivery named twice at most).
+    struct ReadAttempts: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
+        typealias Row = (
+            Int64, Int64, Int64, String, String, Int32, Bool, Bool, Bool, String, Int32, Int64?, Int64?, String?, Date?,
+            String?, Bool
+        )
+
+        static let sql = """
+            WITH a AS (
+                SELECT i.ord, d.id, d.endpoint_id, w.url, w.secret, w.max_concurrency, w.enabled,
+                       w.paused_at IS NOT NULL AS paused, w.deleted_at IS NOT NULL AS deleted, d.state, d.attempts,
+                       e.id AS event_id, e.seq, e.type, e.occurred_at, e.data::text AS data, i.start
+                FROM unnest($1::int8[], $2::bool[]) WITH ORDINALITY AS i(id, start, ord)
+                JOIN webhook_deliveries d ON d.id = i.id
+                JOIN webhook_endpoints w ON w.id = d.endpoint_id
+                LEFT JOIN events e ON e.id = d.event_id
+            ),
+            started AS (
+                UPDATE webhook_deliveries d SET attempts = d.attempts + 1, updated_at = now()
+                FROM a
+                WHERE a.start AND d.id = a.id AND d.state = 'Pending' AND a.state = 'Pending' AND d.attempts = a.attempts
+                  AND a.enabled AND NOT a.paused AND NOT a.deleted AND a.event_id IS NOT NULL
+                RETURNING a.ord
+            )
+            SELECT a.ord, a.id, a.endpoint_id, a.url, a.secret, a.max_concurrency, a.enabled, a.paused, a.deleted, a.state,
+                   a.attempts, a.event_id, a.seq, a.type, a.occurred_at, a.data, a.ord IN (SELECT ord FROM started)
+            FROM a ORDER BY a.ord
+            """
+
+        var ids: [Int64]
+        var starts: [Bool]
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(ids)
+            bindings.append(starts)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
-    /// Counts an attempt before its request goes out, so the log counts every request, one whose
-    /// result was never recorded too; only when no other attempt started since `attempts` was
-    /// read (and the delivery still waits). Whether it did.
+    /// Counts the next attempt of a delivery read without starting it; only when no other
+    /// attempt started since `attempts` was read (and the delivery still waits). Whether it did.
     static func startAttempt(deliveryID: Int64, attempts: Int) -> PostgresQuery {
         """
         UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
@@ -188,41 +224,78 @@ enum WebhookStatements {
         """
     }
 
-    /// Records the result of the attempt that made the count `attempts`: delivered, failed for
-    /// good, or waiting `retryIn` seconds; only while no later attempt started (and the delivery
-    /// still waits).
-    /// Records an attempt's result, fenced by its attempt count, and the endpoint's circuit, in
-    /// one statement: the number of deliveries recorded (0 or 1) and whether the endpoint is now
-    /// paused. A success closes the circuit; a failure starts or keeps its failing time and
-    /// pauses it once that is older than `pauseAfter` seconds. The endpoint's row is written only
-    /// when that changes, so attempts to a healthy endpoint never wait on each other for it.
-    static func record(
-        deliveryID: Int64, attempts: Int, state: String, status: Int?, error: String?, latencyMs: Int, excerpt: String?,
-        retryIn: Double?, endpointID: Int64, circuit: Bool, succeeded: Bool, pauseAfter: Double
-    ) -> PostgresQuery {
-        """
-        WITH recorded AS (
-            UPDATE webhook_deliveries SET state = \(state), last_status = \(status.map(Int32.init)),
-                last_error = \(error), last_latency_ms = \(Int32(clamping: latencyMs)), response_excerpt = \(excerpt),
-                next_try_at = now() + make_interval(secs => \(retryIn)),
-                delivered_at = CASE WHEN \(state) = 'Delivered' THEN now() END, updated_at = now()
-            WHERE id = \(deliveryID) AND attempts = \(Int32(clamping: attempts)) AND state = 'Pending'
-            RETURNING id
-        ), changed AS (
-            UPDATE webhook_endpoints w SET
-                failing_since = CASE WHEN \(succeeded) THEN NULL ELSE coalesce(w.failing_since, now()) END,
-                paused_at = CASE WHEN \(succeeded) THEN w.paused_at
-                                 WHEN w.failing_since < now() - make_interval(secs => \(pauseAfter))
-                                 THEN coalesce(w.paused_at, now()) ELSE w.paused_at END
-            WHERE w.id = \(endpointID) AND \(circuit) AND EXISTS (SELECT 1 FROM recorded)
-              AND CASE WHEN \(succeeded) THEN w.failing_since IS NOT NULL
-                       ELSE w.failing_since IS NULL
-                            OR (w.paused_at IS NULL AND w.failing_since < now() - make_interval(secs => \(pauseAfter))) END
-            RETURNING w.paused_at IS NOT NULL AS paused
-        )
-        SELECT (SELECT count(*) FROM recorded),
-               coalesce((SELECT paused FROM changed), (SELECT paused_at IS NOT NULL FROM webhook_endpoints WHERE id = \(endpointID)))
-        """
+    /// Records attempts' results, each fenced by its attempt count, and their endpoints'
+    /// circuits, in one statement: per input (by ordinal), whether it was recorded and whether
+    /// its endpoint is now paused. An endpoint that answered any attempt of the batch is healthy,
+    /// which closes its circuit; one whose recorded attempts all failed starts or keeps its
+    /// failing time, and is paused once that is older than the pause bound (`$12`, seconds). The
+    /// endpoint's row is written only when that changes, so attempts to a healthy endpoint never
+    /// wait on each other for it.
+    struct RecordAttempts: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
+        typealias Row = (Int64, Bool, Bool)
+
+        static let sql = """
+            WITH r AS (
+                SELECT * FROM unnest($1::int8[], $2::int4[], $3::text[], $4::int4[], $5::text[], $6::int4[], $7::text[],
+                                     $8::float8[], $9::int8[], $10::bool[], $11::bool[])
+                     WITH ORDINALITY
+                     AS r(id, attempts, state, status, error, latency_ms, excerpt, retry_in, endpoint_id, circuit, succeeded, ord)
+            ),
+            recorded AS (
+                UPDATE webhook_deliveries d SET state = r.state, last_status = NULLIF(r.status, -1),
+                    last_error = NULLIF(r.error, ''), last_latency_ms = r.latency_ms, response_excerpt = NULLIF(r.excerpt, ''),
+                    next_try_at = now() + make_interval(secs => NULLIF(r.retry_in, -1)),
+                    delivered_at = CASE WHEN r.state = 'Delivered' THEN now() END, updated_at = now()
+                FROM r
+                WHERE d.id = r.id AND d.attempts = r.attempts AND d.state = 'Pending'
+                RETURNING r.ord, r.endpoint_id, r.circuit, r.succeeded
+            ),
+            health AS (
+                SELECT endpoint_id, bool_or(succeeded) AS succeeded FROM recorded WHERE circuit GROUP BY endpoint_id
+            ),
+            changed AS (
+                UPDATE webhook_endpoints w SET
+                    failing_since = CASE WHEN h.succeeded THEN NULL ELSE coalesce(w.failing_since, now()) END,
+                    paused_at = CASE WHEN h.succeeded THEN w.paused_at
+                                     WHEN w.failing_since < now() - make_interval(secs => $12::float8)
+                                     THEN coalesce(w.paused_at, now()) ELSE w.paused_at END
+                FROM health h
+                WHERE w.id = h.endpoint_id
+                  AND CASE WHEN h.succeeded THEN w.failing_since IS NOT NULL
+                           ELSE w.failing_since IS NULL
+                                OR (w.paused_at IS NULL AND w.failing_since < now() - make_interval(secs => $12::float8)) END
+                RETURNING w.id, w.paused_at IS NOT NULL AS paused
+            )
+            SELECT r.ord, rc.ord IS NOT NULL, coalesce(c.paused, w.paused_at IS NOT NULL, false)
+            FROM r LEFT JOIN recorded rc ON rc.ord = r.ord LEFT JOIN changed c ON c.id = r.endpoint_id
+            LEFT JOIN webhook_endpoints w ON w.id = r.endpoint_id
+            ORDER BY r.ord
+            """
+
+        var records: [WebhookStore.AttemptRecord]
+        var pauseAfter: Double
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 12)
+            bindings.append(records.map(\.deliveryID))
+            bindings.append(records.map { Int32(clamping: $0.attempts) })
+            bindings.append(records.map(\.state))
+            // Arrays hold no NULLs here: -1 and '' stand for none, and the statement reads them so.
+            bindings.append(records.map { $0.status.map { Int32(clamping: $0) } ?? -1 })
+            bindings.append(records.map { $0.error ?? "" })
+            bindings.append(records.map { Int32(clamping: $0.latencyMs) })
+            bindings.append(records.map { $0.excerpt ?? "" })
+            bindings.append(records.map { $0.retryIn ?? -1 })
+            bindings.append(records.map(\.endpointID))
+            bindings.append(records.map(\.circuit))
+            bindings.append(records.map(\.succeeded))
+            bindings.append(pauseAfter)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
     /// The pending deliveries of a resumed endpoint, for their jobs.

@@ -15,6 +15,10 @@ public struct WebhookStore: Sendable {
     let wait: Duration
     /// `HERALD_WEBHOOK_ALLOW_PRIVATE` (``WebhookURL``).
     public let allowPrivate: Bool
+    /// The attempts' reads and results, each a group commit across the attempts running at once:
+    /// one statement (one commit) for all of them instead of one each.
+    private let reads: GroupCommitter<AttemptRead, WebhookAttempt?>
+    private let records: GroupCommitter<AttemptRecord, RecordOutcome>
 
     /// The most live endpoints one key may have.
     public static let maxEndpointsPerKey = 10
@@ -29,12 +33,32 @@ public struct WebhookStore: Sendable {
     /// The most deliveries one replay makes.
     public static let maxReplay = 10_000
 
-    public init(client: PostgresClient, logger: Logger, queue: JobQueue, wait: Duration, allowPrivate: Bool = false) {
+    public init(
+        client: PostgresClient, logger: Logger, queue: JobQueue, wait: Duration, allowPrivate: Bool = false,
+        statements: PreparedStatementRunner = PreparedStatementRunner(prepared: false)
+    ) {
         self.client = client
         self.logger = logger
         self.queue = queue
         self.wait = wait
         self.allowPrivate = allowPrivate
+        reads = GroupCommitter(maxBatch: 500, maxConcurrent: 2) { batch in
+            try await StorageSQL.run("read webhook deliveries", within: wait) {
+                try await Self.read(batch, client: client, statements: statements, logger: logger)
+            }
+        }
+        records = GroupCommitter(maxBatch: 500, maxConcurrent: 2) { batch in
+            try await StorageSQL.run("record webhook deliveries", within: wait) {
+                let rows = try await statements.rows(
+                    WebhookStatements.RecordAttempts(records: batch, pauseAfter: Self.pauseAfter.seconds), client: client,
+                    logger: logger)
+                var outcomes = Array(repeating: RecordOutcome(recorded: false, paused: false), count: batch.count)
+                for (ord, recorded, paused) in rows where ord >= 1 && ord <= batch.count {
+                    outcomes[Int(ord) - 1] = RecordOutcome(recorded: recorded, paused: paused)
+                }
+                return outcomes
+            }
+        }
     }
 
     // MARK: Endpoints
@@ -186,7 +210,8 @@ public struct WebhookStore: Sendable {
                 if offset > 0 { schedule = .after(.milliseconds(Int64((offset * 1000).rounded()))) }
             }
             return try NewJob.webhookDelivery(
-                WebhookDeliveryArgs(deliveryID: delivery.id), endpointID: delivery.endpointID, schedule: schedule)
+                WebhookDeliveryArgs(deliveryID: delivery.id, endpointID: delivery.endpointID),
+                endpointID: delivery.endpointID, schedule: schedule)
         }
         try await queue.enqueue(jobs, on: connection)
     }
@@ -260,7 +285,7 @@ public struct WebhookStore: Sendable {
         }
     }
 
-    /// What became of ``attempt(deliveryID:retrySchedule:admit:_:)``.
+    /// What became of ``attempt(deliveryID:endpointID:retrySchedule:admit:_:)``.
     public enum AttemptOutcome: Sendable, Equatable {
         /// Nothing more to do: delivered, failed for good, paused, or nothing was waiting.
         case settled
@@ -274,12 +299,20 @@ public struct WebhookStore: Sendable {
     /// still waits, its endpoint can be called and `admit` lets it, counts the attempt, runs
     /// `send` and records the result, fenced by that count (an attempt overtaken by another
     /// records nothing). No transaction is open during `send`.
+    ///
+    /// `admit` gets the endpoint's id and its `maxConcurrency` as read. With `endpointID` (the
+    /// job's), it is asked first, with no `maxConcurrency`, and one statement then reads the
+    /// delivery and counts the attempt; a refused delivery reads nothing.
     public func attempt(
-        deliveryID: Int64, retrySchedule: [Duration] = WebhookStore.retrySchedule,
-        admit: @Sendable (WebhookAttempt) async -> Bool = { _ in true },
+        deliveryID: Int64, endpointID: Int64? = nil, retrySchedule: [Duration] = WebhookStore.retrySchedule,
+        admit: @Sendable (_ endpointID: Int64, _ maxConcurrency: Int?) async -> Bool = { _, _ in true },
         _ send: @Sendable (WebhookAttempt, Event) async -> WebhookAttemptResult
     ) async throws -> AttemptOutcome {
-        guard let attempt = try await readAttempt(deliveryID), attempt.state == .pending else { return .settled }
+        let admitted = endpointID != nil
+        if let endpointID, await !admit(endpointID, nil) { return .busy }
+        guard let attempt = try await readAttempt(deliveryID, start: admitted), attempt.state == .pending else {
+            return .settled
+        }
         guard let event = attempt.event else {
             try await record(attempt, .init(status: nil, error: "retention deleted the event", latencyMs: 0, excerpt: nil))
             return .settled
@@ -291,9 +324,14 @@ public struct WebhookStore: Sendable {
             }
             return .settled
         }
-        guard await admit(attempt) else { return .busy }
-        // Counted before the request: a worker that dies during it leaves the attempt counted.
-        guard try await start(attempt) else { return .settled }
+        if admitted {
+            // Not counted: another execution started an attempt since (that one goes on).
+            guard attempt.started else { return .settled }
+        } else {
+            guard await admit(attempt.endpointID, attempt.maxConcurrency) else { return .busy }
+            // Counted before the request: a worker that dies during it leaves the attempt counted.
+            guard try await start(attempt) else { return .settled }
+        }
         var started = attempt
         started.attempts += 1
         let result = await send(started, event)
@@ -304,41 +342,85 @@ public struct WebhookStore: Sendable {
         return .retry(after: retryIn)
     }
 
-    private func readAttempt(_ deliveryID: Int64) async throws -> WebhookAttempt? {
-        try await StorageSQL.run("read a webhook delivery", within: wait) { [client, logger] in
-            let rows = try await client.query(WebhookStatements.attempt(deliveryID: deliveryID), logger: logger)
-            typealias Row = (
-                Int64, Int64, String, String, Int32, Bool, Bool, Bool, String, Int32, Int64?, Int64?, String?, Date?,
-                String?
-            )
-            for try await full in rows.decode(Row.self) {
-                let maxConcurrency = Int(full.4)
-                let row = (
-                    full.0, full.1, full.2, full.3, full.5, full.6, full.7, full.8, full.9, full.10, full.11, full.12,
-                    full.13, full.14
-                )
-                var event: Event?
-                if let id = row.9, let seq = row.10, let typeText = row.11, let occurred = row.12, let data = row.13 {
-                    guard let type = EventType(rawValue: typeText) else {
-                        throw StorageError.corruptRow(column: "events.type", value: typeText)
-                    }
-                    event = Event(
-                        id: Event.publicID(id), seq: String(seq), type: type, timestamp: occurred,
-                        data: try JSONDecoder().decode(EventData.self, from: Data(data.utf8)))
-                }
-                guard let state = WebhookDeliveryRecord.State(rawValue: row.7) else {
-                    throw StorageError.corruptRow(column: "webhook_deliveries.state", value: row.7)
-                }
-                let reason: String? =
-                    row.6 ? "the endpoint was deleted" : !row.4 ? "the endpoint is disabled" : row.5 ? "the endpoint is paused" : nil
-                return WebhookAttempt(
-                    deliveryID: row.0, endpointID: row.1, url: row.2, secret: row.3, maxConcurrency: maxConcurrency,
-                    callable: reason == nil,
-                    paused: row.5 && !row.6 && row.4, notCallableReason: reason, state: state, attempts: Int(row.8),
-                    event: event)
-            }
-            return nil
+    /// One delivery to read, and whether to count its attempt in the same statement.
+    struct AttemptRead: Sendable {
+        var deliveryID: Int64
+        var start: Bool
+    }
+
+    /// One attempt's result, as ``WebhookStatements/RecordAttempts`` writes it.
+    struct AttemptRecord: Sendable {
+        var deliveryID: Int64
+        var attempts: Int
+        var state: String
+        var status: Int?
+        var error: String?
+        var latencyMs: Int
+        var excerpt: String?
+        var retryIn: Double?
+        var endpointID: Int64
+        var circuit: Bool
+        var succeeded: Bool
+    }
+
+    /// Whether a result was recorded (fenced by its attempt count), and whether its endpoint is
+    /// now paused.
+    struct RecordOutcome: Sendable {
+        var recorded: Bool
+        var paused: Bool
+    }
+
+    /// Delivery `deliveryID` with its endpoint and event; with `start`, the same statement counts
+    /// the attempt when the delivery waits and its endpoint can be called (``WebhookAttempt/started``).
+    private func readAttempt(_ deliveryID: Int64, start: Bool) async throws -> WebhookAttempt? {
+        try await reads.submit(AttemptRead(deliveryID: deliveryID, start: start))
+    }
+
+    /// `batch`'s deliveries, in its order (nil for one that does not exist). A delivery named
+    /// twice is read again in a statement of its own, so that only one of its executions counts
+    /// an attempt.
+    private static func read(
+        _ batch: [AttemptRead], client: PostgresClient, statements: PreparedStatementRunner, logger: Logger
+    ) async throws -> [WebhookAttempt?] {
+        var first: [Int] = []
+        var again: [Int] = []
+        var seen: Set<Int64> = []
+        for (index, read) in batch.enumerated() {
+            if seen.insert(read.deliveryID).inserted { first.append(index) } else { again.append(index) }
         }
+        var attempts = [WebhookAttempt?](repeating: nil, count: batch.count)
+        for group in [first, again] where !group.isEmpty {
+            let reads = group.map { batch[$0] }
+            let rows = try await statements.rows(
+                WebhookStatements.ReadAttempts(ids: reads.map(\.deliveryID), starts: reads.map(\.start)), client: client,
+                logger: logger)
+            for row in rows where row.0 >= 1 && row.0 <= group.count {
+                attempts[group[Int(row.0) - 1]] = try attempt(row)
+            }
+        }
+        return attempts
+    }
+
+    private static func attempt(_ row: WebhookStatements.ReadAttempts.Row) throws -> WebhookAttempt {
+        var event: Event?
+        if let id = row.11, let seq = row.12, let typeText = row.13, let occurred = row.14, let data = row.15 {
+            guard let type = EventType(rawValue: typeText) else {
+                throw StorageError.corruptRow(column: "events.type", value: typeText)
+            }
+            event = Event(
+                id: Event.publicID(id), seq: String(seq), type: type, timestamp: occurred,
+                data: try JSONDecoder().decode(EventData.self, from: Data(data.utf8)))
+        }
+        guard let state = WebhookDeliveryRecord.State(rawValue: row.9) else {
+            throw StorageError.corruptRow(column: "webhook_deliveries.state", value: row.9)
+        }
+        let (enabled, paused, deleted) = (row.6, row.7, row.8)
+        let reason: String? =
+            deleted ? "the endpoint was deleted" : !enabled ? "the endpoint is disabled" : paused ? "the endpoint is paused" : nil
+        return WebhookAttempt(
+            deliveryID: row.1, endpointID: row.2, url: row.3, secret: row.4, maxConcurrency: Int(row.5),
+            callable: reason == nil, paused: paused && !deleted && enabled, notCallableReason: reason, state: state,
+            attempts: Int(row.10), event: event, started: row.16)
     }
 
     /// Counts the next attempt of `attempt`'s delivery; false when another execution started one
@@ -353,26 +435,20 @@ public struct WebhookStore: Sendable {
     }
 
     /// Records an attempt's result (fenced by its attempt count) and, for a callable endpoint, its
-    /// circuit, in one statement; whether the endpoint is now paused.
+    /// circuit, in one statement with whatever else is being recorded; whether the endpoint is
+    /// now paused.
     @discardableResult
     private func record(_ attempt: WebhookAttempt, _ result: WebhookAttemptResult, retryIn: Duration? = nil)
         async throws -> Bool
     {
         let succeeded = result.error == nil
         let state: WebhookDeliveryRecord.State = succeeded ? .delivered : retryIn == nil ? .failed : .pending
-        return try await StorageSQL.run("record a webhook delivery", within: wait) { [client, logger] in
-            let rows = try await client.query(
-                WebhookStatements.record(
-                    deliveryID: attempt.deliveryID, attempts: attempt.attempts, state: state.rawValue,
-                    status: result.status, error: result.error, latencyMs: result.latencyMs, excerpt: result.excerpt,
-                    retryIn: retryIn?.seconds, endpointID: attempt.endpointID, circuit: attempt.callable,
-                    succeeded: succeeded, pauseAfter: Self.pauseAfter.seconds),
-                logger: logger)
-            for try await (recorded, paused) in rows.decode((Int64, Bool?).self) {
-                return recorded == 1 && attempt.callable && paused == true
-            }
-            return false
-        }
+        let outcome = try await records.submit(
+            AttemptRecord(
+                deliveryID: attempt.deliveryID, attempts: attempt.attempts, state: state.rawValue, status: result.status,
+                error: result.error, latencyMs: result.latencyMs, excerpt: result.excerpt, retryIn: retryIn?.seconds,
+                endpointID: attempt.endpointID, circuit: attempt.callable, succeeded: succeeded))
+        return outcome.recorded && attempt.callable && outcome.paused
     }
 
     /// Deletes at most `batch` deliveries older than `retention`.
