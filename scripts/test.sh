@@ -3,10 +3,10 @@
 # (`swift package generate-documentation`, warnings are errors); the end-to-end send and registration suites
 # again through a PgBouncer in transaction mode with three workers (scripts/pgbouncer.sh); the ops
 # reads against a real streaming replica (`scripts/db.sh replica up`, the ReplicaReadTests suite); the
-# deploy files' checks (scripts/deploy-check.sh); the dashboard in a real browser
-# (scripts/dashboard-test.sh); the reduced pressure pass (scripts/bench-pressure.sh reduced: about
-# two minutes of a held XID and backend kills under the queue alone and the send pipeline, checked
-# for correctness only); then the fault harness at its reduced size (it restarts the cluster, so
+# deploy files' checks (scripts/deploy-check.sh) and the dashboard in a real browser
+# (scripts/dashboard-test.sh), beside the reduced pressure pass (scripts/bench-pressure.sh reduced:
+# about two minutes of a held XID and backend kills under the queue alone and the send pipeline,
+# checked for correctness only); then the fault harness at its reduced size (it restarts the cluster, so
 # it runs alone, last). Every part runs even when an earlier one failed.
 #
 # Each part's output goes to the terminal and to .data/test-logs/PART.log. The last lines
@@ -36,6 +36,24 @@ part() {
     local status="${PIPESTATUS[0]}"
     if [ "$status" -ne 0 ]; then failed+=("$name:$status"); fi
     timings+=("$name $((SECONDS - began))s")
+}
+
+# background NAME COMMAND...: starts COMMAND as part NAME beside the parts that follow, its output
+# to $logs/NAME.log only; `finish NAME` waits for it and then shows that output.
+declare -A background_pids background_began
+background() {
+    local name="$1"
+    shift
+    background_began[$name]=$SECONDS
+    "$@" >"$logs/$name.log" 2>&1 &
+    background_pids[$name]=$!
+}
+finish() {
+    local name="$1" status=0
+    wait "${background_pids[$name]}" || status=$?
+    cat "$logs/$name.log"
+    if [ "$status" -ne 0 ]; then failed+=("$name:$status"); fi
+    timings+=("$name $((SECONDS - ${background_began[$name]}))s (beside others)")
 }
 
 pooled() {
@@ -72,9 +90,12 @@ part docc "${SWIFT:-swift}" package generate-documentation --target Notification
     --warnings-as-errors
 part pgbouncer pooled
 part replica replicated
+# The pressure pass has databases of its own and checks correctness only, so the deploy checks
+# and the dashboard run beside it (none of the three runs SwiftPM, whose lock would serialize them).
+background pressure scripts/bench-pressure.sh "$bin" reduced
 part deploy-check scripts/deploy-check.sh all "$bin"
 part dashboard scripts/dashboard-test.sh "$bin"
-part pressure scripts/bench-pressure.sh "$bin" reduced
+finish pressure
 part chaos scripts/chaos.sh "$bin" reduced
 
 # How long each part took, so a slow CI run names the part that grew.

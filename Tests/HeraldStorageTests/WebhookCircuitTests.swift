@@ -28,6 +28,17 @@ struct WebhookCircuitTests {
         return ids
     }
 
+    /// Stores that allow loopback endpoints, a sending key, and an endpoint of that key.
+    static func endpoint(_ db: TestDatabase) async throws -> (Stores, key: Int64, endpoint: WebhookEndpoint) {
+        let stores = db.stores(StorageConfiguration(webhookAllowPrivate: true))
+        let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
+        let endpoint = try await stores.webhooks.create(
+            url: "http://127.0.0.1:9/hook", types: [.notificationEnqueued], allKeys: false, description: nil,
+            apiKeyID: key, isAdmin: false
+        ).0
+        return (stores, key, endpoint)
+    }
+
     /// The endpoint row's version: it changes only when the row is written.
     static func version(_ db: TestDatabase, _ id: Int64) async throws -> String {
         let rows = try await db.client.query("SELECT xmin::text FROM webhook_endpoints WHERE id = \(id)", logger: db.logger)
@@ -38,12 +49,7 @@ struct WebhookCircuitTests {
     @Test("fail, pause after the bound (deliveries wait), resume, succeed; a healthy endpoint's row is never written")
     func circuit() async throws {
         try await TestDatabase.with { db in
-            let stores = db.stores(StorageConfiguration(webhookAllowPrivate: true))
-            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
-            let endpoint = try await stores.webhooks.create(
-                url: "http://127.0.0.1:9/hook", types: [.notificationEnqueued], allKeys: false, description: nil,
-                apiKeyID: key, isAdmin: false
-            ).0
+            let (stores, key, endpoint) = try await Self.endpoint(db)
             let webhooks = stores.webhooks
             let schedule: [Duration] = [.seconds(5), .seconds(30)]
 
@@ -107,12 +113,7 @@ struct WebhookCircuitTests {
     @Test("a slot taken before the read: one statement reads and counts; refused, nothing is read or counted; disabled, nothing is counted")
     func admittedFirst() async throws {
         try await TestDatabase.with { db in
-            let stores = db.stores(StorageConfiguration(webhookAllowPrivate: true))
-            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
-            let endpoint = try await stores.webhooks.create(
-                url: "http://127.0.0.1:9/hook", types: [.notificationEnqueued], allKeys: false, description: nil,
-                apiKeyID: key, isAdmin: false
-            ).0
+            let (stores, key, endpoint) = try await Self.endpoint(db)
             let webhooks = stores.webhooks
             let ids = try await Self.deliveries(db, stores, key: key, count: 3)
             func attempts(_ id: Int64) async throws -> Int {
@@ -172,12 +173,7 @@ struct WebhookCircuitTests {
     @Test("attempts running at once are read and recorded together, each result on its own delivery, every request counted")
     func batched() async throws {
         try await TestDatabase.with { db in
-            let stores = db.stores(StorageConfiguration(webhookAllowPrivate: true))
-            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
-            let endpoint = try await stores.webhooks.create(
-                url: "http://127.0.0.1:9/hook", types: [.notificationEnqueued], allKeys: false, description: nil,
-                apiKeyID: key, isAdmin: false
-            ).0
+            let (stores, key, endpoint) = try await Self.endpoint(db)
             let webhooks = stores.webhooks
             let ids = try await Self.deliveries(db, stores, key: key, count: 20)
             // Every delivery twice at once (as when a rescued job runs beside its first execution):
