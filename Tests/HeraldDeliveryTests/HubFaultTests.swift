@@ -41,7 +41,9 @@ struct HubFaultTests {
         }
     }
 
-    @Test("a permanent 400 fails the device with a reason and a device.sync_failed event, and discards the job; the next change syncs again")
+    @Test(
+        "a permanent 400 fails the device with a reason and a device.sync_failed event, and discards the job; the next change syncs again"
+    )
     func permanentFailure() async throws {
         try await withDelivery { world in
             let registered = try await world.registerDevice(writeFault: FaultRule(status: 400, count: 1))

@@ -160,7 +160,9 @@ struct SendTests {
         }
     }
 
-    @Test("permanent errors (400, 413, 403 without Retry-After) end Abandoned after one attempt, with a hub_send.abandoned event; 403 with it is retried")
+    @Test(
+        "permanent errors (400, 413, 403 without Retry-After) end Abandoned after one attempt, with a hub_send.abandoned event; 403 with it is retried"
+    )
     func permanentErrors() async throws {
         try await withSends { world in
             try await world.device("alice")
@@ -195,7 +197,8 @@ struct SendTests {
             #expect(try await world.outcomes(id).filter { $0.kind == "send" }.map(\.status) == [403, 201])
             #expect(try await world.sendRequests().count == 5)
             #expect(
-                try await world.db.count("SELECT count(*) FROM events WHERE type = 'hub_send.abandoned' AND notification_id = \(id)")
+                try await world.db.count(
+                    "SELECT count(*) FROM events WHERE type = 'hub_send.abandoned' AND notification_id = \(id)")
                     == 0, "a retried send is not abandoned")
         }
     }

@@ -57,7 +57,8 @@ struct EventFeedEndToEndTests {
                     system, key: one.key,
                     #"{"target":{"user":"bob"},"content":{"apple":{"aps":{"alert":"no"}}},"sendAt":"\#(later)"}"#
                 ).lowercased()
-                let reply = try await system.request(.DELETE, "/v1/notifications/\(cancelled)", authorization: "Bearer \(one.key)")
+                let reply = try await system.request(
+                    .DELETE, "/v1/notifications/\(cancelled)", authorization: "Bearer \(one.key)")
                 #expect(reply.status == .ok, "\(reply.body)")
                 // A permanent refusal by the hub: the send is abandoned at once.
                 try await system.inspection.addFaults([FaultRule(pathPattern: "/messages$", status: 400, count: 1)])

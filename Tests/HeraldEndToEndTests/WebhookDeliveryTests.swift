@@ -100,7 +100,9 @@ struct WebhookDeliveryTests {
                 let key = try await Self.key(db)
                 let created = try await system.request(
                     .POST, "/v1/webhooks", authorization: "Bearer \(key)",
-                    body: #"{"url":"http://127.0.0.1:\#(port)/hook","types":["notification.enqueued","notification.failed"],"maxConcurrency":50}"#)
+                    body:
+                        #"{"url":"http://127.0.0.1:\#(port)/hook","types":["notification.enqueued","notification.failed"],"maxConcurrency":50}"#
+                )
                 try #require(created.status == .created, "\(created.status) \(created.body)")
                 let endpoint = try #require(try JSONSerialization.jsonObject(with: Data(created.body.utf8)) as? [String: Any])
                 let secret = try #require(endpoint["secret"] as? String)
@@ -130,7 +132,9 @@ struct WebhookDeliveryTests {
                 // One event per notification of the types subscribed, each delivered once to the
                 // endpoint; the refused hub sends' own events are not subscribed.
                 let subscribed = "type IN ('notification.enqueued', 'notification.failed')"
-                #expect(try await db.count("SELECT count(DISTINCT notification_id) FROM events WHERE \(unescaped: subscribed)") == 1000)
+                #expect(
+                    try await db.count("SELECT count(DISTINCT notification_id) FROM events WHERE \(unescaped: subscribed)")
+                        == 1000)
                 #expect(try await db.count("SELECT count(*) FROM events WHERE \(unescaped: subscribed)") == 1000)
                 #expect(try await db.count("SELECT count(*) FROM events WHERE type = 'hub_send.abandoned'") == 200)
                 #expect(try await db.count("SELECT count(*) FROM webhook_deliveries") == 1000)
@@ -157,10 +161,16 @@ struct WebhookDeliveryTests {
                 for try await (id, count) in recorded.decode((String, Int32).self) { attempts[id] = Int(count) }
                 let requests = Dictionary(grouping: received.compactMap(\.id), by: { $0 }).mapValues(\.count)
                 let unrecorded = requests.filter { id, count in count > attempts[id] ?? 0 }
-                #expect(unrecorded.isEmpty, "requests beyond the recorded attempts: \(unrecorded.prefix(5).map { entry in (entry.key, entry.value, attempts[entry.key] ?? 0, received.filter { $0.id == entry.key }.map(\.answer)) })")
+                #expect(
+                    unrecorded.isEmpty,
+                    "requests beyond the recorded attempts: \(unrecorded.prefix(5).map { entry in (entry.key, entry.value, attempts[entry.key] ?? 0, received.filter { $0.id == entry.key }.map(\.answer)) })"
+                )
                 #expect(received.filter { $0.answer != .status(204) }.count >= 1000 / 3)
-                let types = Dictionary(grouping: Set(answered.map { "\($0.id ?? "") \($0.type ?? "")" }), by: { $0.split(separator: " ").last.map(String.init) ?? "" })
-                    .mapValues(\.count)
+                let types = Dictionary(
+                    grouping: Set(answered.map { "\($0.id ?? "") \($0.type ?? "")" }),
+                    by: { $0.split(separator: " ").last.map(String.init) ?? "" }
+                )
+                .mapValues(\.count)
                 #expect(types == ["notification.enqueued": 800, "notification.failed": 200])
 
                 // The delivery log shows the attempts.
@@ -177,7 +187,9 @@ struct WebhookDeliveryTests {
         }
     }
 
-    @Test("an endpoint's limits hold: at most maxConcurrency requests at once, new deliveries maxPerSecond apart; bad limits are 400")
+    @Test(
+        "an endpoint's limits hold: at most maxConcurrency requests at once, new deliveries maxPerSecond apart; bad limits are 400"
+    )
     func limits() async throws {
         let folder = try ScratchFolder("webhooks-limits")
         let secretFile = folder.url.appendingPathComponent("secret")

@@ -106,7 +106,8 @@ struct EventFeedTests {
         }
     }
 
-    @Test("an endpoint's maxPerSecond spaces its new deliveries one interval apart, across sequencing rounds; others start at once")
+    @Test(
+        "an endpoint's maxPerSecond spaces its new deliveries one interval apart, across sequencing rounds; others start at once")
     func rateSlots() async throws {
         try await TestDatabase.with { db in
             let stores = db.stores(StorageConfiguration(webhookAllowPrivate: true))

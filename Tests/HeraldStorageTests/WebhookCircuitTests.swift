@@ -110,7 +110,9 @@ struct WebhookCircuitTests {
         }
     }
 
-    @Test("a slot taken before the read: one statement reads and counts; refused, nothing is read or counted; disabled, nothing is counted")
+    @Test(
+        "a slot taken before the read: one statement reads and counts; refused, nothing is read or counted; disabled, nothing is counted"
+    )
     func admittedFirst() async throws {
         try await TestDatabase.with { db in
             let (stores, key, endpoint) = try await Self.endpoint(db)
@@ -165,7 +167,8 @@ struct WebhookCircuitTests {
             #expect(try await attempts(ids[1]) == 0)
             #expect(
                 try await db.count(
-                    "SELECT count(*) FROM webhook_deliveries WHERE id = \(ids[1]) AND state = 'Failed' AND last_error LIKE '%disabled%'")
+                    "SELECT count(*) FROM webhook_deliveries WHERE id = \(ids[1]) AND state = 'Failed' AND last_error LIKE '%disabled%'"
+                )
                     == 1)
         }
     }

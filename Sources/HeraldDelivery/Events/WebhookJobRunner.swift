@@ -36,9 +36,11 @@ struct WebhookJobRunner: Sendable {
             (nil, .seconds(1)))
         // The slot is for the request: it is given back once the answer is in, before the result is recorded.
         let release: @Sendable () -> Void = { [slots] in
-            if let slot = admission.withLock({ state in defer { state.slot = nil }; return state.slot }) {
-                slots.release(slot.endpoint, held: .now - slot.since)
+            let taken = admission.withLock { state in
+                defer { state.slot = nil }
+                return state.slot
             }
+            if let taken { slots.release(taken.endpoint, held: .now - taken.since) }
         }
         defer { release() }
         // A slot is taken before the read only for an endpoint whose cap this worker has read.
@@ -66,7 +68,8 @@ struct WebhookJobRunner: Sendable {
             } catch {
                 release()
                 logger.error("herald.webhook.unsendable", metadata: ["webhook.id": "\(attempt.endpointID)", "error": "\(error)"])
-                return WebhookAttemptResult(status: nil, error: "the event could not be signed: \(error)", latencyMs: 0, excerpt: nil)
+                return WebhookAttemptResult(
+                    status: nil, error: "the event could not be signed: \(error)", latencyMs: 0, excerpt: nil)
             }
             release()
             DeliveryMetrics.webhookAttempt(delivered: result.isDelivered)
