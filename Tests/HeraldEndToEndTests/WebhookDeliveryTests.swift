@@ -228,9 +228,11 @@ struct WebhookDeliveryTests {
                 let received = try Self.received(receiver)
                 #expect(received.count == 30, "one request each: none failed")
                 #expect(received.map(\.inFlight).max() ?? 0 <= 2, "at most maxConcurrency at once")
-                // Scheduled 250 ms apart: a slower machine only spreads them further.
+                // Scheduled 250 ms apart (EventFeedTests checks the schedule exactly): none arrives
+                // before its time, but a late first one shortens the span by its lateness, so a
+                // second is left for that; uncapped, the 30 take well under one.
                 let arrivals = received.map(\.at).sorted()
-                #expect((arrivals.last ?? 0) - (arrivals.first ?? 0) >= 29 * 0.25 - 0.1, "\(arrivals)")
+                #expect((arrivals.last ?? 0) - (arrivals.first ?? 0) >= 29 * 0.25 - 1, "\(arrivals)")
 
                 // null lifts the rate cap; the concurrency cap stays.
                 let lifted = try await system.request(
