@@ -376,27 +376,18 @@ public struct WebhookStore: Sendable {
         try await reads.submit(AttemptRead(deliveryID: deliveryID, start: start))
     }
 
-    /// `batch`'s deliveries, in its order (nil for one that does not exist). A delivery named
-    /// twice is read again in a statement of its own, so that only one of its executions counts
-    /// an attempt.
+    /// `batch`'s deliveries, in its order (nil for one that does not exist), in one statement. A
+    /// delivery named twice (two executions of its job) counts one attempt: the statement's
+    /// update uses one of its rows, and only that row comes back started.
     private static func read(
         _ batch: [AttemptRead], client: PostgresClient, statements: PreparedStatementRunner, logger: Logger
     ) async throws -> [WebhookAttempt?] {
-        var first: [Int] = []
-        var again: [Int] = []
-        var seen: Set<Int64> = []
-        for (index, read) in batch.enumerated() {
-            if seen.insert(read.deliveryID).inserted { first.append(index) } else { again.append(index) }
-        }
         var attempts = [WebhookAttempt?](repeating: nil, count: batch.count)
-        for group in [first, again] where !group.isEmpty {
-            let reads = group.map { batch[$0] }
-            let rows = try await statements.rows(
-                WebhookStatements.ReadAttempts(ids: reads.map(\.deliveryID), starts: reads.map(\.start)), client: client,
-                logger: logger)
-            for row in rows where row.0 >= 1 && row.0 <= group.count {
-                attempts[group[Int(row.0) - 1]] = try attempt(row)
-            }
+        let rows = try await statements.rows(
+            WebhookStatements.ReadAttempts(ids: batch.map(\.deliveryID), starts: batch.map(\.start)), client: client,
+            logger: logger)
+        for row in rows where row.0 >= 1 && row.0 <= batch.count {
+            attempts[Int(row.0) - 1] = try attempt(row)
         }
         return attempts
     }
