@@ -309,25 +309,16 @@ public struct WebhookPostResult: Sendable {
 /// // at process end:
 /// await poster.shutdown()
 /// ```
-public actor WebhookPoster {
+public final class WebhookPoster: Sendable {
     /// The limits this poster was made with.
-    public nonisolated let configuration: WebhookPosterConfiguration
-    private nonisolated let policy: WebhookAddressPolicy
-    private nonisolated let resolver: any WebhookResolver
-    private nonisolated let logger: Logger
+    public let configuration: WebhookPosterConfiguration
+    private let policy: WebhookAddressPolicy
+    private let resolver: any WebhookResolver
+    private let logger: Logger
+    /// Held only for bookkeeping, never across a request or a shutdown, so posts do not queue behind each other.
+    private let clients = Mutex(ClientCache())
 
-    /// One pinned client per host: `dnsOverride` is client-wide, so a client serves only its host.
-    private struct Entry {
-        var id: Int
-        var client: HTTPClient
-        var address: SocketAddress
-        var allLoopback: Bool
-        var resolvedAt: ContinuousClock.Instant
-        var lastUsed: UInt64
-        var leases: Int
-    }
-
-    /// A client lent to one request; returned with ``release(_:)``.
+    /// A client lent to one request; given back to the cache when the request ends.
     private struct Lease: Sendable {
         var id: Int
         var host: String
@@ -335,15 +326,6 @@ public actor WebhookPoster {
         var address: SocketAddress
         var allLoopback: Bool
     }
-
-    private var entries: [String: Entry] = [:]
-    /// Replaced or evicted clients still serving a request, shut down when it ends.
-    private var draining: [Int: (client: HTTPClient, leases: Int)] = [:]
-    /// Clients no request uses any more, shut down by the next caller outside the actor's critical path.
-    private var pendingShutdown: [HTTPClient] = []
-    private var nextID = 0
-    private var tick: UInt64 = 0
-    private var isShutDown = false
 
     /// A poster; `resolver` is the system's unless a test pins answers.
     public init(
@@ -357,24 +339,13 @@ public actor WebhookPoster {
     }
 
     /// Delivers once and reports how it went; it never throws, so every attempt can be recorded.
-    public nonisolated func post(_ delivery: WebhookDelivery) async -> WebhookPostResult {
+    public func post(_ delivery: WebhookDelivery) async -> WebhookPostResult {
         let clock = ContinuousClock()
         let start = clock.now
         let deadline = start + configuration.deadline
         var result: WebhookPostResult
         do {
-            let attempt = try await withThrowingTaskGroup(of: Attempt?.self) { group in
-                group.addTask { try await self.attempt(delivery, deadline: deadline) }
-                group.addTask {
-                    try await Task.sleep(until: deadline, clock: clock)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let attempt = first else {
-                    throw WebhookFailure(.timeout, "no complete answer within \(configuration.deadline)")
-                }
-                return attempt
-            }
+            let attempt = try await withDeadline(deadline) { try await self.attempt(delivery, deadline: deadline) }
             result = WebhookPostResult(
                 statusCode: attempt.status, failure: Self.judge(status: attempt.status),
                 latency: clock.now - start, responseExcerpt: attempt.excerpt, address: attempt.address)
@@ -384,19 +355,19 @@ public actor WebhookPoster {
                 statusCode: nil, failure: failure, latency: clock.now - start, responseExcerpt: "", address: nil)
         }
         await shutDownUnused()
-        let host = URL(string: delivery.url)?.host ?? "-"
         if let failure = result.failure {
             logger.debug(
                 "webhook.post_failed",
                 metadata: [
-                    "webhook.id": "\(delivery.id)", "webhook.host": "\(host)", "webhook.failure": "\(failure.code)",
-                    "webhook.reason": "\(failure.message)", "http.status": "\(result.statusCode.map(String.init) ?? "-")",
+                    "webhook.id": "\(delivery.id)", "webhook.host": "\(URL(string: delivery.url)?.host ?? "-")",
+                    "webhook.failure": "\(failure.code)", "webhook.reason": "\(failure.message)",
+                    "http.status": "\(result.statusCode.map(String.init) ?? "-")",
                 ])
         } else {
             logger.debug(
                 "webhook.post_delivered",
                 metadata: [
-                    "webhook.id": "\(delivery.id)", "webhook.host": "\(host)",
+                    "webhook.id": "\(delivery.id)", "webhook.host": "\(URL(string: delivery.url)?.host ?? "-")",
                     "http.status": "\(result.statusCode.map(String.init) ?? "-")", "webhook.latency": "\(result.latency)",
                 ])
         }
@@ -405,12 +376,32 @@ public actor WebhookPoster {
 
     /// Shuts every client down (requests still running end as failures); later posts fail with `shut_down`.
     public func shutdown() async {
-        isShutDown = true
-        let clients = entries.values.map(\.client) + draining.values.map(\.client) + pendingShutdown
-        entries = [:]
-        draining = [:]
-        pendingShutdown = []
-        for client in clients { try? await client.shutdown() }
+        for client in clients.withLock({ $0.shutDown() }) { try? await client.shutdown() }
+    }
+
+    /// `operation` in a task of its own, cancelled by an event-loop timer at `deadline`: AsyncHTTPClient's
+    /// own deadline ends at the response head, and a name lookup or a trickling body must not outlast it.
+    private func withDeadline<T: Sendable>(
+        _ deadline: ContinuousClock.Instant, _ operation: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let task = Task { try await operation() }
+        let expired = Atomic(false)
+        let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(
+            in: TimeAmount(ContinuousClock.now.duration(to: deadline))
+        ) {
+            expired.store(true, ordering: .releasing)
+            task.cancel()
+        }
+        defer { timer.cancel() }
+        do {
+            return try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                task.cancel()
+            }
+        } catch  where expired.load(ordering: .acquiring) {
+            throw WebhookFailure(.timeout, "no complete answer within \(configuration.deadline)")
+        }
     }
 
     // MARK: One attempt
@@ -421,7 +412,7 @@ public actor WebhookPoster {
         var address: SocketAddress
     }
 
-    private nonisolated func attempt(_ delivery: WebhookDelivery, deadline: ContinuousClock.Instant) async throws -> Attempt {
+    private func attempt(_ delivery: WebhookDelivery, deadline: ContinuousClock.Instant) async throws -> Attempt {
         guard delivery.body.count <= configuration.maximumRequestBodyBytes else {
             throw WebhookFailure(
                 .bodyTooLarge, "the body has \(delivery.body.count) bytes, over \(configuration.maximumRequestBodyBytes)")
@@ -439,10 +430,10 @@ public actor WebhookPoster {
                     addressClass: WebhookAddressPolicy.classify(lease.address))
             }
             let attempt = try await send(delivery, with: lease, deadline: deadline)
-            await release(lease)
+            clients.withLock { $0.release(lease) }
             return attempt
         } catch {
-            await release(lease)
+            clients.withLock { $0.release(lease) }
             throw error
         }
     }
@@ -475,8 +466,12 @@ public actor WebhookPoster {
 
     /// A pinned client for the target's host: the cached one while its resolution is fresh, else a
     /// new resolution, vetted address by address.
-    private nonisolated func lease(for target: Target) async throws -> Lease {
-        if let lease = try await cachedLease(host: target.host) { return lease }
+    private func lease(for target: Target) async throws -> Lease {
+        let ttl = configuration.resolutionTTL
+        if let lease = try clients.withLock({ cache throws(WebhookFailure) in try cache.cachedLease(host: target.host, ttl: ttl) }
+        ) {
+            return lease
+        }
         let addresses: [SocketAddress]
         if let literal = target.literal {
             addresses = [literal]
@@ -497,11 +492,15 @@ public actor WebhookPoster {
         }
         let allLoopback = addresses.allSatisfy { WebhookAddressPolicy.classify($0) == .loopback }
         // The first answer is the resolver's preferred one (RFC 6724 order from getaddrinfo).
-        return try await install(
-            host: target.host, address: addresses[0], allLoopback: allLoopback, literal: target.literal != nil)
+        let maximumClients = configuration.maximumClients
+        return try clients.withLock { cache throws(WebhookFailure) in
+            try cache.install(
+                host: target.host, address: addresses[0], allLoopback: allLoopback, maximumClients: maximumClients
+            ) { makeClient(host: target.host, address: addresses[0], literal: target.literal != nil) }
+        }
     }
 
-    private nonisolated func send(
+    private func send(
         _ delivery: WebhookDelivery, with lease: Lease, deadline: ContinuousClock.Instant
     ) async throws -> Attempt {
         let timestamp = delivery.timestamp ?? Int64(Date().timeIntervalSince1970.rounded(.down))
@@ -580,80 +579,114 @@ public actor WebhookPoster {
         return String(scalars)
     }
 
-    // MARK: Client cache (actor-isolated)
+    // MARK: Client cache
 
-    private func cachedLease(host: String) throws(WebhookFailure) -> Lease? {
-        guard !isShutDown else { throw WebhookFailure(.shutDown, "the poster is shut down") }
-        guard var entry = entries[host], entry.resolvedAt.duration(to: .now) < configuration.resolutionTTL else {
-            return nil
+    /// One pinned client per host (`dnsOverride` is client-wide, so a client serves only its host),
+    /// the clients still serving a request after being replaced, and those to shut down.
+    private struct ClientCache: Sendable {
+        struct Entry: Sendable {
+            var id: Int
+            var client: HTTPClient
+            var address: SocketAddress
+            var allLoopback: Bool
+            var resolvedAt: ContinuousClock.Instant
+            var lastUsed: UInt64
+            var leases: Int
         }
-        tick += 1
-        entry.lastUsed = tick
-        entry.leases += 1
-        entries[host] = entry
-        return Lease(id: entry.id, host: host, client: entry.client, address: entry.address, allLoopback: entry.allLoopback)
-    }
 
-    private func install(host: String, address: SocketAddress, allLoopback: Bool, literal: Bool) throws(WebhookFailure) -> Lease {
-        guard !isShutDown else { throw WebhookFailure(.shutDown, "the poster is shut down") }
-        tick += 1
-        if var entry = entries[host], entry.address.ipAddress == address.ipAddress {
-            // Same answer as before: keep the client and its connections, start a new TTL.
-            entry.resolvedAt = .now
-            entry.allLoopback = allLoopback
+        var entries: [String: Entry] = [:]
+        /// Replaced or evicted clients still serving a request, shut down when it ends.
+        var draining: [Int: (client: HTTPClient, leases: Int)] = [:]
+        /// Clients no request uses any more, shut down by the next caller outside the lock.
+        var pendingShutdown: [HTTPClient] = []
+        var nextID = 0
+        var tick: UInt64 = 0
+        var isShutDown = false
+
+        mutating func cachedLease(host: String, ttl: Duration) throws(WebhookFailure) -> Lease? {
+            guard !isShutDown else { throw WebhookFailure(.shutDown, "the poster is shut down") }
+            guard var entry = entries[host], entry.resolvedAt.duration(to: .now) < ttl else { return nil }
+            tick += 1
             entry.lastUsed = tick
             entry.leases += 1
             entries[host] = entry
+            return Lease(id: entry.id, host: host, client: entry.client, address: entry.address, allLoopback: entry.allLoopback)
+        }
+
+        mutating func install(
+            host: String, address: SocketAddress, allLoopback: Bool, maximumClients: Int, makeClient: () -> HTTPClient
+        ) throws(WebhookFailure) -> Lease {
+            guard !isShutDown else { throw WebhookFailure(.shutDown, "the poster is shut down") }
+            tick += 1
+            if var entry = entries[host], entry.address.ipAddress == address.ipAddress {
+                // Same answer as before: keep the client and its connections, start a new TTL.
+                entry.resolvedAt = .now
+                entry.allLoopback = allLoopback
+                entry.lastUsed = tick
+                entry.leases += 1
+                entries[host] = entry
+                return Lease(id: entry.id, host: host, client: entry.client, address: address, allLoopback: allLoopback)
+            }
+            if let replaced = entries.removeValue(forKey: host) { retire(replaced) }
+            nextID += 1
+            let entry = Entry(
+                id: nextID, client: makeClient(), address: address, allLoopback: allLoopback, resolvedAt: .now,
+                lastUsed: tick, leases: 1)
+            entries[host] = entry
+            while entries.count > max(1, maximumClients),
+                let oldest = entries.filter({ $0.key != host }).min(by: { $0.value.lastUsed < $1.value.lastUsed })
+            {
+                entries.removeValue(forKey: oldest.key)
+                retire(oldest.value)
+            }
             return Lease(id: entry.id, host: host, client: entry.client, address: address, allLoopback: allLoopback)
         }
-        if let replaced = entries.removeValue(forKey: host) { retire(replaced) }
-        nextID += 1
-        let entry = Entry(
-            id: nextID, client: makeClient(host: host, address: address, literal: literal), address: address,
-            allLoopback: allLoopback, resolvedAt: .now, lastUsed: tick, leases: 1)
-        entries[host] = entry
-        while entries.count > max(1, configuration.maximumClients),
-            let oldest = entries.filter({ $0.key != host }).min(by: { $0.value.lastUsed < $1.value.lastUsed })
-        {
-            entries.removeValue(forKey: oldest.key)
-            retire(oldest.value)
-        }
-        return Lease(id: entry.id, host: host, client: entry.client, address: address, allLoopback: allLoopback)
-    }
 
-    private func retire(_ entry: Entry) {
-        if entry.leases == 0 {
-            pendingShutdown.append(entry.client)
-        } else {
-            draining[entry.id] = (entry.client, entry.leases)
-        }
-    }
-
-    private func release(_ lease: Lease) {
-        if var entry = entries[lease.host], entry.id == lease.id {
-            entry.leases -= 1
-            entries[lease.host] = entry
-        } else if var drained = draining[lease.id] {
-            drained.leases -= 1
-            if drained.leases == 0 {
-                draining.removeValue(forKey: lease.id)
-                pendingShutdown.append(drained.client)
+        private mutating func retire(_ entry: Entry) {
+            if entry.leases == 0 {
+                pendingShutdown.append(entry.client)
             } else {
-                draining[lease.id] = drained
+                draining[entry.id] = (entry.client, entry.leases)
             }
         }
+
+        mutating func release(_ lease: Lease) {
+            if var entry = entries[lease.host], entry.id == lease.id {
+                entry.leases -= 1
+                entries[lease.host] = entry
+            } else if var drained = draining[lease.id] {
+                drained.leases -= 1
+                if drained.leases == 0 {
+                    draining.removeValue(forKey: lease.id)
+                    pendingShutdown.append(drained.client)
+                } else {
+                    draining[lease.id] = drained
+                }
+            }
+        }
+
+        mutating func takePendingShutdown() -> [HTTPClient] {
+            defer { pendingShutdown = [] }
+            return pendingShutdown
+        }
+
+        /// Every client, for shutdown; later leases fail with `shut_down`.
+        mutating func shutDown() -> [HTTPClient] {
+            isShutDown = true
+            defer {
+                entries = [:]
+                draining = [:]
+                pendingShutdown = []
+            }
+            return entries.values.map(\.client) + draining.values.map(\.client) + pendingShutdown
+        }
     }
 
-    private func takePendingShutdown() -> [HTTPClient] {
-        defer { pendingShutdown = [] }
-        return pendingShutdown
+    private func shutDownUnused() async {
+        for client in clients.withLock({ $0.takePendingShutdown() }) { try? await client.shutdown() }
     }
 
-    private nonisolated func shutDownUnused() async {
-        for client in await takePendingShutdown() { try? await client.shutdown() }
-    }
-
-    private nonisolated func makeClient(host: String, address: SocketAddress, literal: Bool) -> HTTPClient {
+    private func makeClient(host: String, address: SocketAddress, literal: Bool) -> HTTPClient {
         var clientConfiguration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: TimeAmount(configuration.connectTimeout), read: TimeAmount(configuration.deadline)))
