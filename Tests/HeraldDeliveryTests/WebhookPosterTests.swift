@@ -218,6 +218,18 @@ struct WebhookPosterTests {
         }
     }
 
+    @Test("a name lookup that never answers ends as a timeout at the deadline, and its lookup is cancelled")
+    func hangingResolver() async throws {
+        let resolver = HangingResolver()
+        let poster = WebhookPoster(
+            configuration: .init(allowPrivate: true, deadline: .milliseconds(500)), resolver: resolver, logger: Self.logger)
+        let result = await poster.post(Self.delivery("https://stuck.test/hook", secrets: [.generate()]))
+        await poster.shutdown()
+        #expect(result.failure?.code == .timeout, "\(String(describing: result.failure))")
+        #expect(result.latency >= .milliseconds(500), "\(result.latency)")
+        #expect(resolver.cancelled)
+    }
+
     @Test("a huge response keeps an excerpt of at most 4 KiB of valid UTF-8 and is not read to its end")
     func hugeResponse() async throws {
         try await withReceiver { receiver in
@@ -283,6 +295,19 @@ final class CountingResolver: WebhookResolver {
             return state.table
         }
         return try await FixedWebhookResolver(table).resolve(host: host, port: port)
+    }
+}
+
+/// A resolver that answers only by being cancelled.
+final class HangingResolver: WebhookResolver {
+    private let state = Mutex(false)
+
+    var cancelled: Bool { state.withLock { $0 } }
+
+    func resolve(host: String, port: Int) async throws -> [SocketAddress] {
+        // Task.sleep ends early, throwing, only when the lookup's task is cancelled.
+        do { try await Task.sleep(for: .seconds(3600)) } catch { state.withLock { $0 = true } }
+        throw CancellationError()
     }
 }
 

@@ -3,6 +3,7 @@ import Foundation
 public import HeraldStorage
 public import Logging
 public import NIOCore
+import NIOHTTP1
 import NIOPosix
 import Synchronization
 
@@ -345,7 +346,7 @@ public final class WebhookPoster: Sendable {
         let deadline = start + configuration.deadline
         var result: WebhookPostResult
         do {
-            let attempt = try await withDeadline(deadline) { try await self.attempt(delivery, deadline: deadline) }
+            let attempt = try await attempt(delivery, deadline: deadline)
             result = WebhookPostResult(
                 statusCode: attempt.status, failure: Self.judge(status: attempt.status),
                 latency: clock.now - start, responseExcerpt: attempt.excerpt, address: attempt.address)
@@ -379,8 +380,8 @@ public final class WebhookPoster: Sendable {
         for client in clients.withLock({ $0.shutDown() }) { try? await client.shutdown() }
     }
 
-    /// `operation` in a task of its own, cancelled by an event-loop timer at `deadline`: AsyncHTTPClient's
-    /// own deadline ends at the response head, and a name lookup or a trickling body must not outlast it.
+    /// `operation` in a task of its own, cancelled by an event-loop timer at `deadline`, so a name
+    /// lookup cannot outlast the delivery's time (the request itself has AsyncHTTPClient's deadline).
     private func withDeadline<T: Sendable>(
         _ deadline: ContinuousClock.Instant, _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
@@ -422,7 +423,7 @@ public final class WebhookPoster: Sendable {
         if target.scheme == "http" && !configuration.allowPrivate {
             throw WebhookFailure(.schemeRefused, "http refused: webhook URLs must use https")
         }
-        let lease = try await lease(for: target)
+        let lease = try await lease(for: target, deadline: deadline)
         do {
             if target.scheme == "http" && !lease.allLoopback {
                 throw WebhookFailure(
@@ -466,7 +467,7 @@ public final class WebhookPoster: Sendable {
 
     /// A pinned client for the target's host: the cached one while its resolution is fresh, else a
     /// new resolution, vetted address by address.
-    private func lease(for target: Target) async throws -> Lease {
+    private func lease(for target: Target, deadline: ContinuousClock.Instant) async throws -> Lease {
         let ttl = configuration.resolutionTTL
         if let lease = try clients.withLock({ cache throws(WebhookFailure) in try cache.cachedLease(host: target.host, ttl: ttl) }
         ) {
@@ -477,7 +478,9 @@ public final class WebhookPoster: Sendable {
             addresses = [literal]
         } else {
             do {
-                addresses = try await resolver.resolve(host: target.host, port: target.port)
+                addresses = try await withDeadline(deadline) { [resolver] in
+                    try await resolver.resolve(host: target.host, port: target.port)
+                }
             } catch let error as WebhookResolutionError {
                 throw WebhookFailure(.resolutionFailed, error.description)
             }
@@ -506,28 +509,83 @@ public final class WebhookPoster: Sendable {
         let timestamp = delivery.timestamp ?? Int64(Date().timeIntervalSince1970.rounded(.down))
         let signed = WebhookSignature.headers(
             id: delivery.id, timestamp: timestamp, body: delivery.body, secrets: delivery.secrets)
-        var request = HTTPClientRequest(url: delivery.url)
-        request.method = .POST
-        request.headers.add(name: "content-type", value: delivery.contentType)
-        request.headers.add(name: "user-agent", value: configuration.userAgent)
-        for field in signed.fields { request.headers.add(name: field.name, value: field.value) }
-        request.body = .bytes(ByteBuffer(bytes: delivery.body))
-
-        let remaining = ContinuousClock.now.duration(to: deadline)
-        let response = try await lease.client.execute(request, deadline: .now() + TimeAmount(remaining), logger: nil)
-        let limit = configuration.responseExcerptBytes
-        var excerpt: [UInt8] = []
-        excerpt.reserveCapacity(min(limit, 1024))
-        var received = 0
-        for try await chunk in response.body {
-            if excerpt.count < limit { excerpt += chunk.readableBytesView.prefix(limit - excerpt.count) }
-            received += chunk.readableBytes
-            // Leaving the loop cancels the rest of the response and closes the connection.
-            if received > limit + configuration.maximumDrainBytes { break }
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(3 + signed.fields.count)
+        headers.add(name: "content-type", value: delivery.contentType)
+        headers.add(name: "user-agent", value: configuration.userAgent)
+        for field in signed.fields { headers.add(name: field.name, value: field.value) }
+        let request: HTTPClient.Request
+        do {
+            request = try HTTPClient.Request(url: delivery.url, method: .POST, headers: headers, body: .bytes(delivery.body))
+        } catch {
+            throw WebhookFailure(.invalidURL, "the URL does not parse")
         }
-        return Attempt(
-            status: Int(response.status.code), excerpt: Self.excerpt(excerpt, limit: limit),
-            address: lease.address)
+        let collector = ResponseExcerpt(
+            limit: configuration.responseExcerptBytes, drainLimit: configuration.maximumDrainBytes)
+        // The delegate API's deadline covers the whole exchange, the body included, on the event loop.
+        let task = lease.client.execute(
+            request: request, delegate: collector, eventLoop: .indifferent,
+            deadline: .now() + TimeAmount(ContinuousClock.now.duration(to: deadline)), logger: nil)
+        let status: Int
+        do {
+            status = try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+        } catch is ResponseExcerpt.DrainLimitReached {
+            // The answer's head is in; the rest of an oversized body is not worth a connection.
+            status = collector.status ?? 0
+        }
+        return Attempt(status: status, excerpt: collector.excerpt, address: lease.address)
+    }
+
+    /// Keeps a response's status and the first `limit` bytes of its body; more than `drainLimit`
+    /// bytes past those ends the request (closing the connection) instead of reading on.
+    private final class ResponseExcerpt: HTTPClientResponseDelegate {
+        typealias Response = Int
+
+        struct DrainLimitReached: Error {}
+
+        private struct State {
+            var status: Int?
+            var bytes: [UInt8] = []
+            var received = 0
+        }
+
+        private let state = Mutex(State())
+        private let limit: Int
+        private let drainLimit: Int
+
+        init(limit: Int, drainLimit: Int) {
+            self.limit = limit
+            self.drainLimit = drainLimit
+        }
+
+        var status: Int? { state.withLock(\.status) }
+
+        /// Valid UTF-8 of at most `limit` bytes.
+        var excerpt: String { WebhookPoster.excerpt(state.withLock(\.bytes), limit: limit) }
+
+        func didReceiveHead(task: HTTPClient.Task<Int>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+            state.withLock { $0.status = Int(head.status.code) }
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+
+        func didReceiveBodyPart(task: HTTPClient.Task<Int>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+            let over = state.withLock { state in
+                if state.bytes.count < limit { state.bytes += buffer.readableBytesView.prefix(limit - state.bytes.count) }
+                state.received += buffer.readableBytes
+                return state.received > limit + drainLimit
+            }
+            if over { task.fail(reason: DrainLimitReached()) }
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+
+        func didFinishRequest(task: HTTPClient.Task<Int>) throws -> Int {
+            guard let status = state.withLock(\.status) else { throw HTTPClientError.remoteConnectionClosed }
+            return status
+        }
     }
 
     private static func judge(status: Int) -> WebhookFailure? {
