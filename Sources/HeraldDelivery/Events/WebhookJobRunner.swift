@@ -10,9 +10,10 @@ import Synchronization
 /// delivery log by ``WebhookStore/attempt(deliveryID:endpointID:retrySchedule:admit:_:)``. A failed attempt
 /// snoozes the job until the next try of its retry schedule, so the schedule, not the queue's
 /// backoff, decides when; the job's own retries are only for the database failing. An attempt
-/// starts only in a slot of its endpoint's ``WebhookEndpointSlots``, taken before the delivery
-/// is read (the job names its endpoint) and given back when the answer is in; a delivery turned
-/// away snoozes until its turn is near, with nothing read and no attempt counted.
+/// holds a place of its endpoint's ``WebhookEndpointSlots`` from before the delivery is read
+/// (the job names its endpoint) until its result is recorded, and one of the endpoint's slots
+/// only for its request; a delivery turned away snoozes until its turn is near, with nothing
+/// read and no attempt counted.
 struct WebhookJobRunner: Sendable {
     let store: WebhookStore
     let poster: WebhookPoster
@@ -31,27 +32,21 @@ struct WebhookJobRunner: Sendable {
         guard let args = try? job.decodeArgs(WebhookDeliveryArgs.self) else {
             return .discard(reason: "unreadable job arguments")
         }
-        // The endpoint whose slot this attempt holds, and since when; or when to come back.
-        let admission = Mutex<(slot: (endpoint: Int64, since: ContinuousClock.Instant)?, retryAfter: Duration)>(
+        // The endpoint whose place this attempt holds, and since when; or when to come back.
+        let admission = Mutex<(place: (endpoint: Int64, since: ContinuousClock.Instant)?, retryAfter: Duration)>(
             (nil, .seconds(1)))
-        // The slot is for the request: it is given back once the answer is in, before the result is recorded.
-        let release: @Sendable () -> Void = { [slots] in
-            let taken = admission.withLock { state in
-                defer { state.slot = nil }
-                return state.slot
-            }
-            if let taken { slots.release(taken.endpoint, held: .now - taken.since) }
+        defer {
+            if let place = admission.withLock({ $0.place }) { slots.exit(place.endpoint, stayed: .now - place.since) }
         }
-        defer { release() }
-        // A slot is taken before the read only for an endpoint whose cap this worker has read.
+        // A place is taken before the read only for an endpoint whose cap this worker has read.
         let known = args.endpointID.flatMap { slots.cap(of: $0) == nil ? nil : $0 }
         let outcome = try await store.attempt(
             deliveryID: args.deliveryID, endpointID: known, retrySchedule: retrySchedule,
             admit: { [slots] endpoint, maxConcurrency in
                 let cap = maxConcurrency ?? slots.cap(of: endpoint) ?? WebhookLimits.defaultConcurrency
-                switch await slots.acquire(endpoint, cap: cap) {
-                case .granted:
-                    admission.withLock { $0.slot = (endpoint, .now) }
+                switch slots.enter(endpoint, cap: cap) {
+                case .entered:
+                    admission.withLock { $0.place = (endpoint, .now) }
                     return true
                 case .full(let retryAfter):
                     admission.withLock { $0.retryAfter = retryAfter }
@@ -60,18 +55,21 @@ struct WebhookJobRunner: Sendable {
             }
         ) { [poster, slots, logger] attempt, event in
             slots.remember(attempt.endpointID, cap: attempt.maxConcurrency)
-            let result: WebhookPostResult
+            let delivery: WebhookDelivery
             do {
-                let secret = try WebhookSecret(attempt.secret)
-                result = await poster.post(
-                    WebhookDelivery(url: attempt.url, id: event.id, body: Array(try event.json()), secrets: [secret]))
+                delivery = WebhookDelivery(
+                    url: attempt.url, id: event.id, body: event.json(), secrets: [try WebhookSecret(attempt.secret)])
             } catch {
-                release()
                 logger.error("herald.webhook.unsendable", metadata: ["webhook.id": "\(attempt.endpointID)", "error": "\(error)"])
                 return WebhookAttemptResult(
                     status: nil, error: "the event could not be signed: \(error)", latencyMs: 0, excerpt: nil)
             }
-            release()
+            guard await slots.acquire(attempt.endpointID, cap: attempt.maxConcurrency) else {
+                return WebhookAttemptResult(
+                    status: nil, error: "the worker stopped before the request", latencyMs: 0, excerpt: nil)
+            }
+            let result = await poster.post(delivery)
+            slots.release(attempt.endpointID)
             DeliveryMetrics.webhookAttempt(delivered: result.isDelivered)
             return WebhookAttemptResult(
                 status: result.statusCode, error: result.failure?.description,
