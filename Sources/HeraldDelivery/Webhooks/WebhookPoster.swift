@@ -5,6 +5,7 @@ public import Logging
 public import NIOCore
 import NIOHTTP1
 import NIOPosix
+import PostgresQueue
 import Synchronization
 
 #if canImport(Glibc)
@@ -380,31 +381,6 @@ public final class WebhookPoster: Sendable {
         for client in clients.withLock({ $0.shutDown() }) { try? await client.shutdown() }
     }
 
-    /// `operation` in a task of its own, cancelled by an event-loop timer at `deadline`, so a name
-    /// lookup cannot outlast the delivery's time (the request itself has AsyncHTTPClient's deadline).
-    private func withDeadline<T: Sendable>(
-        _ deadline: ContinuousClock.Instant, _ operation: @escaping @Sendable () async throws -> T
-    ) async throws -> T {
-        let task = Task { try await operation() }
-        let expired = Atomic(false)
-        let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(
-            in: TimeAmount(ContinuousClock.now.duration(to: deadline))
-        ) {
-            expired.store(true, ordering: .releasing)
-            task.cancel()
-        }
-        defer { timer.cancel() }
-        do {
-            return try await withTaskCancellationHandler {
-                try await task.value
-            } onCancel: {
-                task.cancel()
-            }
-        } catch  where expired.load(ordering: .acquiring) {
-            throw WebhookFailure(.timeout, "no complete answer within \(configuration.deadline)")
-        }
-    }
-
     // MARK: One attempt
 
     private struct Attempt: Sendable {
@@ -478,11 +454,14 @@ public final class WebhookPoster: Sendable {
             addresses = [literal]
         } else {
             do {
-                addresses = try await withDeadline(deadline) { [resolver] in
-                    try await resolver.resolve(host: target.host, port: target.port)
+                // The request has AsyncHTTPClient's deadline; a lookup that never answers gets the rest of the time.
+                addresses = try await Deadline.run(within: ContinuousClock.now.duration(to: deadline), "resolve") {
+                    [resolver] in try await resolver.resolve(host: target.host, port: target.port)
                 }
             } catch let error as WebhookResolutionError {
                 throw WebhookFailure(.resolutionFailed, error.description)
+            } catch is JobQueueError {
+                throw WebhookFailure(.timeout, "no complete answer within \(configuration.deadline)")
             }
             guard !addresses.isEmpty else { throw WebhookFailure(.resolutionFailed, "\(target.host) has no address") }
         }
