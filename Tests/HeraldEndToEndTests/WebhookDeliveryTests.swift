@@ -120,13 +120,30 @@ struct WebhookDeliveryTests {
                 try await Self.post(system, key: key, #"{"notifications":[\#(items.joined(separator: ","))]}"#)
 
                 let delivered = Shared(0)
-                try await Poll.until(
-                    timeout: .seconds(300),
-                    "\(delivered.withLock { $0 }) of 1000 events delivered; worker: \(system.worker.stderr.suffix(3))"
-                ) {
-                    let count = try await db.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'Delivered'")
-                    delivered.withLock { $0 = count }
-                    return count == 1000
+                do {
+                    try await Poll.until(
+                        timeout: .seconds(300),
+                        "\(delivered.withLock { $0 }) of 1000 events delivered; worker: \(system.worker.stderr.suffix(3))"
+                    ) {
+                        let count = try await db.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'Delivered'")
+                        delivered.withLock { $0 = count }
+                        return count == 1000
+                    }
+                } catch {
+                    // What the undelivered ones are waiting for, to tell a lost job from a stuck attempt.
+                    var left: [String] = []
+                    let rows = try await db.client.query(
+                        """
+                        SELECT d.id, d.state, d.attempts, coalesce(d.last_error, ''),
+                               coalesce((SELECT j.state || ' attempt ' || j.attempt || ' run_at ' || j.run_at FROM pgqueue.jobs j
+                                         WHERE j.unique_key = 'webhook-delivery:' || d.id), 'no job')
+                        FROM webhook_deliveries d WHERE d.state <> 'Delivered' ORDER BY d.id LIMIT 10
+                        """, logger: db.logger)
+                    for try await (id, state, attempts, error, job) in rows.decode((Int64, String, Int32, String, String).self) {
+                        left.append("\(id) \(state) \(attempts) [\(error)] \(job)")
+                    }
+                    Issue.record("undelivered: \(left)")
+                    throw error
                 }
                 #expect(try await db.count("SELECT count(*) FROM notifications WHERE state = 'Abandoned'") == 200)
                 // One event per notification of the types subscribed, each delivered once to the

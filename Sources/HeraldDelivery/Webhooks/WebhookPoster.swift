@@ -347,7 +347,11 @@ public final class WebhookPoster: Sendable {
         let deadline = start + configuration.deadline
         var result: WebhookPostResult
         do {
-            let attempt = try await attempt(delivery, deadline: deadline)
+            // AsyncHTTPClient's deadline normally ends a slow exchange with its own error; this
+            // bound holds even for a name lookup, or a request the client never completes.
+            let attempt = try await Deadline.run(within: configuration.deadline, "the webhook delivery") {
+                try await self.attempt(delivery, deadline: deadline)
+            }
             result = WebhookPostResult(
                 statusCode: attempt.status, failure: Self.judge(status: attempt.status),
                 latency: clock.now - start, responseExcerpt: attempt.excerpt, address: attempt.address)
@@ -454,14 +458,9 @@ public final class WebhookPoster: Sendable {
             addresses = [literal]
         } else {
             do {
-                // The request has AsyncHTTPClient's deadline; a lookup that never answers gets the rest of the time.
-                addresses = try await Deadline.run(within: ContinuousClock.now.duration(to: deadline), "resolve") {
-                    [resolver] in try await resolver.resolve(host: target.host, port: target.port)
-                }
+                addresses = try await resolver.resolve(host: target.host, port: target.port)
             } catch let error as WebhookResolutionError {
                 throw WebhookFailure(.resolutionFailed, error.description)
-            } catch is JobQueueError {
-                throw WebhookFailure(.timeout, "no complete answer within \(configuration.deadline)")
             }
             guard !addresses.isEmpty else { throw WebhookFailure(.resolutionFailed, "\(target.host) has no address") }
         }
@@ -577,6 +576,8 @@ public final class WebhookPoster: Sendable {
 
     private static func failure(from error: any Error, deadlinePassed: Bool, deadline: Duration) -> WebhookFailure {
         if let failure = error as? WebhookFailure { return failure }
+        // `Deadline` gave up on the attempt at the delivery's deadline.
+        if error is JobQueueError { return WebhookFailure(.timeout, "no complete answer within \(deadline)") }
         if let error = error as? HTTPClientError {
             switch error {
             case .deadlineExceeded, .readTimeout, .writeTimeout:
