@@ -56,9 +56,9 @@ struct ClaimFloorTests {
         try await db.client.query(claim, logger: db.logger).collect().count
     }
 
-    /// Runs `claim` under `EXPLAIN (ANALYZE, BUFFERS)` in a transaction it rolls back: the jobs
-    /// it claimed and the buffers it read.
-    static func buffers(_ db: TestDatabase, _ claim: PostgresQuery) async throws -> (claimed: Int, buffers: Int) {
+    /// Runs `claim` under `EXPLAIN (ANALYZE, BUFFERS)` in a transaction it rolls back: the rows
+    /// it returned, the buffers it read and the plan (JSON).
+    static func buffers(_ db: TestDatabase, _ claim: PostgresQuery) async throws -> (claimed: Int, buffers: Int, plan: String) {
         try await db.client.withConnection { connection in
             _ = try await connection.query("BEGIN", logger: db.logger)
             var lines: [String] = []
@@ -74,7 +74,7 @@ struct ClaimFloorTests {
                     as? [String: Any])
             let hit = plan["Shared Hit Blocks"] as? Int ?? 0
             let read = plan["Shared Read Blocks"] as? Int ?? 0
-            return (plan["Actual Rows"] as? Int ?? 0, hit + read)
+            return (plan["Actual Rows"] as? Int ?? 0, hit + read, lines.joined())
         }
     }
 }
