@@ -1,9 +1,10 @@
 import Foundation
 import HeraldDomain
-import HeraldStorage
 import HeraldTestSupport
 import PostgresNIO
 import Testing
+
+@testable import HeraldStorage
 
 /// The outbox and its feed: an event is written with the change it reports, gets its feed
 /// position once committed, and a reader that keeps its position never misses one.
@@ -104,6 +105,72 @@ struct EventFeedTests {
                 #expect(ids.sorted { Int($0.dropFirst(4))! < Int($1.dropFirst(4))! } != ids)
             }
         }
+    }
+
+    @Test("sequencing from a floor leaves the events below it for a sweep from the start")
+    func floor() async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores()
+            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
+            try await db.client.withConnection { late in
+                _ = try await late.query("BEGIN", logger: db.logger)
+                try await Self.insertEvent(key, on: late, logger: db.logger)
+                try await db.client.withConnection { try await Self.insertEvent(key, on: $0, logger: db.logger) }
+                let first = try await stores.events.sequence(batch: 10, after: 0)
+                #expect(first.count == 1)
+                _ = try await late.query("COMMIT", logger: db.logger)
+                try await db.client.withConnection { try await Self.insertEvent(key, on: $0, logger: db.logger) }
+                // The late event's id is below the floor: only the newer one is numbered.
+                let floored = try await stores.events.sequence(batch: 10, after: try #require(first.last))
+                #expect(floored.count == 1 && floored[0] > first[0])
+                let swept = try await stores.events.sequence(batch: 10, after: 0)
+                #expect(swept.count == 1 && swept[0] < first[0])
+                #expect(try await stores.events.sequence(batch: 10, after: 0).isEmpty)
+            }
+        }
+    }
+
+    @Test("while a transaction holds the vacuum horizon, a look for new events above a floor skips the entries the hold keeps")
+    func floorUnderHeldHorizon() async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores()
+            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
+            let holder = db.makeClient(poolSize: 1)
+            try await TestDatabase.withRunning(holder) {
+                try await holder.withConnection { held in
+                    _ = try await held.query("BEGIN", logger: db.logger)
+                    _ = try await held.query("SELECT txid_current()", logger: db.logger)
+                    // 20,000 events numbered: each leaves an entry in the unsequenced index that
+                    // nothing may remove while the transaction above stays open.
+                    try await db.execute(
+                        """
+                        INSERT INTO events (type, api_key_id, data)
+                        SELECT 'notification.enqueued', \(key), '{}'::jsonb FROM generate_series(1, 20000)
+                        """)
+                    var highest: Int64 = 0
+                    while true {
+                        let ids = try await stores.events.sequence(batch: 5_000, after: highest)
+                        guard let last = ids.last else { break }
+                        highest = last
+                    }
+                    let fromStart = try await Self.buffers(db, EventStatements.anyUnsequenced(after: 0))
+                    let fromFloor = try await Self.buffers(db, EventStatements.anyUnsequenced(after: highest))
+                    #expect(fromStart >= 10 * fromFloor, "buffers from the start \(fromStart), from the floor \(fromFloor)")
+                    _ = try await held.query("ROLLBACK", logger: db.logger)
+                }
+            }
+        }
+    }
+
+    /// The buffers `query` reads, from `EXPLAIN (ANALYZE, BUFFERS)`.
+    static func buffers(_ db: TestDatabase, _ query: PostgresQuery) async throws -> Int {
+        var lines: [String] = []
+        let explain = PostgresQuery(unsafeSQL: "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query.sql, binds: query.binds)
+        for try await line in try await db.client.query(explain, logger: db.logger).decode(String.self) { lines.append(line) }
+        let plan = try #require(
+            (try JSONSerialization.jsonObject(with: Data(lines.joined().utf8)) as? [[String: Any]])?.first?["Plan"]
+                as? [String: Any])
+        return (plan["Shared Hit Blocks"] as? Int ?? 0) + (plan["Shared Read Blocks"] as? Int ?? 0)
     }
 
     @Test(

@@ -7,7 +7,8 @@ import Testing
 
 @Suite("PostgresQueue: the claim's floor", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct ClaimFloorTests {
-    @Test("while a transaction holds the vacuum horizon, a claim from its floor skips the dead entries a claim from the head reads")
+    @Test(
+        "while a transaction holds the vacuum horizon, a claim from its floor skips the dead entries a claim from the head reads")
     func floorSkipsDeadEntries() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("floor")
@@ -19,15 +20,21 @@ struct ClaimFloorTests {
                     // 20,000 jobs claimed: each leaves a dead entry at the head of the claim index
                     // that nothing may remove while the transaction above stays open.
                     _ = try await db.queue.enqueue((0..<20_000).map { _ in NewJob(queue: q, kind: "k") })
-                    #expect(try await Self.claimed(db, QueueSQL.claim(queue: q, limit: 20_000, workerID: "w", leaseMs: 60_000)) == 20_000)
+                    #expect(
+                        try await Self.claimed(db, QueueSQL.claim(queue: q, limit: 20_000, workerID: "w", leaseMs: 60_000))
+                            == 20_000)
                     _ = try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
                     let floor = try #require(
-                        try await db.one("SELECT max(fair_at) - interval '250 milliseconds' FROM pgqueue.jobs WHERE queue = \(q)", as: Date.self))
+                        try await db.one(
+                            "SELECT max(fair_at) - interval '250 milliseconds' FROM pgqueue.jobs WHERE queue = \(q)",
+                            as: Date.self))
                     let fromHead = try await Self.buffers(db, QueueSQL.claim(queue: q, limit: 10, workerID: "w", leaseMs: 60_000))
                     let fromFloor = try await Self.buffers(
                         db, QueueSQL.claim(queue: q, limit: 10, workerID: "w", leaseMs: 60_000, from: floor))
                     #expect(fromFloor.claimed == 1 && fromHead.claimed == 1)
-                    #expect(fromHead.buffers >= 10 * fromFloor.buffers, "buffers from the head \(fromHead.buffers), from the floor \(fromFloor.buffers)")
+                    #expect(
+                        fromHead.buffers >= 10 * fromFloor.buffers,
+                        "buffers from the head \(fromHead.buffers), from the floor \(fromFloor.buffers)")
                     _ = try await held.query("ROLLBACK", logger: db.logger)
                 }
             }
@@ -43,11 +50,14 @@ struct ClaimFloorTests {
                 _ = try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
                 try await Poll.until(timeout: .seconds(10)) { ran.distinctJobs == 1 }
                 // Due an hour ago, so placed an hour back: far behind the floor the first claim left.
-                let late = try await db.queue.enqueue(NewJob(queue: q, kind: "k", schedule: .at(Date().addingTimeInterval(-3_600))))
+                let late = try await db.queue.enqueue(
+                    NewJob(queue: q, kind: "k", schedule: .at(Date().addingTimeInterval(-3_600))))
                 let floor = try await db.one(
                     "SELECT fair_at FROM pgqueue.jobs WHERE id = \(late.id)", as: Date.self)
                 #expect(floor.map { $0 < Date().addingTimeInterval(-3_000) } == true)
-                try await Poll.until(timeout: .seconds(10), "the job behind the floor ran") { ran.attempts(of: late.id).count == 1 }
+                try await Poll.until(timeout: .seconds(10), "the job behind the floor ran") {
+                    ran.attempts(of: late.id).count == 1
+                }
             }
         }
     }

@@ -5,9 +5,11 @@ import Testing
 
 @testable import PostgresQueue
 
-@Suite("PostgresQueue: a held vacuum horizon", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+@Suite(
+    "PostgresQueue: a held vacuum horizon", .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct HeldHorizonTests {
-    @Test("while a transaction holds the vacuum horizon, finishing a few jobs reads them by primary key, not every lease it keeps")
+    @Test(
+        "while a transaction holds the vacuum horizon, finishing a few jobs reads them by primary key, not every lease it keeps")
     func finishReadsByPrimaryKey() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("held")

@@ -26,8 +26,8 @@ enum EventStatements {
     }
 
     /// Whether any committed event waits for its position.
-    static func anyUnsequenced() -> PostgresQuery {
-        "SELECT EXISTS (SELECT 1 FROM events WHERE seq IS NULL)"
+    static func anyUnsequenced(after floor: Int64) -> PostgresQuery {
+        "SELECT EXISTS (SELECT 1 FROM events WHERE seq IS NULL AND id > \(floor))"
     }
 
     /// Takes the sequencer's lock for the rest of the transaction; false when another
@@ -36,11 +36,11 @@ enum EventStatements {
         "SELECT pg_try_advisory_xact_lock(\(sequencerLock))"
     }
 
-    /// Gives the oldest `limit` unsequenced events their feed positions, in id order; the
-    /// caller holds the sequencer's lock, so positions only grow in commit order.
-    static func sequence(limit: Int) -> PostgresQuery {
+    /// Gives the oldest `limit` unsequenced events with an id over `floor` their feed positions,
+    /// in id order; the caller holds the sequencer's lock, so positions only grow in commit order.
+    static func sequence(limit: Int, after floor: Int64) -> PostgresQuery {
         """
-        WITH batch AS (SELECT id FROM events WHERE seq IS NULL ORDER BY id LIMIT \(limit)),
+        WITH batch AS (SELECT id FROM events WHERE seq IS NULL AND id > \(floor) ORDER BY id LIMIT \(limit)),
         numbered AS (SELECT id, nextval('event_seq') AS seq FROM (SELECT id FROM batch ORDER BY id) b)
         UPDATE events e SET seq = n.seq FROM numbered n WHERE e.id = n.id
         RETURNING e.id

@@ -32,34 +32,46 @@ public struct EventStore: Sendable {
     /// Returns the events sequenced; 0 when another worker holds the turn.
     @discardableResult
     public func sequence(batch: Int = 1000) async throws -> Int {
+        try await sequence(batch: batch, after: 0).count
+    }
+
+    /// Sequences as ``sequence(batch:)`` does, only events with an id over `floor`: the ids
+    /// numbered, in order. A held vacuum horizon keeps an index entry for every event numbered
+    /// since it began, which a scan from the lowest id reads each time; a sequencer passes the
+    /// highest id it numbered a little while ago, and 0 now and then for an event whose
+    /// transaction took its id before that and committed after.
+    public func sequence(batch: Int, after floor: Int64) async throws -> [Int64] {
         // Most ticks find nothing: one statement says so, without a transaction or the lock.
         let waiting = try await StorageSQL.run("look for new events", within: wait) { [client, logger] in
-            for try await found in try await client.query(EventStatements.anyUnsequenced(), logger: logger)
+            for try await found in try await client.query(EventStatements.anyUnsequenced(after: floor), logger: logger)
                 .decode(Bool.self)
             {
                 return found
             }
             return false
         }
-        guard waiting else { return 0 }
+        guard waiting else { return [] }
         return try await StorageSQL.transaction(client, logger: logger, "sequence events", within: wait) {
             [logger, queue] connection in
             let locked = try await connection.query(EventStatements.trySequencerLock(), logger: logger)
             var holds = false
             for try await value in locked.decode(Bool.self) { holds = value }
-            guard holds else { return 0 }
+            guard holds else { return [] }
             var ids: [Int64] = []
-            let rows = try await connection.query(EventStatements.sequence(limit: max(1, batch)), logger: logger)
+            let rows = try await connection.query(
+                EventStatements.sequence(limit: max(1, batch), after: floor), logger: logger)
             for try await id in rows.decode(Int64.self) { ids.append(id) }
             _ = try await WebhookStore.fanOut(eventIDs: ids, queue: queue, on: connection, logger: logger)
-            return ids.count
+            return ids.sorted()
         }
     }
 
     /// The feed after position `after` (0: from the oldest kept): the events of key `apiKeyID`
     /// (every key's when nil, for `admin`), of `types` (all when empty), at most `limit`
     /// (``maxPage``; `invalid_limit` outside 1...``maxPage``).
-    public func page(after: Int64, apiKeyID: Int64?, types: [EventType] = [], limit: Int? = nil) async throws
+    public func page(
+        after: Int64, apiKeyID: Int64?, types: [EventType] = [], limit: Int? = nil
+    ) async throws
         -> [Event]
     {
         guard after >= 0 else {
