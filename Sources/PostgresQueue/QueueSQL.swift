@@ -163,7 +163,8 @@ enum QueueSQL {
     /// retry and -1 for a snooze or a release (which do not use up an attempt). A job gives up
     /// its unique key when another waiting job holds it (`clearKeys` forces that, after a race).
     /// A retry or snooze rejoins the line at its new run time plus its lane's spacing
-    /// (`spacingsUs`); a release (`spacingsUs` -1) keeps its place.
+    /// (`spacingsUs`); a release (`spacingsUs` -1) keeps its place. Found by primary key as
+    /// ``QueueStatements/Finish`` finds its jobs.
     static func requeue(
         ids: [JobID], attempts: [Int16], states: [String], delaysMs: [Int64], errors: [String],
         attemptDeltas: [Int16], spacingsUs: [Int64], workerID: String, clearKeys: Bool
@@ -185,7 +186,8 @@ enum QueueSQL {
             errors = \(unescaped: appendingNonEmptyError(to: "j.errors", attempt: "j.attempt", error: "i.error")),
             unique_key = \(unescaped: requeuedUniqueKey(clearKeys: clearKeys))
         FROM input i
-        WHERE j.id = i.id AND j.attempt = i.attempt AND j.locked_by = \(workerID) AND j.state = 'running'
+        WHERE j.id = ANY(\(ids)::int8[]) AND j.id = i.id AND j.attempt = i.attempt AND j.locked_by = \(workerID)
+          AND j.state = 'running'
         RETURNING j.id
         """
     }

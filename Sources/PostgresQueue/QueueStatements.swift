@@ -363,7 +363,9 @@ enum QueueStatements {
     }
 
     /// Moves finished jobs (completed or discarded) to history, fenced on (`id`, `attempt`,
-    /// `locked_by`) and `state = 'running'`; answers the ids it moved.
+    /// `locked_by`) and `state = 'running'`; answers the ids it moved. `id = ANY(…)` makes the
+    /// primary key find them: joined to the input alone, the planner, counting few live jobs,
+    /// may read the whole index, which a held vacuum horizon fills with dead entries.
     struct Finish: PostgresPreparedStatement {
         static let name = String(reflecting: Self.self)
 
@@ -376,7 +378,8 @@ enum QueueStatements {
             ),
             done AS (
                 DELETE FROM pgqueue.jobs j USING input i
-                WHERE j.id = i.id AND j.attempt = i.attempt AND j.locked_by = i.worker AND j.state = 'running'
+                WHERE j.id = ANY($1::int8[]) AND j.id = i.id AND j.attempt = i.attempt AND j.locked_by = i.worker
+                  AND j.state = 'running'
                 RETURNING j.*, i.final_state, i.error AS final_error
             )
             \(QueueSQL.moveToHistory(

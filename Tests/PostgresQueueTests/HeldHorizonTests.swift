@@ -33,7 +33,7 @@ struct HeldHorizonTests {
                         db, PostgresQuery(unsafeSQL: QueueStatements.Finish.sql, binds: try statement.makeBindings()))
                     #expect(finished.claimed == 30)
                     #expect(!finished.plan.contains("jobs_lease_idx"), "the plan reads the lease index: \(finished.plan)")
-                    #expect(finished.buffers <= 30 * 25, "\(finished.buffers) buffers to finish 30 jobs")
+                    #expect(finished.buffers <= 30 * 25, "\(finished.buffers) buffers to finish 30 jobs: \(finished.plan)")
                     _ = try await held.query("ROLLBACK", logger: db.logger)
                 }
             }
