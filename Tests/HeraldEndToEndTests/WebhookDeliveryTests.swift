@@ -73,12 +73,12 @@ struct WebhookDeliveryTests {
 
     /// The settings of these tests: loopback receivers allowed, and a database wait long enough
     /// for a 1,000-item batch on a machine running many suites at once.
-    static func environment(timeout: Int, retry: String? = nil) -> [String: String] {
+    static func environment(timeout: Int, retry: [String]? = nil) -> [String: String] {
         var environment = [
             "HERALD_WEBHOOK_ALLOW_PRIVATE": "on", "HERALD_WEBHOOK_TIMEOUT_SECONDS": String(timeout),
             "HERALD_DATABASE_WAIT_SECONDS": "60",
         ]
-        if let retry { environment["HERALD_WEBHOOK_RETRY_SCHEDULE"] = Array(repeating: retry, count: 20).joined(separator: ",") }
+        if let retry { environment["HERALD_WEBHOOK_RETRY_SCHEDULE"] = retry.joined(separator: ",") }
         return environment
     }
 
@@ -96,7 +96,10 @@ struct WebhookDeliveryTests {
             secretFile: secretFile, ["--fail-every", "3", "--slow-every", "10", "--slow-seconds", "2"])
         defer { receiver.signal(SIGTERM) }
         try await TestDatabase.with { db async throws in
-            try await HeraldSystem.with(db, environment: Self.environment(timeout: 1, retry: "0.2")) { system in
+            // Quick retries, then a tail of 5 s waits: a machine that stalls for half a minute
+            // (1 s answers all timing out) must not use up a delivery's 20 retries.
+            let retry = Array(repeating: "0.2", count: 10) + Array(repeating: "5", count: 10)
+            try await HeraldSystem.with(db, environment: Self.environment(timeout: 1, retry: retry)) { system in
                 let key = try await Self.key(db)
                 let created = try await system.request(
                     .POST, "/v1/webhooks", authorization: "Bearer \(key)",
@@ -269,7 +272,7 @@ struct WebhookDeliveryTests {
         let (receiver, port) = try await Self.receiver(secretFile: secretFile, ["--slow-every", "1", "--slow-seconds", "0.5"])
         defer { receiver.signal(SIGTERM) }
         try await TestDatabase.with { db async throws in
-            var environment = Self.environment(timeout: 5, retry: "0.5")
+            var environment = Self.environment(timeout: 5, retry: Array(repeating: "0.5", count: 20))
             environment["HERALD_LEASE_SECONDS"] = "3"
             try await HeraldSystem.with(db, environment: environment, workers: 1) { system in
                 let key = try await Self.key(db)
