@@ -26,6 +26,23 @@ struct EventFeedTests {
             """, logger: logger)
     }
 
+    /// Runs `body` with a key's two events: one inserted on `late`, whose transaction is still
+    /// open (it took the lower id and commits last, when `body` commits it), and one committed.
+    static func withLateEvent(
+        _ body: @Sendable (TestDatabase, Stores, Int64, PostgresConnection) async throws -> Void
+    ) async throws {
+        try await TestDatabase.with { db in
+            let stores = db.stores()
+            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
+            try await db.client.withConnection { late in
+                _ = try await late.query("BEGIN", logger: db.logger)
+                try await Self.insertEvent(key, on: late, logger: db.logger)
+                try await db.client.withConnection { try await Self.insertEvent(key, on: $0, logger: db.logger) }
+                try await body(db, stores, key, late)
+            }
+        }
+    }
+
     /// The feed position of `event`.
     static func position(_ event: Event?) throws -> Int64 {
         let seq = try #require(event?.seq)
@@ -83,50 +100,35 @@ struct EventFeedTests {
 
     @Test("an event that commits after a later one was read still comes after the reader's position")
     func lateCommit() async throws {
-        try await TestDatabase.with { db in
-            let stores = db.stores()
-            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
-            try await db.client.withConnection { late in
-                _ = try await late.query("BEGIN", logger: db.logger)
-                // This event takes the lower id but commits last.
-                try await Self.insertEvent(key, on: late, logger: db.logger)
-                try await db.client.withConnection { try await Self.insertEvent(key, on: $0, logger: db.logger) }
-                #expect(try await stores.events.sequence() == 1)
-                let seen = try await stores.events.page(after: 0, apiKeyID: key)
-                #expect(seen.count == 1)
-                let position = try Self.position(seen.last)
-                _ = try await late.query("COMMIT", logger: db.logger)
-                #expect(try await stores.events.sequence() == 1)
-                let next = try await stores.events.page(after: position, apiKeyID: key)
-                #expect(next.count == 1)
-                #expect(next.first?.id != seen.first?.id)
-                // By id the late event comes first: a feed ordered by id would have skipped it.
-                let ids = try await stores.events.page(after: 0, apiKeyID: key).map(\.id)
-                #expect(ids.sorted { Int($0.dropFirst(4))! < Int($1.dropFirst(4))! } != ids)
-            }
+        try await Self.withLateEvent { db, stores, key, late in
+            #expect(try await stores.events.sequence() == 1)
+            let seen = try await stores.events.page(after: 0, apiKeyID: key)
+            #expect(seen.count == 1)
+            let position = try Self.position(seen.last)
+            _ = try await late.query("COMMIT", logger: db.logger)
+            #expect(try await stores.events.sequence() == 1)
+            let next = try await stores.events.page(after: position, apiKeyID: key)
+            #expect(next.count == 1)
+            #expect(next.first?.id != seen.first?.id)
+            // By id the late event comes first: a feed ordered by id would have skipped it.
+            let ids = try await stores.events.page(after: 0, apiKeyID: key).map(\.id)
+            #expect(ids.sorted { Int($0.dropFirst(4))! < Int($1.dropFirst(4))! } != ids)
         }
     }
 
     @Test("sequencing from a floor leaves the events below it for a sweep from the start")
     func floor() async throws {
-        try await TestDatabase.with { db in
-            let stores = db.stores()
-            let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
-            try await db.client.withConnection { late in
-                _ = try await late.query("BEGIN", logger: db.logger)
-                try await Self.insertEvent(key, on: late, logger: db.logger)
-                try await db.client.withConnection { try await Self.insertEvent(key, on: $0, logger: db.logger) }
-                let first = try await stores.events.sequence(batch: 10, after: 0)
-                #expect(first.count == 1)
-                _ = try await late.query("COMMIT", logger: db.logger)
-                try await db.client.withConnection { try await Self.insertEvent(key, on: $0, logger: db.logger) }
-                // The late event's id is below the floor: only the newer one is numbered.
-                let floored = try await stores.events.sequence(batch: 10, after: try #require(first.last))
-                #expect(floored.count == 1 && floored[0] > first[0])
-                let swept = try await stores.events.sequence(batch: 10, after: 0)
-                #expect(swept.count == 1 && swept[0] < first[0])
-                #expect(try await stores.events.sequence(batch: 10, after: 0).isEmpty)
-            }
+        try await Self.withLateEvent { db, stores, key, late in
+            let first = try await stores.events.sequence(batch: 10, after: 0)
+            #expect(first.count == 1)
+            _ = try await late.query("COMMIT", logger: db.logger)
+            try await db.client.withConnection { try await Self.insertEvent(key, on: $0, logger: db.logger) }
+            // The late event's id is below the floor: only the newer one is numbered.
+            let floored = try await stores.events.sequence(batch: 10, after: try #require(first.last))
+            #expect(floored.count == 1 && floored[0] > first[0])
+            let swept = try await stores.events.sequence(batch: 10, after: 0)
+            #expect(swept.count == 1 && swept[0] < first[0])
+            #expect(try await stores.events.sequence(batch: 10, after: 0).isEmpty)
         }
     }
 
@@ -135,29 +137,23 @@ struct EventFeedTests {
         try await TestDatabase.with { db in
             let stores = db.stores()
             let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "k", scopes: [.send]).record.id
-            let holder = db.makeClient(poolSize: 1)
-            try await TestDatabase.withRunning(holder) {
-                try await holder.withConnection { held in
-                    _ = try await held.query("BEGIN", logger: db.logger)
-                    _ = try await held.query("SELECT txid_current()", logger: db.logger)
-                    // 20,000 events numbered: each leaves an entry in the unsequenced index that
-                    // nothing may remove while the transaction above stays open.
-                    try await db.execute(
-                        """
-                        INSERT INTO events (type, api_key_id, data)
-                        SELECT 'notification.enqueued', \(key), '{}'::jsonb FROM generate_series(1, 20000)
-                        """)
-                    var highest: Int64 = 0
-                    while true {
-                        let ids = try await stores.events.sequence(batch: 5_000, after: highest)
-                        guard let last = ids.last else { break }
-                        highest = last
-                    }
-                    let fromStart = try await Self.buffers(db, EventStatements.anyUnsequenced(after: 0))
-                    let fromFloor = try await Self.buffers(db, EventStatements.anyUnsequenced(after: highest))
-                    #expect(fromStart >= 10 * fromFloor, "buffers from the start \(fromStart), from the floor \(fromFloor)")
-                    _ = try await held.query("ROLLBACK", logger: db.logger)
+            try await db.withHeldHorizon {
+                // 20,000 events numbered: each leaves an entry in the unsequenced index that
+                // nothing may remove while the horizon is held.
+                try await db.execute(
+                    """
+                    INSERT INTO events (type, api_key_id, data)
+                    SELECT 'notification.enqueued', \(key), '{}'::jsonb FROM generate_series(1, 20000)
+                    """)
+                var highest: Int64 = 0
+                while true {
+                    let ids = try await stores.events.sequence(batch: 5_000, after: highest)
+                    guard let last = ids.last else { break }
+                    highest = last
                 }
+                let fromStart = try await Self.buffers(db, EventStatements.anyUnsequenced(after: 0))
+                let fromFloor = try await Self.buffers(db, EventStatements.anyUnsequenced(after: highest))
+                #expect(fromStart >= 10 * fromFloor, "buffers from the start \(fromStart), from the floor \(fromFloor)")
             }
         }
     }

@@ -145,6 +145,22 @@ public struct TestDatabase: Sendable {
         return PostgresClient(configuration: settings.postgres, backgroundLogger: logger)
     }
 
+    /// Runs `body` while another session of this database keeps a transaction with an XID open
+    /// (`BEGIN; SELECT txid_current();`), so vacuum may remove no row version that dies meanwhile
+    /// (a held vacuum horizon); the transaction is rolled back after.
+    public func withHeldHorizon<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        let holder = makeClient(poolSize: 1)
+        return try await TestDatabase.withRunning(holder) {
+            try await holder.withConnection { held in
+                _ = try await held.query("BEGIN", logger: logger)
+                _ = try await held.query("SELECT txid_current()", logger: logger)
+                let result = try await body()
+                _ = try await held.query("ROLLBACK", logger: logger)
+                return result
+            }
+        }
+    }
+
     /// Counts rows of a query returning one integer.
     public func count(_ query: PostgresQuery) async throws -> Int {
         for try await value in try await client.query(query, logger: logger).decode(Int64.self) { return Int(value) }

@@ -12,31 +12,25 @@ struct ClaimFloorTests {
     func floorSkipsDeadEntries() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("floor")
-            let holder = db.makeClient(poolSize: 1)
-            try await TestDatabase.withRunning(holder) {
-                try await holder.withConnection { held in
-                    _ = try await held.query("BEGIN", logger: db.logger)
-                    _ = try await held.query("SELECT txid_current()", logger: db.logger)
-                    // 20,000 jobs claimed: each leaves a dead entry at the head of the claim index
-                    // that nothing may remove while the transaction above stays open.
-                    _ = try await db.queue.enqueue((0..<20_000).map { _ in NewJob(queue: q, kind: "k") })
-                    #expect(
-                        try await Self.claimed(db, QueueSQL.claim(queue: q, limit: 20_000, workerID: "w", leaseMs: 60_000))
-                            == 20_000)
-                    _ = try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
-                    let floor = try #require(
-                        try await db.one(
-                            "SELECT max(fair_at) - interval '250 milliseconds' FROM pgqueue.jobs WHERE queue = \(q)",
-                            as: Date.self))
-                    let fromHead = try await Self.buffers(db, QueueSQL.claim(queue: q, limit: 10, workerID: "w", leaseMs: 60_000))
-                    let fromFloor = try await Self.buffers(
-                        db, QueueSQL.claim(queue: q, limit: 10, workerID: "w", leaseMs: 60_000, from: floor))
-                    #expect(fromFloor.claimed == 1 && fromHead.claimed == 1)
-                    #expect(
-                        fromHead.buffers >= 10 * fromFloor.buffers,
-                        "buffers from the head \(fromHead.buffers), from the floor \(fromFloor.buffers)")
-                    _ = try await held.query("ROLLBACK", logger: db.logger)
-                }
+            try await db.withHeldHorizon {
+                // 20,000 jobs claimed: each leaves a dead entry at the head of the claim index
+                // that nothing may remove while the horizon is held.
+                _ = try await db.queue.enqueue((0..<20_000).map { _ in NewJob(queue: q, kind: "k") })
+                #expect(
+                    try await Self.claimed(db, QueueSQL.claim(queue: q, limit: 20_000, workerID: "w", leaseMs: 60_000))
+                        == 20_000)
+                _ = try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
+                let floor = try #require(
+                    try await db.one(
+                        "SELECT max(fair_at) - interval '250 milliseconds' FROM pgqueue.jobs WHERE queue = \(q)",
+                        as: Date.self))
+                let fromHead = try await Self.buffers(db, QueueSQL.claim(queue: q, limit: 10, workerID: "w", leaseMs: 60_000))
+                let fromFloor = try await Self.buffers(
+                    db, QueueSQL.claim(queue: q, limit: 10, workerID: "w", leaseMs: 60_000, from: floor))
+                #expect(fromFloor.claimed == 1 && fromHead.claimed == 1)
+                #expect(
+                    fromHead.buffers >= 10 * fromFloor.buffers,
+                    "buffers from the head \(fromHead.buffers), from the floor \(fromFloor.buffers)")
             }
         }
     }

@@ -13,29 +13,23 @@ struct HeldHorizonTests {
     func finishReadsByPrimaryKey() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("held")
-            let holder = db.makeClient(poolSize: 1)
-            try await TestDatabase.withRunning(holder) {
-                try await holder.withConnection { held in
-                    _ = try await held.query("BEGIN", logger: db.logger)
-                    _ = try await held.query("SELECT txid_current()", logger: db.logger)
-                    // 30,000 jobs claimed and finished: each leaves a lease entry nothing may
-                    // remove while the transaction above stays open.
-                    _ = try await db.queue.enqueue((0..<30_000).map { _ in NewJob(queue: q, kind: "k") })
-                    let churned = try await Self.claim(db, queue: q, limit: 30_000)
-                    #expect(churned.count == 30_000)
-                    for try await _ in try await db.client.execute(Self.finish(churned), logger: db.logger) {}
-                    // Autovacuum's analyze still runs under a held horizon: few live rows, all running.
-                    _ = try await db.client.query("ANALYZE pgqueue.jobs", logger: db.logger)
-                    _ = try await db.queue.enqueue((0..<30).map { _ in NewJob(queue: q, kind: "k") })
-                    let running = try await Self.claim(db, queue: q, limit: 30)
-                    let statement = Self.finish(running)
-                    let finished = try await ClaimFloorTests.buffers(
-                        db, PostgresQuery(unsafeSQL: QueueStatements.Finish.sql, binds: try statement.makeBindings()))
-                    #expect(finished.claimed == 30)
-                    #expect(!finished.plan.contains("jobs_lease_idx"), "the plan reads the lease index: \(finished.plan)")
-                    #expect(finished.buffers <= 30 * 25, "\(finished.buffers) buffers to finish 30 jobs: \(finished.plan)")
-                    _ = try await held.query("ROLLBACK", logger: db.logger)
-                }
+            try await db.withHeldHorizon {
+                // 30,000 jobs claimed and finished: each leaves a lease entry nothing may
+                // remove while the horizon is held.
+                _ = try await db.queue.enqueue((0..<30_000).map { _ in NewJob(queue: q, kind: "k") })
+                let churned = try await Self.claim(db, queue: q, limit: 30_000)
+                #expect(churned.count == 30_000)
+                for try await _ in try await db.client.execute(Self.finish(churned), logger: db.logger) {}
+                // Autovacuum's analyze still runs under a held horizon: few live rows, all running.
+                _ = try await db.client.query("ANALYZE pgqueue.jobs", logger: db.logger)
+                _ = try await db.queue.enqueue((0..<30).map { _ in NewJob(queue: q, kind: "k") })
+                let running = try await Self.claim(db, queue: q, limit: 30)
+                let statement = Self.finish(running)
+                let finished = try await ClaimFloorTests.buffers(
+                    db, PostgresQuery(unsafeSQL: QueueStatements.Finish.sql, binds: try statement.makeBindings()))
+                #expect(finished.claimed == 30)
+                #expect(!finished.plan.contains("jobs_lease_idx"), "the plan reads the lease index: \(finished.plan)")
+                #expect(finished.buffers <= 30 * 25, "\(finished.buffers) buffers to finish 30 jobs: \(finished.plan)")
             }
         }
     }
