@@ -135,8 +135,11 @@ final class HarnessAdapter: Sendable {
                     queue: Self.queueName, concurrency: settings.workerCount, pollInterval: .milliseconds(100),
                     shutdownBudget: .seconds(1)),
                 listener: listener)
+            // Rescue and the claim table's rotation, as every worker process runs them.
+            let maintenance = JobQueueMaintenance(queue: queue)
             let sideWork = Task {
                 await withDiscardingTaskGroup { group in
+                    group.addTask { await maintenance.run() }
                     group.addTask { await self.produce(queue: queue, tokens: tokens) }
                     group.addTask { await self.pollDepth(client: client) }
                     group.addTask { await self.sample(out) }
@@ -274,9 +277,11 @@ final class HarnessAdapter: Sendable {
             out.sample(at: boundary, metric: "claim_p50_ms", value: percentiles[0], windowSeconds: window)
             out.sample(at: boundary, metric: "claim_p95_ms", value: percentiles[1], windowSeconds: window)
             out.sample(at: boundary, metric: "claim_p99_ms", value: percentiles[2], windowSeconds: window)
-            out.sample(at: boundary, metric: "enqueue_rate", value: Double(enqueuedNow - lastEnqueued) / elapsed, windowSeconds: every)
             out.sample(
-                at: boundary, metric: "completion_rate", value: Double(completedNow - lastCompleted) / elapsed, windowSeconds: every)
+                at: boundary, metric: "enqueue_rate", value: Double(enqueuedNow - lastEnqueued) / elapsed, windowSeconds: every)
+            out.sample(
+                at: boundary, metric: "completion_rate", value: Double(completedNow - lastCompleted) / elapsed,
+                windowSeconds: every)
             out.sample(at: boundary, metric: "queue_depth", value: Double(depth.load(ordering: .relaxed)), windowSeconds: 0)
             (lastEnqueued, lastCompleted, lastTime) = (enqueuedNow, completedNow, boundary)
         }

@@ -33,7 +33,8 @@ public struct EmbeddedEnqueue: Sendable {
         """
         \(name) AS (
             INSERT INTO pgqueue.jobs (
-                id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end, unique_key)
+                id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end, unique_key,
+                segment)
             SELECT nextval('pgqueue.job_ids'), $\(p)::text, $\(p + 1)::text, $\(p + 2)::text::jsonb,
                    $\(p + 3)::int2, $\(p + 4)::int2, due.run_at, $\(p + 8)::text, NULLIF($\(p + 9)::text, ''),
                    \(QueueStatements.fairAt(
@@ -41,7 +42,8 @@ public struct EmbeddedEnqueue: Sendable {
                        last: QueueStatements.senderLast(
                            queue: "$\(p)::text", lane: "$\(p + 8)::text", key: "$\(p + 9)::text", runAt: "due.run_at"),
                        spacingUs: "$\(p + 10)::int8", k: "1")),
-                   $\(p + 9)::text <> '', NULLIF($\(p + 11)::text, '')
+                   $\(p + 9)::text <> '', NULLIF($\(p + 11)::text, ''),
+                   \(QueueStatements.segment(uniqueKey: "NULLIF($\(p + 11)::text, '')", runAt: "due.run_at"))
             FROM (SELECT 1 AS one,
                          \(QueueStatements.runAt(
                              delayMs: "$\(p + 5)::int8", at: "$\(p + 6)::timestamptz", hasAt: "$\(p + 7)::bool")) AS run_at
@@ -49,8 +51,7 @@ public struct EmbeddedEnqueue: Sendable {
             -- Correlated with the due row, so the hint is sent only when the job is.
             WHERE (SELECT count(pg_notify('\(JobQueue.notificationChannel)', q))
                    FROM unnest($\(p + 12)::text[]) AS q WHERE due.one = 1) >= 0
-            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable')
-            DO NOTHING
+            \(QueueStatements.uniqueKeyConflict) DO NOTHING
             RETURNING id
         )
         """

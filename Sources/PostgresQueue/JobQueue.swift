@@ -259,16 +259,18 @@ public struct JobQueue: Sendable {
     @discardableResult
     public func cancel(id: JobID) async throws -> Bool {
         do {
-            let rows = try await client.query(
-                """
-                WITH gone AS (
-                    DELETE FROM pgqueue.jobs WHERE id = \(id) AND state IN ('available', 'retryable') RETURNING *
-                )
-                \(unescaped: QueueSQL.moveToHistory(from: "gone", state: "'cancelled'", errors: "errors"))
-                RETURNING id
-                """, logger: logger)
-            for try await _ in rows.decode(JobID.self) { return true }
-            return false
+            return try await QueueSQL.againIfMoved { () async throws -> Bool? in
+                let rows = try await client.query(
+                    """
+                    WITH gone AS (
+                        DELETE FROM pgqueue.jobs WHERE id = \(id) AND state IN ('available', 'retryable') RETURNING *
+                    )
+                    \(unescaped: QueueSQL.moveToHistory(from: "gone", state: "'cancelled'", errors: "errors"))
+                    RETURNING id
+                    """, logger: logger)
+                for try await _ in rows.decode(JobID.self) { return true }
+                return nil
+            } ?? false
         } catch let error as PSQLError {
             throw QueueSQL.map(error, doing: "cancel")
         }
@@ -446,7 +448,8 @@ public struct JobSnapshot: Sendable, Hashable {
     static func decode(_ rows: PostgresRowSequence) async throws -> [JobSnapshot] {
         var snapshots: [JobSnapshot] = []
         for try await (id, queue, kind, args, state, attempt, maxAttempts, runAt, errors, uniqueKey, lane, fairnessKey, fairAt)
-            in rows.decode((JobID, String, String, String, String, Int16, Int16, Date, String, String?, String, String?, Date?).self)
+            in rows.decode(
+                (JobID, String, String, String, String, Int16, Int16, Date, String, String?, String, String?, Date?).self)
         {
             let history = (try? JSONDecoder().decode([AttemptError].self, from: Data(errors.utf8))) ?? []
             snapshots.append(

@@ -9,7 +9,11 @@ public import ServiceLifecycle
 /// - **prune**: history is kept in one partition per UTC day; a day's partition is dropped
 ///   once the whole day is older than the retention period, and the next days' partitions are
 ///   made ahead. Jobs that finished on a day with no partition (in the default partition) are
-///   deleted in small batches once they are older than the retention period.
+///   deleted in small batches once they are older than the retention period;
+/// - **rotate**: the claim table's ring of segments turns once a rotation period: the oldest
+///   segment, drained, is truncated and takes the new jobs (its few waiting jobs move to the
+///   standing partition first), so the table stays small while a long transaction holds the
+///   vacuum horizon back. One process rotates at a time; the others' calls return at once.
 public final class JobQueueMaintenance: Service, Sendable {
     /// Maintenance settings.
     public struct Configuration: Sendable {
@@ -20,18 +24,25 @@ public final class JobQueueMaintenance: Service, Sendable {
         /// How long finished jobs stay in history at least (a day's partition goes once its
         /// last job is this old: up to a day more).
         public var historyRetention: Duration
-        /// Rows per rescue or prune statement.
+        /// Rows per rescue or prune statement, and the most waiting jobs a rotation moves out
+        /// of the oldest segment (with more, it waits for them to drain).
         public var batchSize: Int
+        /// How long a segment of the claim table takes new jobs before the ring turns; a job due
+        /// later than this at insert goes to the standing partition.
+        public var segmentRotation: Duration
 
-        /// Creates settings. Defaults: rescue every 5 s, prune every minute, keep 7 days.
+        /// Creates settings. Defaults: rescue every 5 s, prune every minute, keep 7 days, rotate
+        /// every 5 s.
         public init(
             rescueInterval: Duration = .seconds(5), pruneInterval: Duration = .seconds(60),
-            historyRetention: Duration = .seconds(7 * 24 * 3600), batchSize: Int = 5_000
+            historyRetention: Duration = .seconds(7 * 24 * 3600), batchSize: Int = 5_000,
+            segmentRotation: Duration = .seconds(5)
         ) {
             self.rescueInterval = rescueInterval
             self.pruneInterval = pruneInterval
             self.historyRetention = historyRetention
             self.batchSize = batchSize
+            self.segmentRotation = segmentRotation
         }
     }
 
@@ -44,9 +55,17 @@ public final class JobQueueMaintenance: Service, Sendable {
         self.configuration = configuration
     }
 
-    /// Runs both duties on their intervals until graceful shutdown or cancellation.
+    /// Runs the duties on their intervals until graceful shutdown or cancellation.
     public func run() async {
         await withDiscardingTaskGroup { group in
+            group.addTask {
+                // A fifth of the period, so the ring turns within a fifth of a period of being due.
+                await PeriodicTask.run(every: self.configuration.segmentRotation / 5) {
+                    _ = try await self.rotateSegments()
+                } onError: {
+                    self.logFailure($0)
+                }
+            }
             group.addTask {
                 await PeriodicTask.run(every: self.configuration.rescueInterval) {
                     _ = try await self.rescueExpired()
@@ -96,6 +115,28 @@ public final class JobQueueMaintenance: Service, Sendable {
             return try await QueueSQL.clearingKeysOnConflict { clearKeys in try await run(clearKeys: clearKeys) }
         } catch let error as PSQLError {
             throw QueueSQL.map(error, doing: "rescue")
+        }
+    }
+
+    /// Turns the claim table's ring when the current segment has taken jobs for a rotation
+    /// period and the oldest one has drained. Returns the segment that now takes new jobs, or
+    /// nil when the ring did not turn (not due, another process turning it, jobs still running
+    /// or more than ``Configuration/batchSize`` waiting in the oldest segment, or a reader
+    /// holding it).
+    @discardableResult
+    public func rotateSegments() async throws -> Int? {
+        do {
+            let rows = try await queue.client.query(
+                QueueSQL.rotateSegments(periodMs: configuration.segmentRotation.milliseconds, maxMoved: configuration.batchSize),
+                logger: queue.logger)
+            for try await segment in rows.decode(Int16?.self) {
+                guard let segment else { return nil }
+                queue.logger.debug("pgqueue.rotate", metadata: ["segment": "\(segment)"])
+                return Int(segment)
+            }
+            return nil
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: "rotate")
         }
     }
 

@@ -46,6 +46,16 @@ enum QueueSQL {
         }
     }
 
+    /// Runs a statement that looks for one waiting job by id once more when it found none: a
+    /// job the ring's rotation moved to the standing partition while the first statement waited
+    /// for its row is there for the second (``JobQueueMaintenance/rotateSegments()``).
+    static func againIfMoved<T>(
+        isolation: isolated (any Actor)? = #isolation, _ run: () async throws -> T?
+    ) async throws -> T? {
+        if let found = try await run() { return found }
+        return try await run()
+    }
+
     // MARK: Fragments shared by the statements (constant SQL text, no values)
 
     /// `pgqueue.job_history`'s columns, as every move to history writes them.
@@ -242,6 +252,12 @@ enum QueueSQL {
         )
         SELECT (SELECT count(*) FROM discarded)::int8, (SELECT count(*) FROM rescued)::int8
         """
+    }
+
+    /// Turns the claim table's ring if it is due (`pgqueue.rotate_segments`): the segment that
+    /// now takes new jobs, or NULL.
+    static func rotateSegments(periodMs: Int64, maxMoved: Int) -> PostgresQuery {
+        "SELECT pgqueue.rotate_segments(\(periodMs) * interval '1 millisecond', \(Int32(maxMoved)))"
     }
 
     /// Creates the history partitions of today and the next `daysAhead` UTC days that are missing.

@@ -193,6 +193,21 @@ enum QueueStatements {
         """
     }
 
+    /// The segment of `pgqueue.jobs` a new job goes to, from its unique key and run time (SQL
+    /// expressions): the standing partition, 0, for a keyed job or one due later than the ring's
+    /// horizon; else the ring's current segment. The ring is read once per statement.
+    static func segment(uniqueKey: String = "NULL", runAt: String) -> String {
+        """
+        CASE WHEN \(uniqueKey) IS NOT NULL OR \(runAt) > now() + (SELECT horizon FROM pgqueue.ring) THEN 0::int2
+             ELSE (SELECT current FROM pgqueue.ring) END
+        """
+    }
+
+    /// The conflict target of an insert of keyed jobs (`jobs_unique_key_idx`).
+    static let uniqueKeyConflict = """
+        ON CONFLICT (unique_key, segment) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable')
+        """
+
     /// A job's place in line: `k` spacings (`spacingUs`, microseconds) after the later of its run
     /// time and `last` (the end of its sender's line, NULL for none).
     static func fairAt(runAt: String, last: String, spacingUs: String, k: String) -> String {
@@ -248,9 +263,9 @@ enum QueueStatements {
             ),
             inserted AS (
                 INSERT INTO pgqueue.jobs (
-                    id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end)
+                    id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end, segment)
                 SELECT id, queue, kind, args::jsonb, priority, max_attempts, run_at, lane, NULLIF(fairness_key, ''),
-                       \(batchFairAt), line_end
+                       \(batchFairAt), line_end, \(segment(runAt: "run_at"))
                 FROM input CROSS JOIN lines ORDER BY ord
             ),
             notified AS (\(notified(parameter: 21)))
@@ -282,12 +297,13 @@ enum QueueStatements {
             ),
             inserted AS (
                 INSERT INTO pgqueue.jobs (
-                    id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end, unique_key)
+                    id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end, unique_key,
+                    segment)
                 SELECT id, queue, kind, args::jsonb, priority, max_attempts, run_at, lane, NULLIF(fairness_key, ''),
-                       \(batchFairAt), line_end, NULLIF(unique_key, '')
+                       \(batchFairAt), line_end, NULLIF(unique_key, ''),
+                       \(segment(uniqueKey: "NULLIF(unique_key, '')", runAt: "run_at"))
                 FROM input CROSS JOIN lines ORDER BY ord
-                ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable')
-                DO NOTHING
+                \(uniqueKeyConflict) DO NOTHING
                 RETURNING id
             ),
             notified AS (\(notified(parameter: 22)))
@@ -326,17 +342,18 @@ enum QueueStatements {
             ),
             inserted AS (
                 INSERT INTO pgqueue.jobs (
-                    id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end, unique_key)
+                    id, queue, kind, args, priority, max_attempts, run_at, lane, fairness_key, fair_at, line_end, unique_key,
+                    segment)
                 SELECT nextval('pgqueue.job_ids'), $1::text, $2::text, $3::text::jsonb, $4::int2, $5::int2, input.run_at,
                        $9::text, NULLIF($10::text, ''),
                        \(fairAt(
                            runAt: "input.run_at",
                            last: senderLast(queue: "$1::text", lane: "$9::text", key: "$10::text", runAt: "input.run_at"),
                            spacingUs: "$11::int8", k: "1")),
-                       $10::text <> '', NULLIF($12::text, '')
+                       $10::text <> '', NULLIF($12::text, ''),
+                       \(segment(uniqueKey: "NULLIF($12::text, '')", runAt: "input.run_at"))
                 FROM input
-                ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable')
-                DO NOTHING
+                \(uniqueKeyConflict) DO NOTHING
                 RETURNING id
             ),
             notified AS (\(notified(parameter: 13)))

@@ -34,7 +34,7 @@ extension JobExecutor {
             WHERE id = \(id) AND state IN ('available', 'retryable')
             RETURNING id, queue, kind, args::text, attempt, max_attempts, priority, run_at, attempted_at, created_at, lane
             """
-        return try await claimed(query, queue: nil).first
+        return try await QueueSQL.againIfMoved { try await claimed(query, queue: nil).first }
     }
 
     /// Claims the next job of this executor's queue that may run now, in claim order, and runs

@@ -64,8 +64,10 @@ struct ClaimCommitTests {
             ).decode(String.self) {
                 plan.append(line)
             }
-            #expect(!plan.contains { $0.contains("Seq Scan") }, "\(plan.joined(separator: "\n"))")
-            #expect(plan.contains { $0.contains("jobs_pkey") }, "\(plan.joined(separator: "\n"))")
+            for partition in try await db.partitions(holding: q) {
+                #expect(!plan.contains { $0.contains("Seq Scan on \(partition) ") }, "\(plan.joined(separator: "\n"))")
+            }
+            #expect(plan.contains { $0.contains("_pkey on jobs_") }, "\(plan.joined(separator: "\n"))")
             var claimed: [JobID] = []
             for try await id in try await db.client.query(claim, logger: db.logger).decode(
                 (JobID, String, String, Int16, Int16, Int16, Date, Date, Date).self

@@ -48,6 +48,19 @@ extension TestDatabase {
         try await self.queue.enqueuedJobs(queue: queue).count
     }
 
+    /// The partitions of the claim table that hold jobs of `queue`, by name as plans show them
+    /// (`jobs_ring_1`). A plan may scan an empty partition sequentially (nothing to read); one
+    /// of these it must not.
+    func partitions(holding queue: String) async throws -> [String] {
+        var names: [String] = []
+        for try await name in try await client.query(
+            "SELECT DISTINCT tableoid::regclass::text FROM pgqueue.jobs WHERE queue = \(queue)", logger: logger
+        ).decode(String.self) {
+            names.append(String(name.split(separator: ".").last ?? ""))
+        }
+        return names
+    }
+
     /// Jobs in history for a queue and state.
     func history(_ queue: String, state: String) async throws -> Int {
         try await self.queue.finishedJobs(queue: queue).filter { $0.state.rawValue == state }.count

@@ -1,0 +1,163 @@
+import Foundation
+import HeraldTestSupport
+import PostgresNIO
+import Testing
+
+@testable import PostgresQueue
+
+@Suite(
+    "PostgresQueue: the claim table's ring of segments",
+    .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct SegmentRingTests {
+    /// Maintenance whose ring is due at every call.
+    static func maintenance(_ db: TestDatabase, batchSize: Int = 5_000) -> JobQueueMaintenance {
+        JobQueueMaintenance(queue: db.queue, configuration: .init(batchSize: batchSize, segmentRotation: .milliseconds(1)))
+    }
+
+    static func segment(_ db: TestDatabase, of id: JobID) async throws -> Int16? {
+        try await db.one("SELECT segment FROM pgqueue.jobs WHERE id = \(id)", as: Int16.self)
+    }
+
+    static func current(_ db: TestDatabase) async throws -> Int16 {
+        try #require(try await db.one("SELECT current FROM pgqueue.ring", as: Int16.self))
+    }
+
+    /// The claim table's size, every partition and index, in bytes.
+    static func size(_ db: TestDatabase) async throws -> Int {
+        try await db.count("SELECT sum(pg_total_relation_size(relid))::int8 FROM pg_partition_tree('pgqueue.jobs')")
+    }
+
+    @Test("a job due now goes to the current segment; a keyed job and one due after the horizon to the standing partition")
+    func placement() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("place")
+            let current = try await Self.current(db)
+            let now = try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
+            let soon = try await db.queue.enqueue(NewJob(queue: q, kind: "k", schedule: .after(.seconds(2))))
+            let later = try await db.queue.enqueue(NewJob(queue: q, kind: "k", schedule: .after(.seconds(60))))
+            let keyed = try await db.queue.enqueue(NewJob(queue: q, kind: "k", uniqueKey: "device-1"))
+            let batch = try await db.queue.enqueue([
+                NewJob(queue: q, kind: "k"), NewJob(queue: q, kind: "k", uniqueKey: "device-2"),
+            ])
+            #expect(try await Self.segment(db, of: now.id) == current)
+            #expect(try await Self.segment(db, of: soon.id) == current)
+            #expect(try await Self.segment(db, of: later.id) == 0)
+            #expect(try await Self.segment(db, of: keyed.id) == 0)
+            #expect(try await Self.segment(db, of: batch[0].id) == current)
+            #expect(try await Self.segment(db, of: batch[1].id) == 0)
+            // A key stays unique across the table: the second enqueue answers the waiting job.
+            let again = try await db.queue.enqueue(NewJob(queue: q, kind: "k", uniqueKey: "device-1"))
+            #expect(again.deduplicated && again.id == keyed.id)
+        }
+    }
+
+    @Test("the ring turns only when due, and the oldest segment is truncated to take the new jobs")
+    func turns() async throws {
+        try await TestDatabase.with { db async throws in
+            let slow = JobQueueMaintenance(queue: db.queue, configuration: .init(segmentRotation: .seconds(3600)))
+            #expect(try await slow.rotateSegments() == nil, "rotated an hour early")
+            let maintenance = Self.maintenance(db)
+            var seen: [Int] = []
+            for _ in 0..<4 {
+                seen.append(try #require(try await maintenance.rotateSegments()))
+            }
+            let first = seen[0]
+            #expect(seen == (0..<4).map { ($0 + first - 1) % 3 + 1 }, "\(seen)")
+            #expect(try await Self.current(db) == Int16(seen[3]))
+        }
+    }
+
+    /// Makes `segment` the oldest: the ring turns onto it next.
+    static func makeOldest(_ db: TestDatabase, _ segment: Int16) async throws {
+        try await db.execute("UPDATE pgqueue.ring SET current = \((segment + 1) % 3 + 1)")
+    }
+
+    @Test("waiting jobs left in the oldest segment move to the standing partition as they are; a running one holds the ring")
+    func stragglers() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("straggle")
+            let maintenance = Self.maintenance(db)
+            let waiting = try await db.queue.enqueue(NewJob(queue: q, kind: "k", schedule: .after(.seconds(2))))
+            let running = try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
+            let placed = try #require(try await Self.segment(db, of: waiting.id))
+            #expect(placed != 0)
+            #expect(try await Self.segment(db, of: running.id) == placed)
+            try await Self.makeOldest(db, placed)
+            let before = try #require(try await db.queue.job(id: waiting.id))
+            try await db.execute(
+                """
+                UPDATE pgqueue.jobs SET state = 'running', attempt = 1, locked_by = 'w',
+                       lease_expires_at = now() + interval '1 minute'
+                WHERE id = \(running.id)
+                """)
+            #expect(try await maintenance.rotateSegments() == nil, "rotated over a running job")
+            // The waiting job moved anyway, keeping its id and its place in line.
+            #expect(try await Self.segment(db, of: waiting.id) == 0)
+            let after = try #require(try await db.queue.job(id: waiting.id))
+            #expect(after.fairAt == before.fairAt && after.runAt == before.runAt && after.state == before.state)
+            // Once the running job ends, the segment is empty and the ring turns onto it.
+            try await db.execute("DELETE FROM pgqueue.jobs WHERE id = \(running.id)")
+            #expect(try await maintenance.rotateSegments() == Int(placed))
+            #expect(try await db.queue.cancel(id: waiting.id), "the moved job is still waiting")
+        }
+    }
+
+    @Test("with more waiting jobs in the oldest segment than a batch, the ring waits for them to drain")
+    func backlogWaits() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("backlog")
+            let current = try await Self.current(db)
+            _ = try await db.queue.enqueue((0..<20).map { _ in NewJob(queue: q, kind: "k") })
+            try await Self.makeOldest(db, current)
+            #expect(try await Self.maintenance(db, batchSize: 10).rotateSegments() == nil)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE segment = \(current)") == 20)
+            #expect(try await Self.maintenance(db, batchSize: 20).rotateSegments() == Int(current))
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs_standing WHERE queue = \(q)") == 20)
+        }
+    }
+
+    @Test("a reader holding the oldest segment makes the ring wait, within moments, and does not block the queue")
+    func readerHolds() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("reader")
+            let maintenance = Self.maintenance(db)
+            let reader = db.makeClient(poolSize: 1)
+            try await TestDatabase.withRunning(reader) {
+                try await reader.withConnection { connection in
+                    _ = try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: db.logger)
+                    _ = try await connection.query("SELECT count(*) FROM pgqueue.jobs", logger: db.logger)
+                    #expect(try await maintenance.rotateSegments() == nil, "truncated a segment a reader holds")
+                    // The queue goes on meanwhile.
+                    let job = try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
+                    #expect(try await db.queue.cancel(id: job.id))
+                    _ = try await connection.query("COMMIT", logger: db.logger)
+                }
+            }
+            #expect(try await maintenance.rotateSegments() != nil)
+        }
+    }
+
+    @Test("while a transaction holds the vacuum horizon, the turning ring keeps the claim table at a few rounds of churn")
+    func heldHorizonSize() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("ring")
+            let maintenance = Self.maintenance(db)
+            try await db.withHeldHorizon {
+                func round() async throws {
+                    _ = try await db.queue.enqueue((0..<5_000).map { _ in NewJob(queue: q, kind: "k") })
+                    let jobs = try await HeldHorizonTests.claim(db, queue: q, limit: 5_000)
+                    #expect(jobs.count == 5_000)
+                    for try await _ in try await db.client.execute(HeldHorizonTests.finish(jobs), logger: db.logger) {}
+                    #expect(try await maintenance.rotateSegments() != nil)
+                }
+                try await round()
+                let one = try await Self.size(db)
+                for _ in 0..<6 { try await round() }
+                let seven = try await Self.size(db)
+                // Without truncation every round's dead rows stay: about seven times one round.
+                #expect(Double(seven) <= 2.5 * Double(one), "\(seven) bytes after seven rounds, \(one) after one")
+            }
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE queue = \(q)") == 35_000)
+        }
+    }
+}
