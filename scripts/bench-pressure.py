@@ -7,8 +7,10 @@ production database puts on them, measured (scripts/bench-pressure.sh runs this)
 full (the default) runs three parts, each on a database of its own made afresh:
 
   queue     `herald-bench harness` alone (PostgresQueue's real enqueue and executor; 16 workers,
-            JOB_WORK_MS=1): a short depth-target run finds its maximum completion rate, then one
-            adapter process is fed `ENQUEUE <n>` lines at 60% of it through the phases
+            JOB_WORK_MS=1): a short depth-target run finds its maximum completion rate (and, with
+            more such runs, its peak at 64 and 256 workers, beside one `herald-bench queue`
+            drain: `queue.peak.workers_N`, `queue.drain`), then one adapter process is fed
+            `ENQUEUE <n>` lines at 60% of it through the phases
   pipeline  herald-api -> queue -> herald-worker -> nh-emulator (release builds, as bench-send
             starts them): batches of notifications without telemetry posted at 60% of the
             maximum measured first (a batch drained while the worker runs), through the phases
@@ -575,12 +577,40 @@ class Adapter:
 
 
 def adapter_env(url, sample_s, **extra):
-    return dict(os.environ, DATABASE_URL=url, WORKER_COUNT="16", JOB_WORK_MS="1", SAMPLE_EVERY_S=str(sample_s),
-                HERALD_LOG_LEVEL="warning", **extra)
+    env = dict(os.environ, DATABASE_URL=url, WORKER_COUNT="16", JOB_WORK_MS="1", SAMPLE_EVERY_S=str(sample_s),
+               HERALD_LOG_LEVEL="warning")
+    env.update(extra)
+    return env
 
 
 def queue_left(session):
     return int(session.value("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'harness'", timeout=120) or 0)
+
+
+def peaks(bin_dir, base_url, db, session, sample_s, probe, found):
+    """The adapter's peak completion_rate (its largest sample of a depth-target run, JOB_WORK_MS=1)
+    at 16, 64 and 256 workers, and `queue.drain` (herald-bench queue --drain-only) beside them."""
+    for workers in (16, 64, 256):
+        if workers not in found:
+            session.query("TRUNCATE pgqueue.jobs, pgqueue.job_history")
+            progress(f"queue: the peak at {workers} workers (depth-target, {probe:.0f} s)")
+            adapter = Adapter(bin_dir, adapter_env(db.url, sample_s, PRODUCER_MODE="depth-target", TARGET_DEPTH="5000",
+                                                   PRODUCER_BATCH_MAX="1000", WORKER_COUNT=str(workers)),
+                              f"queue-peak-{workers}")
+            began = time.time()
+            time.sleep(probe)
+            adapter.stop()
+            rates = adapter.window("completion_rate", began + sample_s, time.time())
+            check(rates, f"the run at {workers} workers gave no samples (see .data/bench-pressure/queue-peak-{workers}.log)")
+            found[workers] = max(rates)
+        figure(f"queue.peak.workers_{workers}", round(found[workers], 1), "jobs/s")
+    progress("queue: queue.drain (herald-bench queue --drain-only)")
+    out = subprocess.run([os.path.join(bin_dir, "herald-bench"), "queue", "--drain-only"], capture_output=True, text=True,
+                         env=dict(os.environ, HERALD_DATABASE_URL=base_url), timeout=600)
+    check(out.returncode == 0, f"herald-bench queue --drain-only failed: {out.stderr[-500:]}")
+    for line in out.stdout.splitlines():
+        if line.startswith("bench queue.drain "):
+            print(line, flush=True)
 
 
 def queue_part(bin_dir, base_url, sample_s):
@@ -600,6 +630,7 @@ def queue_part(bin_dir, base_url, sample_s):
         rates = adapter.window("completion_rate", began + sample_s, time.time())
         check(rates, "the queue's maximum run gave no samples (see .data/bench-pressure/queue-probe.log)")
         maximum = statistics.median(rates)
+        peaks(bin_dir, base_url, db, session, sample_s, probe, {16: max(rates)})
         rate = knob("LOAD", 0.6) * maximum
         session.query("TRUNCATE pgqueue.jobs, pgqueue.job_history")
         session.query("VACUUM ANALYZE pgqueue.jobs")

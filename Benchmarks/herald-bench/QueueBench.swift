@@ -24,6 +24,8 @@ struct QueueBench: AsyncParsableCommand {
     @ArgumentParser.Flag(help: "Only the bulk enqueue figure: the baseline another script's ratio needs.") var enqueueOnly = false
     @ArgumentParser.Flag(help: "Only the pickup latency figures.") var pickupOnly = false
     @ArgumentParser.Flag(help: "Only the history retention figures.") var retentionOnly = false
+    @ArgumentParser.Flag(help: "Only one bulk enqueue and drain (queue.drain), for a figure beside another script's.")
+    var drainOnly = false
 
     func run() async throws {
         guard let url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"] else {
@@ -48,6 +50,14 @@ struct QueueBench: AsyncParsableCommand {
             return
         }
         info("queue benchmark: \(jobs) jobs, \(executors) executors x concurrency \(concurrency)")
+        if drainOnly {
+            let drain = try await bench.withDatabase("herald_bench_q1") { client in
+                _ = try await bench.bulkEnqueue(client: client, count: jobs)
+                return try await bench.drain(url: client.url, count: jobs, executors: executors, concurrency: concurrency)
+            }
+            report("queue.drain", drain, "jobs/s")
+            return
+        }
 
         // Bulk enqueue and drain on an empty history, twice: before and after the pgbench
         // reference run, so the ratio between them compares the two over the same stretch of
@@ -359,7 +369,9 @@ struct Bench: Sendable {
     /// Loads `rows` finished jobs into the partition of the UTC day ten days ago and times the
     /// prune that drops it; then loads as many into the default partition (nine days ago: no
     /// partition) and times the prune that deletes them in batches.
-    func retention(client: BenchClient, rows: Int) async throws
+    func retention(
+        client: BenchClient, rows: Int
+    ) async throws
         -> (dropSeconds: Double, deleteSeconds: Double, megabytesAfterDrop: Double, megabytesAfterDelete: Double)
     {
         let maintenance = JobQueueMaintenance(queue: JobQueue(client: client.client, logger: logger))

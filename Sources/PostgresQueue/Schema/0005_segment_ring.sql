@@ -112,7 +112,8 @@ ANALYZE pgqueue.ring;
 -- Rotates the ring when the current segment has taken jobs for `period`: the oldest segment's
 -- waiting jobs (at most `max_moved`, else the rotation waits for them to drain) move to the
 -- standing partition with everything they carry; then, if no job runs in it any more and it
--- can be locked within 50 ms (no long reader holds it), it is truncated and takes the new jobs.
+-- can be locked within 50 ms without waiting in line (no long reader holds it), it is truncated
+-- and takes the new jobs.
 -- Safe to call from every worker at once: one rotates, the others return at once. Returns the
 -- segment that now takes new jobs, or NULL when it did not rotate.
 CREATE FUNCTION pgqueue.rotate_segments(period interval, max_moved integer) RETURNS smallint
@@ -123,6 +124,7 @@ DECLARE
     part text;
     waiting integer;
     occupied boolean;
+    locked boolean := false;
 BEGIN
     SELECT * INTO ring_row FROM pgqueue.ring FOR UPDATE SKIP LOCKED;
     IF NOT FOUND OR ring_row.rotated_at > now() - period THEN
@@ -152,12 +154,20 @@ BEGIN
             $move$, part);
     END IF;
 
-    PERFORM set_config('lock_timeout', '50', true);
-    BEGIN
-        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', part);
-    EXCEPTION WHEN lock_not_available THEN
+    -- NOWAIT, a few times over 50 ms: a lock request that waited would queue every claim and
+    -- enqueue behind it for as long as a reader holds the segment.
+    FOR attempt IN 1..25 LOOP
+        BEGIN
+            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', part);
+            locked := true;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.002);
+        END;
+    END LOOP;
+    IF NOT locked THEN
         RETURN NULL;
-    END;
+    END IF;
     -- With the lock held no transaction has a row of it in flight: what is left is committed.
     EXECUTE format('SELECT EXISTS (SELECT FROM %s)', part) INTO occupied;
     IF occupied THEN
