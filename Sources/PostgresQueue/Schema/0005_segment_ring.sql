@@ -37,18 +37,18 @@ CREATE INDEX jobs_sender_idx ON pgqueue.jobs (queue, lane, fairness_key, run_at 
 CREATE UNIQUE INDEX jobs_unique_key_idx ON pgqueue.jobs (unique_key, segment)
     WHERE unique_key IS NOT NULL AND state IN ('available', 'retryable');
 
-CREATE TABLE pgqueue.jobs_standing PARTITION OF pgqueue.jobs FOR VALUES IN (0) WITH (
-    -- Vacuumed continuously, as the unsegmented table was, so dead index entries never pile
-    -- up at the head of the claim index.
-    autovacuum_vacuum_scale_factor = 0,
-    autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0,
-    autovacuum_vacuum_insert_threshold = 10000,
-    autovacuum_vacuum_cost_delay = 0,
-    autovacuum_analyze_scale_factor = 0,
-    autovacuum_analyze_threshold = 10000,
-    fillfactor = 90
-);
+CREATE TABLE pgqueue.jobs_standing PARTITION OF pgqueue.jobs FOR VALUES IN (0);
+-- Vacuumed as the unsegmented table was (its storage settings, aggressive autovacuum among
+-- them), so dead index entries never pile up at the head of the claim index.
+DO $$
+DECLARE
+    settings text[] := (SELECT reloptions FROM pg_class WHERE oid = 'pgqueue.jobs_unsegmented'::regclass);
+BEGIN
+    IF settings IS NOT NULL THEN
+        EXECUTE format('ALTER TABLE pgqueue.jobs_standing SET (%s)', array_to_string(settings, ', '));
+    END IF;
+END
+$$;
 
 -- A segment is truncated a few rotation periods after it was filled: vacuuming it meanwhile
 -- would only cost I/O, and its size then does not depend on whether vacuum may run. It is
