@@ -59,8 +59,8 @@ public final class JobQueueMaintenance: Service, Sendable {
     public func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask {
-                // A fifth of the period, so the ring turns within a fifth of a period of being due.
-                await PeriodicTask.run(every: self.configuration.segmentRotation / 5) {
+                // A fifth of the period (at least 100 ms), so the ring turns soon after it is due.
+                await PeriodicTask.run(every: max(self.configuration.segmentRotation / 5, .milliseconds(100))) {
                     _ = try await self.rotateSegments()
                 } onError: {
                     self.logFailure($0)

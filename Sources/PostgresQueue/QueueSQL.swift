@@ -173,8 +173,8 @@ enum QueueSQL {
     /// retry and -1 for a snooze or a release (which do not use up an attempt). A job gives up
     /// its unique key when another waiting job holds it (`clearKeys` forces that, after a race).
     /// A retry or snooze rejoins the line at its new run time plus its lane's spacing
-    /// (`spacingsUs`); a release (`spacingsUs` -1) keeps its place. Found by primary key as
-    /// ``QueueStatements/Finish`` finds its jobs.
+    /// (`spacingsUs`); a release (`spacingsUs` -1) keeps its place. The jobs are locked and
+    /// found as ``QueueStatements/Finish`` finds its own.
     static func requeue(
         ids: [JobID], attempts: [Int16], states: [String], delaysMs: [Int64], errors: [String],
         attemptDeltas: [Int16], spacingsUs: [Int64], workerID: String, clearKeys: Bool
@@ -184,6 +184,13 @@ enum QueueSQL {
             SELECT * FROM unnest(\(ids)::int8[], \(attempts)::int2[], \(states)::text[], \(delaysMs)::int8[],
                                  \(errors)::text[], \(attemptDeltas)::int2[], \(spacingsUs)::int8[])
                 AS i(id, attempt, next_state, delay_ms, error, attempt_delta, spacing_us)
+        ),
+        fenced AS MATERIALIZED (
+            SELECT i.* FROM input i CROSS JOIN LATERAL (
+                SELECT j.id FROM pgqueue.jobs j
+                WHERE j.id = i.id AND j.attempt = i.attempt AND j.locked_by = \(workerID) AND j.state = 'running'
+                FOR UPDATE
+            ) t
         )
         UPDATE pgqueue.jobs j
         SET state = i.next_state,
@@ -195,9 +202,8 @@ enum QueueSQL {
             lease_expires_at = NULL,
             errors = \(unescaped: appendingNonEmptyError(to: "j.errors", attempt: "j.attempt", error: "i.error")),
             unique_key = \(unescaped: requeuedUniqueKey(clearKeys: clearKeys))
-        FROM input i
-        WHERE j.id = ANY(\(ids)::int8[]) AND j.id = i.id AND j.attempt = i.attempt AND j.locked_by = \(workerID)
-          AND j.state = 'running'
+        FROM fenced i
+        WHERE j.id = ANY(ARRAY(SELECT id FROM fenced)) AND j.id = i.id
         RETURNING j.id
         """
     }
