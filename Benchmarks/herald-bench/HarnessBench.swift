@@ -94,6 +94,13 @@ final class HarnessAdapter: Sendable {
     static let system = "herald"
     static let queueName = "harness"
     static let kind = "bench"
+    /// The tables that hold the queue's rows, as `adapter.json` lists them: the claim table's
+    /// partitions (a partitioned table has no storage of its own to measure) and history's default
+    /// partition (its day partitions are named by date).
+    static let eventTables = [
+        "pgqueue.jobs_standing", "pgqueue.jobs_ring_1", "pgqueue.jobs_ring_2", "pgqueue.jobs_ring_3",
+        "pgqueue.job_history_default",
+    ]
 
     let settings: HarnessSettings
     private let logger = Logger(label: "herald-bench.harness")
@@ -122,7 +129,7 @@ final class HarnessAdapter: Sendable {
             // The queue's own schema only, through the project's migration runner.
             try await MigrationRunner(client: client, logger: logger, component: QueueSchema.component).migrate()
             out.emit([
-                "kind": "descriptor", "system": Self.system, "event_tables": ["pgqueue.jobs", "pgqueue.job_history"],
+                "kind": "descriptor", "system": Self.system, "event_tables": Self.eventTables,
                 "extensions": [String](), "version": ProcessInfo.processInfo.environment["HERALD_VERSION"] ?? "unreleased",
                 "schema_version": "pgqueue/\(QueueSchema.currentVersion)", "db_name": database.database,
                 "started_at": JSONLines.timestamp(Date()),

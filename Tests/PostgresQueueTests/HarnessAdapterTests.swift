@@ -8,7 +8,9 @@ import Testing
     "the benchmark harness adapter",
     .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct HarnessAdapterTests {
-    static let metrics: Set<String> = ["claim_p50_ms", "claim_p95_ms", "claim_p99_ms", "enqueue_rate", "completion_rate", "queue_depth"]
+    static let metrics: Set<String> = [
+        "claim_p50_ms", "claim_p95_ms", "claim_p99_ms", "enqueue_rate", "completion_rate", "queue_depth",
+    ]
 
     struct Sample {
         var t: String
@@ -30,7 +32,8 @@ struct HarnessAdapterTests {
             #expect(object["subject"] as? String == "")
             return Sample(
                 t: object["t"] as? String ?? "", metric: object["metric"] as? String ?? "",
-                value: (object["value"] as? NSNumber)?.doubleValue ?? -1, window: (object["window_s"] as? NSNumber)?.intValue ?? -1)
+                value: (object["value"] as? NSNumber)?.doubleValue ?? -1,
+                window: (object["window_s"] as? NSNumber)?.intValue ?? -1)
         }
     }
 
@@ -52,7 +55,9 @@ struct HarnessAdapterTests {
             .merging(extra) { _, new in new }
     }
 
-    @Test("harness pacing: a descriptor, then every metric each second on whole seconds; ENQUEUE tokens are worked; SIGTERM exits 0 within 5 s")
+    @Test(
+        "harness pacing: a descriptor, then every metric each second on whole seconds; ENQUEUE tokens are worked; SIGTERM exits 0 within 5 s"
+    )
     func contractLinesAndExit() async throws {
         try await TestDatabase.with(migrated: false) { db in
             let adapter = try ChildProcess("herald-bench", arguments: ["harness"], environment: Self.environment(db, [:]))
@@ -60,7 +65,19 @@ struct HarnessAdapterTests {
             let descriptor = try #require(Self.objects(adapter.stdout).first)
             #expect(descriptor["kind"] as? String == "descriptor")
             #expect(descriptor["system"] as? String == "herald")
-            #expect(descriptor["event_tables"] as? [String] == ["pgqueue.jobs", "pgqueue.job_history"])
+            // The tables and indexes the harness watches: those of adapter.json, and all of them exist.
+            let manifestURL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appending(path: "Benchmarks/harness/adapter.json")
+            let manifest = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: manifestURL)) as? [String: Any])
+            let tables = try #require(descriptor["event_tables"] as? [String])
+            #expect(tables == manifest["event_tables"] as? [String])
+            for relation in tables + (manifest["event_indexes"] as? [String] ?? []) {
+                #expect(
+                    try await db.count(
+                        "SELECT count(*) FROM pg_class WHERE oid = to_regclass(\(relation)) AND relkind IN ('r', 'i')")
+                        == 1, "\(relation)")
+            }
             #expect(descriptor["db_name"] as? String == db.name)
             for key in ["version", "schema_version", "started_at"] { #expect(descriptor[key] is String, "\(key)") }
 
@@ -110,7 +127,8 @@ struct HarnessAdapterTests {
         try await TestDatabase.with(migrated: false) { db in
             let adapter = try ChildProcess(
                 "herald-bench", arguments: ["harness"],
-                environment: Self.environment(db, ["PRODUCER_PACING": "adapter", "PRODUCER_RATE": "200", "PRODUCER_BATCH_MS": "20"]))
+                environment: Self.environment(
+                    db, ["PRODUCER_PACING": "adapter", "PRODUCER_RATE": "200", "PRODUCER_BATCH_MS": "20"]))
             let started = ContinuousClock.now
             try await adapter.waitForOutput(timeout: .seconds(60)) { Self.ticks(Self.samples($0)).count >= 4 }
             adapter.signal(SIGTERM)
@@ -126,7 +144,9 @@ struct HarnessAdapterTests {
         }
     }
 
-    @Test("a stalled queue: with no claim in the window, the percentiles are the oldest job's wait, not zero (in a database Herald migrated)")
+    @Test(
+        "a stalled queue: with no claim in the window, the percentiles are the oldest job's wait, not zero (in a database Herald migrated)"
+    )
     func stalledQueue() async throws {
         try await TestDatabase.with { db in
             // Five jobs enqueued 45 s ago, locked by this test so that no worker can claim them.
@@ -153,7 +173,9 @@ struct HarnessAdapterTests {
                 try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE queue = 'harness'") == 5
             }
             try await adapter.waitForOutput(timeout: .seconds(30)) {
-                Self.ticks(Self.samples($0)).contains { $0.samples["queue_depth"]?.value == 0 && $0.samples["claim_p50_ms"]!.value > 0 }
+                Self.ticks(Self.samples($0)).contains {
+                    $0.samples["queue_depth"]?.value == 0 && $0.samples["claim_p50_ms"]!.value > 0
+                }
             }
             let ticks = Self.ticks(Self.samples(adapter.stdout))
             let released = try #require(ticks.lastIndex { $0.samples["queue_depth"]?.value == 5 })
