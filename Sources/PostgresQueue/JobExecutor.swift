@@ -98,7 +98,7 @@ public final class JobExecutor: Service, Sendable {
     public let configuration: Configuration
     let handlers: JobHandlers
     private let listener: JobQueueListener?
-    let state: ExecutorState
+    private let state: ExecutorState
     private let signals: AsyncStream<Void>
     private let signal: AsyncStream<Void>.Continuation
     let completer: Completer
@@ -172,7 +172,6 @@ public final class JobExecutor: Service, Sendable {
     private func claimLoop(_ jobs: inout DiscardingTaskGroup) async {
         var iterator = signals.makeAsyncIterator()
         var failures = 0
-        var orphansPossible = false
         let threshold = max(1, configuration.concurrency / 4)
         while true {
             let (stopping, free, wanted, hot) = state.withLock { s in
@@ -192,10 +191,6 @@ public final class JobExecutor: Service, Sendable {
             if stopping { return }
             if wanted {
                 do {
-                    if orphansPossible {
-                        try await releaseOrphans()
-                        orphansPossible = false
-                    }
                     let claimed = try await claim(limit: free)
                     failures = 0
                     if let hook = configuration.afterClaim, !claimed.isEmpty { await hook(claimed.map(\.id)) }
@@ -213,14 +208,10 @@ public final class JobExecutor: Service, Sendable {
                     continue
                 } catch {
                     failures += 1
-                    // The claim may have committed before its answer was lost (a killed
-                    // connection): its jobs are leased to this executor, which never got them.
-                    orphansPossible = true
                     logger.warning(
                         "pgqueue.claim.failed",
                         metadata: ["queue": "\(configuration.queue)", "error": "\(error)", "failures": "\(failures)"])
-                    // Capped at a second: a database that drops connections is usually back at once.
-                    try? await Task.sleep(for: min(.seconds(1), .milliseconds(100 * (1 << min(failures, 4)))))
+                    try? await Task.sleep(for: min(.seconds(5), .milliseconds(100 * (1 << min(failures, 6)))))
                     state.withLock { $0.claimRequested = true }
                     continue
                 }
@@ -248,27 +239,6 @@ public final class JobExecutor: Service, Sendable {
                 continue
             }
             guard await iterator.next() != nil else { return }
-        }
-    }
-
-    /// Puts back in line the jobs leased to this executor that it does not hold: those of a claim
-    /// that committed but whose answer never arrived. Without this they would wait for their
-    /// leases to expire. Runs in the claim loop, so no claim of this executor is in flight.
-    private func releaseOrphans() async throws {
-        let held = state.withLock { Array($0.leased.keys) }
-        let query = QueueSQL.releaseOrphans(queue: configuration.queue, workerID: configuration.workerID, held: held)
-        let (client, logger, queueName) = (queue.client, logger, configuration.queue)
-        let released = try await Deadline.run(within: configuration.statementDeadline, "releasing orphaned claims") {
-            do {
-                var count = 0
-                for try await _ in try await client.query(query, logger: logger) { count += 1 }
-                return count
-            } catch let error as PSQLError {
-                throw QueueSQL.map(error, doing: "release orphaned claims")
-            }
-        }
-        if released > 0 {
-            logger.info("pgqueue.claim.orphans_released", metadata: ["queue": "\(queueName)", "jobs": "\(released)"])
         }
     }
 

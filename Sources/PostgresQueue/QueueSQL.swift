@@ -208,20 +208,6 @@ enum QueueSQL {
         """
     }
 
-    /// Puts back in line, keeping their places and attempts, the running jobs of `queue` leased
-    /// to `workerID` but not in `held`: jobs of a claim whose answer the executor never got (no
-    /// handler ran them), or whose outcome it gave up writing (they would run again when their
-    /// leases expired). Read on the lease index: every running job has a lease.
-    static func releaseOrphans(queue: String, workerID: String, held: [JobID]) -> PostgresQuery {
-        """
-        UPDATE pgqueue.jobs
-        SET state = 'available', attempt = attempt - 1, locked_by = NULL, lease_expires_at = NULL
-        WHERE lease_expires_at IS NOT NULL AND state = 'running' AND queue = \(queue) AND locked_by = \(workerID)
-          AND NOT (id = ANY(\(held)::int8[]))
-        RETURNING id
-        """
-    }
-
     /// Extends the leases of jobs this worker still holds, skipping rows another transaction
     /// has locked. Those are being finished or requeued (by this worker's completer, in
     /// whatever order its batch has) and need no lease: waiting for them instead made a

@@ -49,49 +49,6 @@ struct LifecycleTests {
         }
     }
 
-    @Test(
-        "a claim whose answer was lost: the executor puts its jobs back in line before its next claim, not at their lease's end")
-    func orphanedClaimReleased() async throws {
-        try await TestDatabase.with { db async throws in
-            let q = uniqueQueue("orphan")
-            let job = try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
-            // A claim that committed without the executor hearing of it: the job is leased to the
-            // executor for a minute.
-            try await db.execute(
-                """
-                UPDATE pgqueue.jobs SET state = 'running', attempt = 1, attempted_at = now(), locked_by = 'w-orphan',
-                       lease_expires_at = now() + interval '1 minute'
-                WHERE id = \(job.id)
-                """)
-            let (executor, log) = recordingExecutor(
-                db,
-                .init(
-                    queue: q, concurrency: 4, leaseDuration: .seconds(60), pollInterval: .milliseconds(50), workerID: "w-orphan",
-                    statementDeadline: .milliseconds(300)))
-            let locker = db.makeClient(poolSize: 1)
-            try await TestDatabase.withRunning(locker) {
-                try await running([executor]) {
-                    // The executor's claims fail (past their deadline) while a transaction holds the table.
-                    try await locker.withConnection { connection in
-                        _ = try await connection.query("BEGIN", logger: db.logger)
-                        _ = try await connection.query("LOCK TABLE pgqueue.jobs IN ACCESS EXCLUSIVE MODE", logger: db.logger)
-                        // Two claims waiting: the first one's deadline has passed.
-                        try await Poll.until(timeout: .seconds(20), "a claim failed") {
-                            try await db.count(
-                                """
-                                SELECT count(*) FROM pg_stat_activity
-                                WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE pgqueue.jobs%'
-                                """) >= 2
-                        }
-                        _ = try await connection.query("COMMIT", logger: db.logger)
-                    }
-                    try await Poll.until(timeout: .seconds(20), "the orphaned job ran") { log.distinctJobs == 1 }
-                }
-            }
-            #expect(log.attempts(of: job.id).map(\.attempt) == [1], "put back without using an attempt")
-        }
-    }
-
     @Test("graceful shutdown releases claimed-but-unstarted jobs at once, without waiting for their lease")
     func shutdownReleasesUnstartedJobs() async throws {
         try await TestDatabase.with { db async throws in
@@ -319,17 +276,14 @@ struct LifecycleTests {
     static func partition(_ db: TestDatabase, daysFromToday days: Int) async throws -> String {
         try #require(
             try await db.one(
-                "SELECT 'job_history_' || to_char((now() AT TIME ZONE 'UTC')::date + \(Int32(days)), 'YYYYMMDD')", as: String.self
-            ))
+                "SELECT 'job_history_' || to_char((now() AT TIME ZONE 'UTC')::date + \(Int32(days)), 'YYYYMMDD')", as: String.self))
     }
 
     static func exists(_ db: TestDatabase, _ partition: String) async throws -> Bool {
         try await db.one("SELECT to_regclass('pgqueue.' || \(partition)) IS NOT NULL", as: Bool.self) == true
     }
 
-    @Test(
-        "history is partitioned by day: pruning drops the days older than the retention period whole, empties the default partition of old rows, and makes the next days"
-    )
+    @Test("history is partitioned by day: pruning drops the days older than the retention period whole, empties the default partition of old rows, and makes the next days")
     func partitionedPruning() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("days")
