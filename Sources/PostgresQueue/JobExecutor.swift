@@ -43,7 +43,9 @@ public final class JobExecutor: Service, Sendable {
         public var shutdownBudget: Duration
         /// Outcomes waiting to be written before handlers wait (backpressure).
         public var maxPendingCompletions: Int
-        /// Identifies this executor in `locked_by`. Must be unique per running executor.
+        /// Identifies this executor in `locked_by`. Must be unique per running executor: after a
+        /// failed claim, the executor puts back in line the jobs leased to this ID that it does
+        /// not hold.
         public var workerID: String
         /// The longest a claim or a completion write may wait for the database before it is
         /// given up and tried again (``Deadline``): a statement sent on a connection the server
@@ -98,7 +100,7 @@ public final class JobExecutor: Service, Sendable {
     public let configuration: Configuration
     let handlers: JobHandlers
     private let listener: JobQueueListener?
-    private let state: ExecutorState
+    let state: ExecutorState
     private let signals: AsyncStream<Void>
     private let signal: AsyncStream<Void>.Continuation
     let completer: Completer
@@ -172,6 +174,10 @@ public final class JobExecutor: Service, Sendable {
     private func claimLoop(_ jobs: inout DiscardingTaskGroup) async {
         var iterator = signals.makeAsyncIterator()
         var failures = 0
+        // After a failed claim: releases still to run before claiming (see releaseOrphans), and
+        // when the last claim failed.
+        var releases = 0
+        var failedAt = ContinuousClock.now
         let threshold = max(1, configuration.concurrency / 4)
         while true {
             let (stopping, free, wanted, hot) = state.withLock { s in
@@ -191,6 +197,17 @@ public final class JobExecutor: Service, Sendable {
             if stopping { return }
             if wanted {
                 do {
+                    if releases > 0 {
+                        if ContinuousClock.now - failedAt > configuration.leaseDuration {
+                            releases = 0  // their leases have expired: the rescuer's now
+                        } else {
+                            // Done when no claim was unanswered as it began, and once more: a
+                            // claim commits just after its last row reaches the client.
+                            let settled = state.withLock { $0.claimsUnanswered == 0 }
+                            try await releaseOrphans()
+                            releases = settled ? releases - 1 : 2
+                        }
+                    }
                     let claimed = try await claim(limit: free)
                     failures = 0
                     if let hook = configuration.afterClaim, !claimed.isEmpty { await hook(claimed.map(\.id)) }
@@ -208,10 +225,14 @@ public final class JobExecutor: Service, Sendable {
                     continue
                 } catch {
                     failures += 1
+                    // The claim may yet commit, or have committed before its answer was lost
+                    // (a killed connection): its jobs are leased to this executor, unseen.
+                    (releases, failedAt) = (2, ContinuousClock.now)
                     logger.warning(
                         "pgqueue.claim.failed",
                         metadata: ["queue": "\(configuration.queue)", "error": "\(error)", "failures": "\(failures)"])
-                    try? await Task.sleep(for: min(.seconds(5), .milliseconds(100 * (1 << min(failures, 6)))))
+                    // Capped at a second: a database that drops connections is usually back at once.
+                    try? await Task.sleep(for: min(.seconds(1), .milliseconds(100 * (1 << min(failures, 4)))))
                     state.withLock { $0.claimRequested = true }
                     continue
                 }
@@ -242,6 +263,33 @@ public final class JobExecutor: Service, Sendable {
         }
     }
 
+    /// Puts back in line the jobs leased to this executor that it does not hold
+    /// (``QueueSQL/releaseOrphans(queue:workerID:held:clearKeys:)``): those of a claim that
+    /// committed after it was given up or as its connection was killed. Without this they would
+    /// wait for their leases to expire. Runs in the claim loop, so no claim of this executor's
+    /// that is still awaited can have its jobs taken for orphans.
+    private func releaseOrphans() async throws {
+        let held = state.withLock { Array($0.leased.keys) }
+        let (client, logger, queueName, workerID) = (queue.client, logger, configuration.queue, configuration.workerID)
+        let (discarded, released) = try await Deadline.run(within: configuration.statementDeadline, "releasing orphaned claims") {
+            do {
+                return try await QueueSQL.clearingKeysOnConflict { clearKeys in
+                    let query = QueueSQL.releaseOrphans(queue: queueName, workerID: workerID, held: held, clearKeys: clearKeys)
+                    let rows = try await client.query(query, logger: logger)
+                    for try await (discarded, released) in rows.decode((Int64, Int64).self) { return (discarded, released) }
+                    return (0, 0)
+                }
+            } catch let error as PSQLError {
+                throw QueueSQL.map(error, doing: "release orphaned claims")
+            }
+        }
+        if discarded + released > 0 {
+            logger.info(
+                "pgqueue.claim.orphans_released",
+                metadata: ["queue": "\(queueName)", "released": "\(released)", "discarded": "\(discarded)"])
+        }
+    }
+
     private func claim(limit: Int) async throws -> [ClaimedJob] {
         let floor = state.withLock { s in
             defer { s.straggler = nil }
@@ -255,7 +303,10 @@ public final class JobExecutor: Service, Sendable {
         // Bounded: a claim that never answers would stop this executor for good. Jobs a late
         // claim took are leased to this worker without running, and run again once their
         // lease expires.
+        let state = self.state
+        state.withLock { $0.claimsUnanswered += 1 }
         let (claimed, first) = try await Deadline.run(within: configuration.statementDeadline, "claim") {
+            defer { state.withLock { $0.claimsUnanswered -= 1 } }
             var claimed: [ClaimedJob] = []
             claimed.reserveCapacity(limit)
             var first: Date?
@@ -403,6 +454,8 @@ final class ExecutorState: Sendable {
     struct Values {
         var inFlight = 0
         var leased: [JobID: Int16] = [:]
+        /// Claims sent and not yet answered, including those given up past their deadline.
+        var claimsUnanswered = 0
         var stopping = false
         /// When running handlers are cancelled: the shutdown request plus the budget.
         var shutdownDeadline: ContinuousClock.Instant?

@@ -99,6 +99,12 @@ enum QueueSQL {
         return "'lease expired (worker ' || coalesce(\(prefix)locked_by, '?') || ' stopped or stalled)'"
     }
 
+    /// The error a job put back by ``releaseOrphans(queue:workerID:held:clearKeys:)`` records.
+    static func orphanedClaimError(_ row: String = "") -> String {
+        let prefix = row.isEmpty ? "" : row + "."
+        return "'claim not answered (worker ' || coalesce(\(prefix)locked_by, '?') || ' never got the job)'"
+    }
+
     /// The unique key a job `j` keeps when it goes back in line: none when `clearKeys` (after a
     /// race) or when another waiting job holds the key (a change enqueued while this job ran:
     /// the newest one wins), else its own.
@@ -236,28 +242,53 @@ enum QueueSQL {
             LIMIT \(limit)
             FOR UPDATE SKIP LOCKED
         ),
-        exhausted AS (
-            DELETE FROM pgqueue.jobs j USING expired e
-            WHERE j.id = e.id AND j.attempt >= j.max_attempts
-            RETURNING j.*
-        ),
-        discarded AS (
-            \(unescaped: moveToHistory(
-                from: "exhausted", state: "'discarded'",
-                errors: appendingError(to: "errors", attempt: "attempt", error: leaseExpiredError())))
-            RETURNING id
-        ),
-        rescued AS (
-            UPDATE pgqueue.jobs j
-            SET state = 'retryable', run_at = now(), locked_by = NULL, lease_expires_at = NULL,
-                errors = \(unescaped: appendingError(to: "j.errors", attempt: "j.attempt", error: leaseExpiredError("j"))),
-                unique_key = \(unescaped: requeuedUniqueKey(clearKeys: clearKeys))
-            FROM expired e
-            WHERE j.id = e.id AND j.attempt < j.max_attempts
-            RETURNING j.id
-        )
-        SELECT (SELECT count(*) FROM discarded)::int8, (SELECT count(*) FROM rescued)::int8
+        \(unescaped: puttingBack(clearKeys: clearKeys, error: leaseExpiredError))
         """
+    }
+
+    /// Puts back in line, as the rescuer does (an attempt used, the error recorded, discarded
+    /// when it was the last), the running jobs of `queue` leased to `workerID` before this
+    /// statement began and not in `held`: jobs of a claim that committed but whose answer the
+    /// executor never got, or whose outcome it gave up writing. The time fence keeps a late
+    /// run of this statement (given up, still waiting on the server) off jobs claimed after it.
+    static func releaseOrphans(queue: String, workerID: String, held: [JobID], clearKeys: Bool) -> PostgresQuery {
+        """
+        WITH expired AS (
+            SELECT id FROM pgqueue.jobs
+            WHERE lease_expires_at IS NOT NULL AND state = 'running' AND queue = \(queue) AND locked_by = \(workerID)
+              AND attempted_at < now() AND NOT (id = ANY(\(held)::int8[]))
+            FOR UPDATE SKIP LOCKED
+        ),
+        \(unescaped: puttingBack(clearKeys: clearKeys, error: orphanedClaimError))
+        """
+    }
+
+    /// The rest of a statement whose CTE `expired` selects running jobs to put back: those at
+    /// their last attempt go to history as discarded, the others wait to run at once; each
+    /// records `error` (a SQL expression of the row prefix). Answers (discarded, put back).
+    private static func puttingBack(clearKeys: Bool, error: (String) -> String) -> String {
+        let errors = appendingError(to: "errors", attempt: "attempt", error: error(""))
+        return """
+            exhausted AS (
+                DELETE FROM pgqueue.jobs j USING expired e
+                WHERE j.id = e.id AND j.attempt >= j.max_attempts
+                RETURNING j.*
+            ),
+            discarded AS (
+                \(moveToHistory(from: "exhausted", state: "'discarded'", errors: errors))
+                RETURNING id
+            ),
+            rescued AS (
+                UPDATE pgqueue.jobs j
+                SET state = 'retryable', run_at = now(), locked_by = NULL, lease_expires_at = NULL,
+                    errors = \(appendingError(to: "j.errors", attempt: "j.attempt", error: error("j"))),
+                    unique_key = \(requeuedUniqueKey(clearKeys: clearKeys))
+                FROM expired e
+                WHERE j.id = e.id AND j.attempt < j.max_attempts
+                RETURNING j.id
+            )
+            SELECT (SELECT count(*) FROM discarded)::int8, (SELECT count(*) FROM rescued)::int8
+            """
     }
 
     /// Turns the claim table's ring if it is due (`pgqueue.rotate_segments`): the segment that

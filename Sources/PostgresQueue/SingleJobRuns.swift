@@ -80,6 +80,9 @@ extension JobExecutor {
     }
 
     private func runAndWrite(_ job: ClaimedJob) async throws -> WorkedAttempt {
+        // Held, so a claim loop running beside this call does not take it for an orphan.
+        state.withLock { $0.leased[job.id] = job.attempt }
+        defer { state.withLock { $0.leased[job.id] = nil } }
         let outcome: JobOutcome
         if let handler = handlers.byKind[job.kind] {
             do {

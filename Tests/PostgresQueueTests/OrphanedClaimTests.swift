@@ -1,0 +1,87 @@
+import HeraldTestSupport
+import Logging
+import PostgresNIO
+import PostgresQueue
+import Testing
+
+@Suite(
+    "PostgresQueue's executor puts back the jobs of claims it never heard back from",
+    .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
+struct OrphanedClaimTests {
+    @Test(
+        "after a failed claim, jobs leased to the executor that it does not hold go back in line as the rescuer puts them back, long before their lease ends; the jobs it runs stay its own"
+    )
+    func orphansReleasedAfterFailedClaim() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("orphan")
+            let workerID = "w-\(q)"
+            let logged = Shared<[String]>([])
+            let logger = {
+                var logger = Logger(label: "orphan-test", factory: { _ in CollectingLogHandler(messages: logged) })
+                logger.logLevel = .warning
+                return logger
+            }()
+            let ran = RunLog()
+            let gate = Gate()
+            var handlers = JobHandlers()
+            handlers.register("k") { job in
+                ran.record(job)
+                return .completed
+            }
+            handlers.register("hold") { job in
+                ran.record(job)
+                await gate.wait()
+                return .completed
+            }
+            let held = try await db.queue.enqueue(NewJob(queue: q, kind: "hold"))
+            let executor = JobExecutor(
+                queue: JobQueue(client: db.client, logger: logger), handlers: handlers,
+                configuration: .init(
+                    queue: q, concurrency: 4, leaseDuration: .seconds(600), pollInterval: .milliseconds(20), workerID: workerID,
+                    statementDeadline: .milliseconds(300)))
+            try await running([executor]) {
+                defer { gate.open() }  // a failed expectation must not leave the executor waiting on its handler
+                try await Poll.until(timeout: .seconds(20), "the held job did not start") { ran.attempts(of: held.id).count == 1 }
+                // Two claims that committed unseen by the executor (run later, so no claim takes
+                // them first): one with attempts left, one at its last.
+                let orphan = try await db.queue.enqueue(NewJob(queue: q, kind: "k", schedule: .after(.seconds(3600))))
+                let last = try await db.queue.enqueue(
+                    NewJob(queue: q, kind: "k", schedule: .after(.seconds(3600)), maxAttempts: 1))
+                try await db.execute(
+                    """
+                    UPDATE pgqueue.jobs
+                    SET state = 'running', attempt = 1, attempted_at = now() - interval '1 second', locked_by = \(workerID),
+                        lease_expires_at = now() + interval '10 minutes'
+                    WHERE id IN (\(orphan.id), \(last.id))
+                    """)
+                // A claim fails: another session holds the claim table past the claim's deadline.
+                let holder = try await PostgresConnection.connect(
+                    configuration: db.connectionConfiguration(), id: 1, logger: Logger(label: "holder"))
+                try await holder.query("BEGIN", logger: logger)
+                try await holder.query("LOCK TABLE pgqueue.jobs IN ACCESS EXCLUSIVE MODE", logger: logger)
+                try await Poll.until(timeout: .seconds(10), "no claim failed") {
+                    logged.withLock { $0.contains("pgqueue.claim.failed") }
+                }
+                try await holder.query("ROLLBACK", logger: logger)
+                try await holder.close()
+
+                try await Poll.until(timeout: .seconds(30), "the orphaned job waits for its lease") {
+                    ran.attempts(of: orphan.id).count == 1
+                }
+                #expect(
+                    ran.attempts(of: orphan.id).map(\.attempt) == [2], "the lost claim used an attempt, as a lapsed lease does")
+                let released = try #require(try await db.queue.job(id: orphan.id))
+                #expect(released.errors.map(\.error) == ["claim not answered (worker \(workerID) never got the job)"])
+                let discarded = try #require(try await db.queue.job(id: last.id))
+                #expect(discarded.state == .discarded, "an orphan at its last attempt is discarded, as the rescuer does")
+                #expect(discarded.errors.count == 1)
+
+                let running = try #require(try await db.queue.job(id: held.id))
+                #expect(running.state == .running && running.attempt == 1, "the job the executor runs is not released")
+                gate.open()
+                try await Poll.until(timeout: .seconds(20)) { try await db.history(q, state: "completed") == 2 }
+            }
+            #expect(ran.attempts(of: held.id).map(\.attempt) == [1], "the held job ran once")
+        }
+    }
+}
