@@ -81,9 +81,16 @@ struct JSONLines: Sendable {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// Ends the process when nothing reads the lines any more (the harness stopped; a broken
+    /// pipe), rather than trapping in the write.
     func emit(_ object: [String: any Sendable]) {
         let line = Self.encode(object) + "\n"
-        FileHandle.standardOutput.write(Data(line.utf8))
+        do {
+            try FileHandle.standardOutput.write(contentsOf: Data(line.utf8))
+        } catch {
+            try? FileHandle.standardError.write(contentsOf: Data("herald-bench harness: standard output closed, stopping\n".utf8))
+            exit(0)
+        }
     }
 
     func sample(at time: Date, metric: String, value: Double, windowSeconds: Int) {

@@ -185,6 +185,6 @@ final class HubProgress: Sendable {
     }
 
     static func write(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+        try? FileHandle.standardError.write(contentsOf: Data(text.utf8))  // a closed pipe must not stop the work
     }
 }

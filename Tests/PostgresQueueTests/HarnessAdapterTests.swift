@@ -187,6 +187,20 @@ struct HarnessAdapterTests {
         }
     }
 
+    @Test("when nothing reads its lines any more (the harness has stopped), the adapter exits 0 rather than trapping")
+    func closedOutput() async throws {
+        try await TestDatabase.with(migrated: false) { db in
+            let bench = ChildProcess.binDirectory().appending(path: "herald-bench").path
+            // `head` leaves after the descriptor and one sample; the adapter's next line meets a broken pipe.
+            let shell = try ChildProcess(
+                executableURL: URL(fileURLWithPath: "/bin/bash"),
+                arguments: ["-c", "\"$0\" harness | head -n 2 > /dev/null; echo \"adapter exited ${PIPESTATUS[0]}\"", bench],
+                environment: Self.environment(db, [:]))
+            #expect(try await shell.waitForExit() == 0)
+            #expect(shell.stdout == ["adapter exited 0"], "stderr: \(shell.stderr.suffix(3))")
+        }
+    }
+
     @Test("a setting out of range stops the adapter with status 2 and names the variable")
     func badSetting() async throws {
         try await TestDatabase.with(migrated: false) { db in
