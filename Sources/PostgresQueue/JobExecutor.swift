@@ -301,8 +301,8 @@ public final class JobExecutor: Service, Sendable {
         let lookback = configuration.claimLookback.timeInterval
         let (queue, logger, queueName, workerID) = (self.queue, self.logger, configuration.queue, configuration.workerID)
         // Bounded: a claim that never answers would stop this executor for good. Jobs a late
-        // claim took are leased to this worker without running, and run again once their
-        // lease expires.
+        // claim took are leased to this worker without running; the claim loop puts them back
+        // after the failure (releaseOrphans), counting them here until the claim ends.
         let state = self.state
         state.withLock { $0.claimsUnanswered += 1 }
         let (claimed, first) = try await Deadline.run(within: configuration.statementDeadline, "claim") {
