@@ -95,14 +95,18 @@ enum QueueSQL {
 
     /// The error a rescued job records, for the job row `row` (`j` or none).
     static func leaseExpiredError(_ row: String = "") -> String {
-        let prefix = row.isEmpty ? "" : row + "."
-        return "'lease expired (worker ' || coalesce(\(prefix)locked_by, '?') || ' stopped or stalled)'"
+        namingWorker(row, "lease expired (worker ", " stopped or stalled)")
     }
 
     /// The error a job put back by ``releaseOrphans(queue:workerID:held:clearKeys:)`` records.
     static func orphanedClaimError(_ row: String = "") -> String {
+        namingWorker(row, "claim not answered (worker ", " never got the job)")
+    }
+
+    /// `before`, the row's `locked_by` (or `?`), `after`: SQL text for the row prefix `row`.
+    private static func namingWorker(_ row: String, _ before: String, _ after: String) -> String {
         let prefix = row.isEmpty ? "" : row + "."
-        return "'claim not answered (worker ' || coalesce(\(prefix)locked_by, '?') || ' never got the job)'"
+        return "'\(before)' || coalesce(\(prefix)locked_by, '?') || '\(after)'"
     }
 
     /// The unique key a job `j` keeps when it goes back in line: none when `clearKeys` (after a

@@ -166,10 +166,10 @@ final class HubProgress: Sendable {
                 state.lastDraw = now
                 state.drawnText = text
                 state.drawn = true
-                Self.write("\r\u{1B}[K" + text)
+                SendProgress.write("\r\u{1B}[K" + text)
             } else if now - state.lastLine >= interval {
                 state.lastLine = now
-                Self.write("heraldctl hub: " + text + "\n")
+                SendProgress.write("heraldctl hub: " + text + "\n")
             }
         }
     }
@@ -177,14 +177,10 @@ final class HubProgress: Sendable {
     func finish() {
         state.withLock { state in
             if isTerminal {
-                Self.write("\r\u{1B}[K" + state.text + "\n")
+                SendProgress.write("\r\u{1B}[K" + state.text + "\n")
             } else if !state.text.isEmpty {
-                Self.write("heraldctl hub: " + state.text + "\n")
+                SendProgress.write("heraldctl hub: " + state.text + "\n")
             }
         }
-    }
-
-    static func write(_ text: String) {
-        try? FileHandle.standardError.write(contentsOf: Data(text.utf8))  // a closed pipe must not stop the work
     }
 }
