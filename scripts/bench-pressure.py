@@ -33,7 +33,8 @@ Figures, one line each, on standard output, `bench pressure.PART.PHASE.FIGURE VA
   notifications, hub_sends, notification_outcomes), `recovered_s` for a recovery (seconds from its
   start until completion >= 0.95 of clean and p99 <= 1.5x clean), and for the reader phases
   `cpu.GROUP` in cores (user + system time from /proc over the phase): the readers' backends, the
-  adapter (or herald-api and herald-worker), their backends, the rest of PostgreSQL, the machine.
+  adapter (or herald-api and herald-worker), their backends, the rest of PostgreSQL, its processes
+  that ended within the phase (`postgres_exited`: the readers' parallel workers), the machine.
   Chaos cells, `bench pressure.chaos.CELL.FIGURE`: accepted, final, lost, p99_ms during the fault,
   longest_gap_s without a completed send (from the fault's start to the end of its recovery),
   recovered_s (from the fault's end until a 5 s mean of completed sends >= 0.9 of clean),
@@ -175,11 +176,13 @@ class Session:
 # ---------------------------------------------------------------- CPU
 
 
-def ticks(pid):
+def ticks(pid, reaped=False):
+    """A process's user + system time, or (`reaped`) that of its children that ended and it waited for."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rpartition(")")[2].split()
-        return int(fields[11]) + int(fields[12])
+        first = 13 if reaped else 11
+        return int(fields[first]) + int(fields[first + 1])
     except (OSError, IndexError, ValueError):
         return 0
 
@@ -191,9 +194,13 @@ def system_backends(session):
         f"AND backend_type = 'client backend' AND application_name NOT LIKE '{APP}%'")]
 
 
-def postgres_pids():
+def postmaster_pid():
     with open(os.path.join(chaos.DATA, "postgres", "postmaster.pid")) as f:
-        postmaster = int(f.readline())
+        return int(f.readline())
+
+
+def postgres_pids():
+    postmaster = postmaster_pid()
     children = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -214,12 +221,15 @@ def machine_ticks():
 
 class CpuMeter:
     """CPU of groups of processes over a phase, in cores: `groups()` returns {name: [pid]} at the
-    start and the end; a process counts in the group it was in at the end."""
+    start and the end; a process counts in the group it was in at the end. `postgres_exited` is
+    PostgreSQL's processes that began and ended within the phase (the postmaster's reaped
+    children): the parallel workers of the readers' scans, autovacuum workers."""
 
     def __init__(self, groups):
         self.groups = groups
         self.started = time.monotonic()
         self.before = {pid: ticks(pid) for pids in groups().values() for pid in pids}
+        self.exited = ticks(postmaster_pid(), reaped=True)
         self.machine = machine_ticks()
 
     def cores(self):
@@ -227,6 +237,7 @@ class CpuMeter:
         result = {}
         for name, pids in self.groups().items():
             result[name] = sum(max(0, ticks(pid) - self.before.get(pid, 0)) for pid in pids) / CLK / wall
+        result["postgres_exited"] = (ticks(postmaster_pid(), reaped=True) - self.exited) / CLK / wall
         result["machine"] = (machine_ticks() - self.machine) / CLK / wall
         return result
 

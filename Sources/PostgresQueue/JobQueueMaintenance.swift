@@ -14,6 +14,8 @@ public import ServiceLifecycle
 ///   segment, drained, is truncated and takes the new jobs (its few waiting jobs move to the
 ///   standing partition first), so the table stays small while a long transaction holds the
 ///   vacuum horizon back. One process rotates at a time; the others' calls return at once.
+///   A ring that cannot turn for three periods (a reader holds the oldest segment, or a backlog
+///   waits there) has its segments vacuumed instead.
 public final class JobQueueMaintenance: Service, Sendable {
     /// Maintenance settings.
     public struct Configuration: Sendable {
@@ -61,7 +63,9 @@ public final class JobQueueMaintenance: Service, Sendable {
             group.addTask {
                 // A fifth of the period (at least 100 ms), so the ring turns soon after it is due.
                 await PeriodicTask.run(every: max(self.configuration.segmentRotation / 5, .milliseconds(100))) {
-                    _ = try await self.rotateSegments()
+                    if try await self.rotateSegments() == nil {
+                        _ = try await self.vacuumStalledSegments()
+                    }
                 } onError: {
                     self.logFailure($0)
                 }
@@ -138,6 +142,27 @@ public final class JobQueueMaintenance: Service, Sendable {
         } catch let error as PSQLError {
             throw QueueSQL.map(error, doing: "rotate")
         }
+    }
+
+    /// Vacuums the claim table's segments when the ring has not turned for three rotation
+    /// periods (a reader holds its oldest segment, or a backlog waits there): the current
+    /// segment then takes every job, and segments are otherwise never vacuumed. Each segment at
+    /// most once in three periods, current first; one another process is vacuuming is passed
+    /// over. Returns the segments it vacuumed (none while the ring turns).
+    @discardableResult
+    public func vacuumStalledSegments() async throws -> [Int] {
+        var segments: [Int16] = []
+        do {
+            let rows = try await queue.client.query(
+                QueueSQL.stalledSegments(periodMs: configuration.segmentRotation.milliseconds), logger: queue.logger)
+            for try await segment in rows.decode(Int16.self) { segments.append(segment) }
+            guard !segments.isEmpty else { return [] }
+            try await queue.client.query(QueueSQL.vacuumSegments(segments), logger: queue.logger)
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: "vacuum")
+        }
+        queue.logger.debug("pgqueue.vacuum", metadata: ["segments": "\(segments)"])
+        return segments.map(Int.init)
     }
 
     /// UTC days ahead whose history partitions each prune makes sure exist.

@@ -301,6 +301,17 @@ enum QueueSQL {
         "SELECT pgqueue.rotate_segments(\(periodMs) * interval '1 millisecond', \(Int32(maxMoved)))"
     }
 
+    /// The ring's segments to vacuum now (`pgqueue.stalled_segments`): none while it turns.
+    static func stalledSegments(periodMs: Int64) -> PostgresQuery {
+        "SELECT pgqueue.stalled_segments(\(periodMs) * interval '1 millisecond')"
+    }
+
+    /// Vacuums ring segments by number, passing over one another process is vacuuming or
+    /// truncating. The numbers come from `pgqueue.ring`, and only digits reach the text.
+    static func vacuumSegments(_ segments: [Int16]) -> PostgresQuery {
+        PostgresQuery(unsafeSQL: "VACUUM (SKIP_LOCKED) " + segments.map { "pgqueue.jobs_ring_\($0)" }.joined(separator: ", "))
+    }
+
     /// Creates the history partitions of today and the next `daysAhead` UTC days that are missing.
     static func createHistoryPartitions(daysAhead: Int) -> PostgresQuery {
         """

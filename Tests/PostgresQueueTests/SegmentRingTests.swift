@@ -137,6 +137,44 @@ struct SegmentRingTests {
         }
     }
 
+    static func vacuums(_ db: TestDatabase, _ segment: Int16) async throws -> Int {
+        try await db.count("SELECT pg_stat_get_vacuum_count('pgqueue.jobs_ring_\(unescaped: String(segment))'::regclass)")
+    }
+
+    @Test("a ring held back by a backlog has its segments vacuumed, current first, once in three periods; a turning one not")
+    func stalledVacuum() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("stalled")
+            let maintenance = JobQueueMaintenance(
+                queue: db.queue, configuration: .init(batchSize: 10, segmentRotation: .seconds(60)))
+            let backlogged = try await Self.current(db)
+            _ = try await db.queue.enqueue((0..<20).map { _ in NewJob(queue: q, kind: "k") })
+            try await Self.makeOldest(db, backlogged)
+            let current = try await Self.current(db)
+            // The ring turned a moment ago: due for neither a rotation nor a vacuum.
+            try await db.execute("UPDATE pgqueue.ring SET rotated_at = now()")
+            #expect(try await maintenance.vacuumStalledSegments() == [])
+            // Churn in the current segment leaves dead rows; three periods on, the backlog in the
+            // oldest still holds the ring.
+            let churn = try await db.queue.enqueue((0..<50).map { _ in NewJob(queue: q, kind: "k") })
+            #expect(try await Self.segment(db, of: churn[0].id) == current)
+            try await db.execute("DELETE FROM pgqueue.jobs WHERE id = ANY(\(churn.map(\.id))::int8[])")
+            try await db.execute("UPDATE pgqueue.ring SET rotated_at = now() - interval '3 minutes'")
+            #expect(try await maintenance.rotateSegments() == nil)
+            let before = try await Self.vacuums(db, current)
+            let vacuumed = try await maintenance.vacuumStalledSegments()
+            #expect(vacuumed.count == 3 && vacuumed.first == Int(current), "\(vacuumed)")
+            #expect(try await Self.vacuums(db, current) == before + 1)
+            #expect(try await db.count("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgqueue.jobs_ring_\(unescaped: String(current))'::regclass") == 0)
+            // Just vacuumed: not again within three periods.
+            #expect(try await maintenance.vacuumStalledSegments() == [])
+            // The waiting jobs are all still there, and the ring turns once the backlog drains.
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q)") == 20)
+            try await db.execute("DELETE FROM pgqueue.jobs WHERE queue = \(q)")
+            #expect(try await maintenance.rotateSegments() == Int(backlogged))
+        }
+    }
+
     @Test("while a transaction holds the vacuum horizon, the turning ring keeps the claim table at a few rounds of churn")
     func heldHorizonSize() async throws {
         try await TestDatabase.with { db async throws in
