@@ -114,7 +114,7 @@ bench-lanes: db-up release-products
 
 # The queue alone and the send pipeline under pressure (held XID, repeatable-read readers, 1.5x
 # overload) and chaos (backend kills, idle connections, a full server, PostgreSQL restart, worker
-# SIGKILL); scripts/bench-pressure.py lists its phases and knobs. About 50 minutes, so not part of
+# SIGKILL); scripts/bench-pressure.py lists its phases and knobs. About 65 minutes, so not part of
 # `make bench`; BENCH_PRESSURE_SCALE=0.1 shortens every phase.
 bench-pressure: db-up release-products
 	@scripts/bench-pressure.sh "$(RELEASE_PATH)/release"

@@ -307,9 +307,13 @@ enum QueueSQL {
     }
 
     /// Vacuums ring segments by number, passing over one another process is vacuuming or
-    /// truncating. The numbers come from `pgqueue.ring`, and only digits reach the text.
+    /// truncating. Without vacuum's own truncation of empty trailing pages: it takes the lock
+    /// every claim waits behind, and the ring truncates the segment when it turns. The numbers
+    /// come from `pgqueue.ring`, and only digits reach the text.
     static func vacuumSegments(_ segments: [Int16]) -> PostgresQuery {
-        PostgresQuery(unsafeSQL: "VACUUM (SKIP_LOCKED) " + segments.map { "pgqueue.jobs_ring_\($0)" }.joined(separator: ", "))
+        PostgresQuery(
+            unsafeSQL: "VACUUM (SKIP_LOCKED, TRUNCATE false) "
+                + segments.map { "pgqueue.jobs_ring_\($0)" }.joined(separator: ", "))
     }
 
     /// Creates the history partitions of today and the next `daysAhead` UTC days that are missing.
