@@ -222,7 +222,7 @@ def machine_ticks():
 class CpuMeter:
     """CPU of groups of processes over a phase, in cores: `groups()` returns {name: [pid]} at the
     start and the end; a process counts in the group it was in at the end. `postgres_exited` is
-    PostgreSQL's processes that began and ended within the phase (the postmaster's reaped
+    PostgreSQL's processes that ended within the phase, counted whole (the postmaster's reaped
     children): the parallel workers of the readers' scans, autovacuum workers."""
 
     def __init__(self, groups):
