@@ -41,7 +41,7 @@ Figures, one line each, on standard output, `bench pressure.PART.PHASE.FIGURE VA
   answers_503, 503_without_retry_after, hung (no answer within BENCH_PRESSURE_CLIENT_TIMEOUT_S),
   slow (answered after HERALD_DATABASE_WAIT_SECONDS + 1 s), longest_answer_s.
 Then the issue's acceptance bars as `target NAME VALUE OP GOAL met|missed`. Progress on stderr;
-every process's log in .data/bench-pressure/.
+every process's log in .data/bench-pressure/, and each adapter's samples as NAME.samples.jsonl.
 
 reduced (make test, scripts/test.sh): about two minutes, the adapter and the pipeline side by
 side (each on its own database) at low fixed rates (debug builds, a loaded machine): clean, held XID (30 s),
@@ -512,11 +512,13 @@ def ratio(a, b):
 
 class Adapter:
     """`herald-bench harness` with the harness's pacing: `ENQUEUE <n>` lines on standard input at
-    the rate set, its JSON samples collected from standard output."""
+    the rate set, its JSON samples collected from standard output and kept as they came in
+    `<name>.samples.jsonl` beside its log."""
 
     def __init__(self, bin_dir, env, name):
         os.makedirs(LOGS, exist_ok=True)
         self.log = open(os.path.join(LOGS, f"{name}.log"), "ab")
+        self.kept = open(os.path.join(LOGS, f"{name}.samples.jsonl"), "wb")
         self.process = subprocess.Popen([os.path.join(bin_dir, "herald-bench"), "harness"], env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                         start_new_session=True)
@@ -531,6 +533,8 @@ class Adapter:
 
     def _read(self):
         for line in self.process.stdout:
+            self.kept.write(line)
+            self.kept.flush()
             try:
                 record = json.loads(line)
             except ValueError:
