@@ -164,8 +164,9 @@ struct SegmentRingTests {
             let before = try await Self.vacuums(db, current)
             let vacuumed = try await maintenance.vacuumStalledSegments()
             #expect(vacuumed.count == 3 && vacuumed.first == Int(current), "\(vacuumed)")
+            // What a vacuum can remove depends on the rest of the cluster (the horizon, pages another
+            // process has pinned), so the test checks that it ran, not what it removed.
             #expect(try await Self.vacuums(db, current) == before + 1)
-            #expect(try await db.count("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgqueue.jobs_ring_\(unescaped: String(current))'::regclass") == 0)
             // Just vacuumed: not again within three periods.
             #expect(try await maintenance.vacuumStalledSegments() == [])
             // The waiting jobs are all still there, and the ring turns once the backlog drains.
