@@ -2,7 +2,8 @@
 # The claim's plan on a large backlog: loads 1,000,000 waiting jobs across lanes and senders into
 # a scratch database of the local cluster (herald_explain_claim, made again on every run), placed
 # in line as the enqueue places them, and prints EXPLAIN (ANALYZE, BUFFERS) of one claim of 100
-# (run in a transaction that is rolled back), then of a sender's end-of-line lookup.
+# and of its candidates' scan (each in a transaction that is rolled back), then of a sender's
+# end-of-line lookup.
 #
 #   scripts/explain-claim.sh [JOBS]      JOBS defaults to 1000000
 #
@@ -67,13 +68,20 @@ UPDATE pgqueue.jobs j
 SET state = 'running', attempt = j.attempt + 1, attempted_at = now(), locked_by = 'explain',
     lease_expires_at = now() + 60000 * interval '1 millisecond'
 FROM unflushed
-WHERE j.id = ANY(ARRAY(
-    SELECT id FROM pgqueue.jobs
-    WHERE queue = 'notifications' AND state IN ('available', 'retryable') AND run_at <= now()
-    ORDER BY fair_at, id
-    LIMIT 100
-    FOR UPDATE SKIP LOCKED))
+WHERE j.id = ANY(ARRAY(SELECT pgqueue.claim_candidates('notifications', NULL, 100)))
 RETURNING j.id, j.lane;
+ROLLBACK;
+\echo
+\echo '== its candidates as pgqueue.claim_candidates plans them (sorting disabled), rolled back'
+BEGIN;
+SET LOCAL enable_sort = off;
+EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)
+SELECT id FROM pgqueue.jobs
+WHERE queue = 'notifications' AND state IN ('available', 'retryable') AND run_at <= now()
+      AND fair_at >= '-infinity'
+ORDER BY fair_at, id
+LIMIT 100
+FOR UPDATE SKIP LOCKED;
 ROLLBACK;
 \echo
 \echo '== the end of a sender''s line (an enqueue''s lookup, once per sender and statement)'

@@ -150,19 +150,15 @@ enum QueueSQL {
         // to the same candidates as a CTE instead, it estimated the join from LIMIT and the
         // table, and chose a sequential scan of every job and a hash join once LIMIT was a few
         // percent of the table, several times slower (see docs/benchmarks.md).
+        // `pgqueue.claim_candidates` merges the partitions' claim indexes, never sorting every
+        // waiting job (schema version 8 says why).
         """
         WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
         UPDATE pgqueue.jobs j
         SET state = 'running', attempt = j.attempt + 1, attempted_at = now(), locked_by = \(workerID),
             lease_expires_at = now() + \(leaseMs) * interval '1 millisecond'
         FROM unflushed
-        WHERE j.id = ANY(ARRAY(
-            SELECT id FROM pgqueue.jobs
-            WHERE queue = \(queue) AND state IN ('available', 'retryable') AND run_at <= now()
-                  AND fair_at >= coalesce(\(floor)::timestamptz, '-infinity')
-            ORDER BY fair_at, id
-            LIMIT \(limit)
-            FOR UPDATE SKIP LOCKED))
+        WHERE j.id = ANY(ARRAY(SELECT pgqueue.claim_candidates(\(queue), \(floor)::timestamptz, \(limit))))
         RETURNING j.id, j.kind, j.args::text, j.attempt, j.max_attempts, j.priority, j.run_at, j.attempted_at, j.created_at,
                   j.lane, j.fair_at
         """

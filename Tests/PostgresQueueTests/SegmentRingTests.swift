@@ -137,6 +137,44 @@ struct SegmentRingTests {
         }
     }
 
+    @Test("behind a backlog a claim reads about the jobs it takes, also with an analyzed empty standing partition")
+    func claimMerges() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("merge")
+            let current = try await Self.current(db)
+            _ = try await db.queue.enqueue((0..<3_000).map { _ in NewJob(queue: q, kind: "k") })
+            // What autovacuum leaves: statistics saying the standing partition is empty. From them
+            // the planner once chose to sort every waiting job of every partition for each claim.
+            try await db.execute("VACUUM ANALYZE pgqueue.jobs_standing")
+            let reads = try await Self.claimReads(
+                db, "pgqueue.jobs_ring_\(current)", QueueSQL.claim(queue: q, limit: 4, workerID: "merge", leaseMs: 30_000))
+            #expect(reads.taken == 4)
+            #expect(reads.fetched < 100, "the claim of 4 fetched \(reads.fetched) rows of a backlog of 3,000")
+        }
+    }
+
+    /// Runs `claim` in a transaction and answers the jobs it took, and its sequential scans of
+    /// `relation` and the rows its index scans fetched there (counted within the transaction; the
+    /// counts before it are subtracted, as a connection may carry some not yet reported).
+    static func claimReads(
+        _ db: TestDatabase, _ relation: String, _ claim: PostgresQuery
+    ) async throws -> (taken: Int, sequential: Int64, fetched: Int64) {
+        try await db.client.withTransaction(logger: db.logger) { connection in
+            func counts() async throws -> (Int64, Int64) {
+                let rows = try await connection.query(
+                    "SELECT seq_scan, idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relid = \(relation)::regclass",
+                    logger: db.logger)
+                for try await row in rows.decode((Int64, Int64).self) { return row }
+                return (0, 0)
+            }
+            let before = try await counts()
+            var taken = 0
+            for try await _ in try await connection.query(claim, logger: db.logger) { taken += 1 }
+            let after = try await counts()
+            return (taken, after.0 - before.0, after.1 - before.1)
+        }
+    }
+
     static func vacuums(_ db: TestDatabase, _ segment: Int16) async throws -> Int {
         try await db.count("SELECT pg_stat_get_vacuum_count('pgqueue.jobs_ring_\(unescaped: String(segment))'::regclass)")
     }
