@@ -7,10 +7,10 @@
 -- almost nothing waited, so the planner guesses about one waiting job per partition; from such a
 -- guess, reading every waiting job of every partition and sorting them costs the same as the
 -- merge, and once an analyzed empty standing partition tipped the balance it chose the sort.
--- Behind a backlog each claim then read the whole backlog (41,000 jobs for 4 taken), fewer claims
--- a second made the backlog grow, and the queue fell to a tenth of its rate until the estimates
--- changed. The candidates now come from this function, planned with sorting disabled, which
--- leaves the merge as the only plan.
+-- Behind a backlog each claim then read the whole backlog to take a few jobs, fewer claims a
+-- second made the backlog grow, and the queue stalled until the estimates changed (figures in
+-- docs/benchmarks.md). The candidates now come from this function, planned with sorting
+-- disabled, which leaves the merge as the only plan.
 -- PL/pgSQL keeps the plan between calls; the disabled sort makes a generic plan the same merge.
 CREATE FUNCTION pgqueue.claim_candidates(queue_name text, from_place timestamptz, wanted bigint)
 RETURNS SETOF bigint
