@@ -174,10 +174,12 @@ public final class JobExecutor: Service, Sendable {
     private func claimLoop(_ jobs: inout DiscardingTaskGroup) async {
         var iterator = signals.makeAsyncIterator()
         var failures = 0
-        // After a failed claim: releases still to run before claiming (see releaseOrphans), and
-        // when the last claim failed.
+        // After a failed claim: releases still to run (see releaseOrphans), when the last claim
+        // failed, and, after a failed release, when to try it again.
         var releases = 0
         var failedAt = ContinuousClock.now
+        var releaseFailures = 0
+        var releaseDue = ContinuousClock.now
         let threshold = max(1, configuration.concurrency / 4)
         while true {
             let (stopping, free, wanted, hot) = state.withLock { s in
@@ -196,18 +198,29 @@ public final class JobExecutor: Service, Sendable {
             }
             if stopping { return }
             if wanted {
-                do {
-                    if releases > 0 {
-                        if ContinuousClock.now - failedAt > configuration.leaseDuration {
-                            releases = 0  // their leases have expired: the rescuer's now
-                        } else {
-                            // Done when no claim was unanswered as it began, and once more: a
-                            // claim commits just after its last row reaches the client.
-                            let settled = state.withLock { $0.claimsUnanswered == 0 }
-                            try await releaseOrphans()
-                            releases = settled ? releases - 1 : 2
-                        }
+                if releases > 0 && ContinuousClock.now - failedAt > configuration.leaseDuration {
+                    releases = 0  // their leases have expired: the rescuer's now
+                } else if releases > 0 && ContinuousClock.now >= releaseDue {
+                    // Done when no claim was unanswered as it began, and once more: a claim
+                    // commits just after its last row reaches the client. A failed release does
+                    // not hold up claims, as killed connections can fail it for as long as they
+                    // go on; it is tried again after a back-off.
+                    let settled = state.withLock { $0.claimsUnanswered == 0 }
+                    do {
+                        try await releaseOrphans()
+                        releases = settled ? releases - 1 : 2
+                        releaseFailures = 0
+                    } catch {
+                        releaseFailures += 1
+                        releaseDue = ContinuousClock.now + Self.backOff(after: releaseFailures)
+                        logger.warning(
+                            "pgqueue.claim.release_failed",
+                            metadata: [
+                                "queue": "\(configuration.queue)", "error": "\(error)", "failures": "\(releaseFailures)",
+                            ])
                     }
+                }
+                do {
                     let claimed = try await claim(limit: free)
                     failures = 0
                     if let hook = configuration.afterClaim, !claimed.isEmpty { await hook(claimed.map(\.id)) }
@@ -231,8 +244,7 @@ public final class JobExecutor: Service, Sendable {
                     logger.warning(
                         "pgqueue.claim.failed",
                         metadata: ["queue": "\(configuration.queue)", "error": "\(error)", "failures": "\(failures)"])
-                    // Capped at a second: a database that drops connections is usually back at once.
-                    try? await Task.sleep(for: min(.seconds(1), .milliseconds(100 * (1 << min(failures, 4)))))
+                    try? await Task.sleep(for: Self.backOff(after: failures))
                     state.withLock { $0.claimRequested = true }
                     continue
                 }
@@ -261,6 +273,12 @@ public final class JobExecutor: Service, Sendable {
             }
             guard await iterator.next() != nil else { return }
         }
+    }
+
+    /// The wait after `failures` failures in a row of a claim or a release: doubling from 200 ms,
+    /// capped at a second, as a database that drops connections is usually back at once.
+    static func backOff(after failures: Int) -> Duration {
+        min(.seconds(1), .milliseconds(100 * (1 << min(failures, 4))))
     }
 
     /// Puts back in line the jobs leased to this executor that it does not hold

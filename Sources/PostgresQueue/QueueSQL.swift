@@ -254,10 +254,7 @@ enum QueueSQL {
     static func releaseOrphans(queue: String, workerID: String, held: [JobID], clearKeys: Bool) -> PostgresQuery {
         """
         WITH expired AS (
-            SELECT id FROM pgqueue.jobs
-            WHERE lease_expires_at IS NOT NULL AND state = 'running' AND queue = \(queue) AND locked_by = \(workerID)
-              AND attempted_at < now() AND NOT (id = ANY(\(held)::int8[]))
-            FOR UPDATE SKIP LOCKED
+            SELECT pgqueue.orphaned_claims(\(queue), \(workerID), \(held)::int8[]) AS id
         ),
         \(unescaped: puttingBack(clearKeys: clearKeys, error: orphanedClaimError))
         """
@@ -270,8 +267,8 @@ enum QueueSQL {
         let errors = appendingError(to: "errors", attempt: "attempt", error: error(""))
         return """
             exhausted AS (
-                DELETE FROM pgqueue.jobs j USING expired e
-                WHERE j.id = e.id AND j.attempt >= j.max_attempts
+                DELETE FROM pgqueue.jobs j
+                WHERE j.id = ANY(ARRAY(SELECT id FROM expired)) AND j.attempt >= j.max_attempts
                 RETURNING j.*
             ),
             discarded AS (
@@ -283,8 +280,7 @@ enum QueueSQL {
                 SET state = 'retryable', run_at = now(), locked_by = NULL, lease_expires_at = NULL,
                     errors = \(appendingError(to: "j.errors", attempt: "j.attempt", error: error("j"))),
                     unique_key = \(requeuedUniqueKey(clearKeys: clearKeys))
-                FROM expired e
-                WHERE j.id = e.id AND j.attempt < j.max_attempts
+                WHERE j.id = ANY(ARRAY(SELECT id FROM expired)) AND j.attempt < j.max_attempts
                 RETURNING j.id
             )
             SELECT (SELECT count(*) FROM discarded)::int8, (SELECT count(*) FROM rescued)::int8

@@ -238,9 +238,9 @@ struct LaneTests {
             // The claim's candidates are planned inside `pgqueue.claim_candidates`, out of EXPLAIN's
             // sight: the transaction's own counts show how it read the segment holding the jobs.
             let segment = try #require(partitions.first { $0.hasPrefix("jobs_ring") })
-            let reads = try await SegmentRingTests.claimReads(
+            let reads = try await SegmentRingTests.reads(
                 db, "pgqueue." + segment, QueueSQL.claim(queue: q, limit: 100, workerID: "w", leaseMs: 60_000))
-            #expect(reads.taken == 100)
+            #expect(reads.rows == 100)
             // Index scans only, stopping near the 100 jobs taken (the candidates, then each by its key).
             #expect(reads.sequential == 0 && reads.fetched < 1_000, "\(reads) of 3,500 jobs")
             let lookup = try await plan(

@@ -84,4 +84,65 @@ struct OrphanedClaimTests {
             #expect(ran.attempts(of: held.id).map(\.attempt) == [1], "the held job ran once")
         }
     }
+
+    @Test("a release of orphaned claims that keeps failing does not hold up claims; it is tried again meanwhile")
+    func failingReleaseLetsClaimsGoOn() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("orphan-fails")
+            let logged = Shared<[String]>([])
+            let logger = {
+                var logger = Logger(label: "orphan-test", factory: { _ in CollectingLogHandler(messages: logged) })
+                logger.logLevel = .warning
+                return logger
+            }()
+            let ran = RunLog()
+            let gate = Gate()
+            var handlers = JobHandlers()
+            handlers.register("k") { job in
+                ran.record(job)
+                return .completed
+            }
+            handlers.register("hold") { job in
+                ran.record(job)
+                await gate.wait()
+                return .completed
+            }
+            let held = try await db.queue.enqueue(NewJob(queue: q, kind: "hold"))
+            let executor = JobExecutor(
+                queue: JobQueue(client: db.client, logger: logger), handlers: handlers,
+                configuration: .init(
+                    queue: q, concurrency: 4, leaseDuration: .seconds(600), pollInterval: .milliseconds(20),
+                    workerID: "w-\(q)", statementDeadline: .seconds(2)))
+            try await running([executor]) {
+                defer { gate.open() }
+                try await Poll.until(timeout: .seconds(20), "the held job did not start") { ran.attempts(of: held.id).count == 1 }
+                // From now on the release fails every time, as killed connections can make it do.
+                // (It looks for orphans only when the claim table has rows: the held job keeps one.)
+                try await db.execute(
+                    """
+                    CREATE OR REPLACE FUNCTION pgqueue.orphaned_claims(queue_name text, worker text, held bigint[])
+                    RETURNS SETOF bigint LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected release failure'; END $$
+                    """)
+                let holder = try await PostgresConnection.connect(
+                    configuration: db.connectionConfiguration(), id: 1, logger: Logger(label: "holder"))
+                try await holder.query("BEGIN", logger: logger)
+                try await holder.query("LOCK TABLE pgqueue.jobs IN ACCESS EXCLUSIVE MODE", logger: logger)
+                try await Poll.until(timeout: .seconds(10), "no claim failed") {
+                    logged.withLock { $0.contains("pgqueue.claim.failed") }
+                }
+                try await holder.query("ROLLBACK", logger: logger)
+                try await holder.close()
+
+                let jobs = try await db.queue.enqueue((0..<3).map { _ in NewJob(queue: q, kind: "k") })
+                try await Poll.until(timeout: .seconds(20), "no job ran while the release kept failing") {
+                    jobs.allSatisfy { ran.attempts(of: $0.id).count == 1 }
+                }
+                try await Poll.until(timeout: .seconds(20), "the release was not tried again") {
+                    logged.withLock { $0.filter { $0 == "pgqueue.claim.release_failed" }.count >= 3 }
+                }
+                gate.open()
+                try await Poll.until(timeout: .seconds(20)) { try await db.history(q, state: "completed") == 4 }
+            }
+        }
+    }
 }

@@ -146,19 +146,46 @@ struct SegmentRingTests {
             // What autovacuum leaves: statistics saying the standing partition is empty. From them
             // the planner once chose to sort every waiting job of every partition for each claim.
             try await db.execute("VACUUM ANALYZE pgqueue.jobs_standing")
-            let reads = try await Self.claimReads(
+            let reads = try await Self.reads(
                 db, "pgqueue.jobs_ring_\(current)", QueueSQL.claim(queue: q, limit: 4, workerID: "merge", leaseMs: 30_000))
-            #expect(reads.taken == 4)
+            #expect(reads.rows == 4)
             #expect(reads.fetched < 100, "the claim of 4 fetched \(reads.fetched) rows of a backlog of 3,000")
         }
     }
 
-    /// Runs `claim` in a transaction and answers the jobs it took, and its sequential scans of
-    /// `relation` and the rows its index scans fetched there (counted within the transaction; the
-    /// counts before it are subtracted, as a connection may carry some not yet reported).
-    static func claimReads(
-        _ db: TestDatabase, _ relation: String, _ claim: PostgresQuery
-    ) async throws -> (taken: Int, sequential: Int64, fetched: Int64) {
+    @Test("behind a backlog, releasing orphaned claims reads the lease index, also with statistics from before the backlog")
+    func orphanLookup() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("orphans")
+            let segment = "pgqueue.jobs_ring_\(try await Self.current(db))"
+            func claim(_ limit: Int, by worker: String) async throws {
+                let query = QueueSQL.claim(queue: q, limit: limit, workerID: worker, leaseMs: 600_000)
+                for try await _ in try await db.client.query(query, logger: db.logger) {}
+            }
+            // Statistics from a moment without a backlog, when running jobs were most of the
+            // segment: from them the planner once read every row of it to find a few claims.
+            try await db.execute("ALTER TABLE \(unescaped: segment) SET (autovacuum_enabled = off)")
+            _ = try await db.queue.enqueue((0..<50).map { _ in NewJob(queue: q, kind: "k") })
+            try await claim(50, by: "busy")
+            try await db.execute("ANALYZE \(unescaped: segment)")
+            _ = try await db.queue.enqueue((0..<3_000).map { _ in NewJob(queue: q, kind: "k") })
+            try await claim(4, by: "lost")
+            let reads = try await Self.reads(
+                db, segment, QueueSQL.releaseOrphans(queue: q, workerID: "lost", held: [], clearKeys: false))
+            #expect(reads.rows == 1)
+            #expect(reads.sequential == 0, "the release read the segment's backlog")
+            #expect(reads.fetched < 100, "the release of 4 fetched \(reads.fetched) rows of a backlog of 3,000")
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND state = 'retryable'") == 4)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = \(q) AND locked_by = 'busy'") == 50)
+        }
+    }
+
+    /// Runs `statement` in a transaction and answers the rows it returned, and its sequential scans
+    /// of `relation` and the rows its index scans fetched there (counted within the transaction;
+    /// the counts before it are subtracted, as a connection may carry some not yet reported).
+    static func reads(
+        _ db: TestDatabase, _ relation: String, _ statement: PostgresQuery
+    ) async throws -> (rows: Int, sequential: Int64, fetched: Int64) {
         try await db.client.withTransaction(logger: db.logger) { connection in
             func counts() async throws -> (Int64, Int64) {
                 let rows = try await connection.query(
@@ -168,10 +195,10 @@ struct SegmentRingTests {
                 return (0, 0)
             }
             let before = try await counts()
-            var taken = 0
-            for try await _ in try await connection.query(claim, logger: db.logger) { taken += 1 }
+            var rows = 0
+            for try await _ in try await connection.query(statement, logger: db.logger) { rows += 1 }
             let after = try await counts()
-            return (taken, after.0 - before.0, after.1 - before.1)
+            return (rows, after.0 - before.0, after.1 - before.1)
         }
     }
 
