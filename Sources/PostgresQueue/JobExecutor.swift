@@ -51,6 +51,10 @@ public final class JobExecutor: Service, Sendable {
         /// given up and tried again (``Deadline``): a statement sent on a connection the server
         /// killed may never answer.
         public var statementDeadline: Duration
+        /// The longest a claim, or the release of orphaned claims before one, may wait. The claim
+        /// loop is the executor's only way to new work, and a claim that answers at all answers
+        /// in milliseconds. Default: half of ``statementDeadline``.
+        public var claimDeadline: Duration
         /// How far before its previous claim's first job a claim starts reading the line. Jobs
         /// whose place lies further back (a transaction that committed later than this after it
         /// began, a rescued or released job) are found by the probe of the slow poll
@@ -67,8 +71,8 @@ public final class JobExecutor: Service, Sendable {
             hotPollInterval: Duration = .milliseconds(1), hotWindow: Duration = .milliseconds(100),
             retryPolicy: JobRetryPolicy = .init(), shutdownBudget: Duration = .seconds(20),
             maxPendingCompletions: Int = 10_000, workerID: String = JobExecutor.defaultWorkerID(),
-            statementDeadline: Duration = .seconds(30), claimLookback: Duration = .milliseconds(250),
-            afterClaim: (@Sendable ([JobID]) async -> Void)? = nil
+            statementDeadline: Duration = .seconds(30), claimDeadline: Duration? = nil,
+            claimLookback: Duration = .milliseconds(250), afterClaim: (@Sendable ([JobID]) async -> Void)? = nil
         ) {
             self.queue = queue
             self.concurrency = max(1, concurrency)
@@ -82,6 +86,7 @@ public final class JobExecutor: Service, Sendable {
             self.maxPendingCompletions = max(1, maxPendingCompletions)
             self.workerID = workerID
             self.statementDeadline = max(statementDeadline, .milliseconds(100))
+            self.claimDeadline = max(claimDeadline ?? self.statementDeadline / 2, .milliseconds(100))
             self.claimLookback = max(claimLookback, .zero)
             self.afterClaim = afterClaim
         }
@@ -289,7 +294,7 @@ public final class JobExecutor: Service, Sendable {
     private func releaseOrphans() async throws {
         let held = state.withLock { Array($0.leased.keys) }
         let (client, logger, queueName, workerID) = (queue.client, logger, configuration.queue, configuration.workerID)
-        let (discarded, released) = try await Deadline.run(within: configuration.statementDeadline, "releasing orphaned claims") {
+        let (discarded, released) = try await Deadline.run(within: configuration.claimDeadline, "releasing orphaned claims") {
             do {
                 return try await QueueSQL.clearingKeysOnConflict { clearKeys in
                     let query = QueueSQL.releaseOrphans(queue: queueName, workerID: workerID, held: held, clearKeys: clearKeys)
@@ -323,7 +328,7 @@ public final class JobExecutor: Service, Sendable {
         // after the failure (releaseOrphans), counting them here until the claim ends.
         let state = self.state
         state.withLock { $0.claimsUnanswered += 1 }
-        let (claimed, first) = try await Deadline.run(within: configuration.statementDeadline, "claim") {
+        let (claimed, first) = try await Deadline.run(within: configuration.claimDeadline, "claim") {
             defer { state.withLock { $0.claimsUnanswered -= 1 } }
             var claimed: [ClaimedJob] = []
             claimed.reserveCapacity(limit)

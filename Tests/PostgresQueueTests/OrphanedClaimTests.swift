@@ -38,7 +38,7 @@ struct OrphanedClaimTests {
                 queue: JobQueue(client: db.client, logger: logger), handlers: handlers,
                 configuration: .init(
                     queue: q, concurrency: 4, leaseDuration: .seconds(600), pollInterval: .milliseconds(20), workerID: workerID,
-                    statementDeadline: .milliseconds(300)))
+                    statementDeadline: .seconds(2)))
             try await running([executor]) {
                 defer { gate.open() }  // a failed expectation must not leave the executor waiting on its handler
                 try await Poll.until(timeout: .seconds(20), "the held job did not start") { ran.attempts(of: held.id).count == 1 }
@@ -145,4 +145,35 @@ struct OrphanedClaimTests {
             }
         }
     }
+
+    @Test("a claim that does not answer is given up at the claim deadline, long before the statement deadline")
+    func claimDeadline() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("claim-deadline")
+            let logged = Shared<[String]>([])
+            let logger = {
+                var logger = Logger(label: "claim-deadline-test", factory: { _ in CollectingLogHandler(messages: logged) })
+                logger.logLevel = .warning
+                return logger
+            }()
+            #expect(JobExecutor.Configuration(statementDeadline: .seconds(5)).claimDeadline == .milliseconds(2_500))
+            let executor = JobExecutor(
+                queue: JobQueue(client: db.client, logger: logger), handlers: JobHandlers(),
+                configuration: .init(
+                    queue: q, pollInterval: .milliseconds(20), statementDeadline: .seconds(600),
+                    claimDeadline: .milliseconds(300)))
+            try await running([executor]) {
+                let holder = try await PostgresConnection.connect(
+                    configuration: db.connectionConfiguration(), id: 1, logger: Logger(label: "holder"))
+                try await holder.query("BEGIN", logger: logger)
+                try await holder.query("LOCK TABLE pgqueue.jobs IN ACCESS EXCLUSIVE MODE", logger: logger)
+                try await Poll.until(timeout: .seconds(20), "no claim was given up") {
+                    logged.withLock { $0.contains("pgqueue.claim.failed") }
+                }
+                try await holder.query("ROLLBACK", logger: logger)
+                try await holder.close()
+            }
+        }
+    }
 }
+
