@@ -79,15 +79,18 @@ actor Completer {
     }
 
     /// Writes a batch, retrying while the database is unreachable. After five failed tries the
-    /// batch is given up: those jobs stay `running` until their leases expire and then run
-    /// again (at-least-once), which is the same thing a crash at this point would do.
+    /// batch is given up: those jobs stay `running` until their leases expire, or a release of
+    /// orphaned claims puts them back, and then run again (at-least-once, the attempt counted),
+    /// which is the same thing a crash at this point would do.
     private func write(_ batch: [Completion]) async {
         var tries = 0
+        var written = false
         while true {
             do {
                 try await Deadline.run(within: configuration.statementDeadline, "completing jobs") {
                     try await self.writeOnce(batch)
                 }
+                written = true
                 break
             } catch {
                 tries += 1
@@ -100,7 +103,13 @@ actor Completer {
                 try? await Task.sleep(for: .milliseconds(100 * (1 << tries)))
             }
         }
-        state.withLock { s in for completion in batch { s.leased[completion.job.id] = nil } }
+        let now = ContinuousClock.now
+        state.withLock { s in
+            for completion in batch {
+                s.leased[completion.job.id] = nil
+                if !written { s.unwritten[completion.job.id] = now }
+            }
+        }
     }
 
     /// Writes `batch` now, once, outside the batching loop (``JobExecutor/work(id:)``).

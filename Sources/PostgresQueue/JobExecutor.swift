@@ -292,12 +292,18 @@ public final class JobExecutor: Service, Sendable {
     /// wait for their leases to expire. Runs in the claim loop, so no claim of this executor's
     /// that is still awaited can have its jobs taken for orphans.
     private func releaseOrphans() async throws {
-        let held = state.withLock { Array($0.leased.keys) }
+        let lease = configuration.leaseDuration
+        let (held, ran) = state.withLock { s in
+            // Past its lease a job is the rescuer's, which counts its attempt.
+            s.unwritten = s.unwritten.filter { ContinuousClock.now - $0.value < lease }
+            return (Array(s.leased.keys), Array(s.unwritten.keys))
+        }
         let (client, logger, queueName, workerID) = (queue.client, logger, configuration.queue, configuration.workerID)
         let (discarded, released) = try await Deadline.run(within: configuration.claimDeadline, "releasing orphaned claims") {
             do {
                 return try await QueueSQL.clearingKeysOnConflict { clearKeys in
-                    let query = QueueSQL.releaseOrphans(queue: queueName, workerID: workerID, held: held, clearKeys: clearKeys)
+                    let query = QueueSQL.releaseOrphans(
+                        queue: queueName, workerID: workerID, held: held, ran: ran, clearKeys: clearKeys)
                     let rows = try await client.query(query, logger: logger)
                     for try await (discarded, released) in rows.decode((Int64, Int64).self) { return (discarded, released) }
                     return (0, 0)
@@ -306,6 +312,7 @@ public final class JobExecutor: Service, Sendable {
                 throw QueueSQL.map(error, doing: "release orphaned claims")
             }
         }
+        state.withLock { s in for id in ran { s.unwritten[id] = nil } }
         if discarded + released > 0 {
             logger.info(
                 "pgqueue.claim.orphans_released",
@@ -477,6 +484,9 @@ final class ExecutorState: Sendable {
     struct Values {
         var inFlight = 0
         var leased: [JobID: Int16] = [:]
+        /// Jobs that ran but whose outcome was given up (``Completer``), and when: a release of
+        /// orphaned claims counts their attempt; it gives back the attempt of the others.
+        var unwritten: [JobID: ContinuousClock.Instant] = [:]
         /// Claims sent and not yet answered, including those given up past their deadline.
         var claimsUnanswered = 0
         var stopping = false

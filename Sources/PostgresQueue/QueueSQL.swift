@@ -98,9 +98,14 @@ enum QueueSQL {
         namingWorker(row, "lease expired (worker ", " stopped or stalled)")
     }
 
-    /// The error a job put back by ``releaseOrphans(queue:workerID:held:clearKeys:)`` records.
+    /// The error a job put back by ``releaseOrphans(queue:workerID:held:ran:clearKeys:)``
+    /// records: its claim's answer was lost, or its outcome was not written.
     static func orphanedClaimError(_ row: String = "") -> String {
         namingWorker(row, "claim not answered (worker ", " never got the job)")
+    }
+
+    static func unwrittenOutcomeError(_ row: String = "") -> String {
+        namingWorker(row, "outcome not written (worker ", " gave up writing it)")
     }
 
     /// `before`, the row's `locked_by` (or `?`), `after`: SQL text for the row prefix `row`.
@@ -246,24 +251,39 @@ enum QueueSQL {
         """
     }
 
-    /// Puts back in line, as the rescuer does (an attempt used, the error recorded, discarded
-    /// when it was the last), the running jobs of `queue` leased to `workerID` before this
-    /// statement began and not in `held`: jobs of a claim that committed but whose answer the
-    /// executor never got, or whose outcome it gave up writing. The time fence keeps a late
-    /// run of this statement (given up, still waiting on the server) off jobs claimed after it.
-    static func releaseOrphans(queue: String, workerID: String, held: [JobID], clearKeys: Bool) -> PostgresQuery {
+    /// Puts back in line the running jobs of `queue` leased to `workerID` before this statement
+    /// began and not in `held`: those in `ran`, whose outcome the executor gave up writing, as
+    /// the rescuer does (an attempt used, the error recorded, discarded when it was the last);
+    /// the others, of a claim that committed but whose answer the executor never got, with
+    /// their attempt given back, as they never started. The time fence keeps a late run of
+    /// this statement (given up, still waiting on the server) off jobs claimed after it.
+    static func releaseOrphans(
+        queue: String, workerID: String, held: [JobID], ran: [JobID], clearKeys: Bool
+    ) -> PostgresQuery {
         """
-        WITH expired AS (
+        WITH orphans AS (
             SELECT pgqueue.orphaned_claims(\(queue), \(workerID), \(held)::int8[]) AS id
         ),
-        \(unescaped: puttingBack(clearKeys: clearKeys, error: orphanedClaimError))
+        expired AS (SELECT id FROM orphans WHERE id = ANY(\(ran)::int8[])),
+        unseen AS (
+            UPDATE pgqueue.jobs j
+            SET state = CASE WHEN j.attempt > 1 THEN 'retryable' ELSE 'available' END, attempt = j.attempt - 1,
+                run_at = now(), locked_by = NULL, lease_expires_at = NULL,
+                errors = \(unescaped: appendingError(to: "j.errors", attempt: "j.attempt", error: orphanedClaimError("j"))),
+                unique_key = \(unescaped: requeuedUniqueKey(clearKeys: clearKeys))
+            WHERE j.id = ANY(ARRAY(SELECT id FROM orphans WHERE NOT (id = ANY(\(ran)::int8[]))))
+            RETURNING j.id
+        ),
+        \(unescaped: puttingBack(clearKeys: clearKeys, error: unwrittenOutcomeError, alsoPutBack: "unseen"))
         """
     }
 
     /// The rest of a statement whose CTE `expired` selects running jobs to put back: those at
     /// their last attempt go to history as discarded, the others wait to run at once; each
-    /// records `error` (a SQL expression of the row prefix). Answers (discarded, put back).
-    private static func puttingBack(clearKeys: Bool, error: (String) -> String) -> String {
+    /// records `error` (a SQL expression of the row prefix). Answers (discarded, put back),
+    /// counting in the latter the rows of the statement's CTE `alsoPutBack`, if any.
+    private static func puttingBack(clearKeys: Bool, error: (String) -> String, alsoPutBack: String? = nil) -> String {
+        let putBack = ["(SELECT count(*) FROM rescued)"] + (alsoPutBack.map { ["(SELECT count(*) FROM \($0))"] } ?? [])
         let errors = appendingError(to: "errors", attempt: "attempt", error: error(""))
         return """
             exhausted AS (
@@ -283,7 +303,7 @@ enum QueueSQL {
                 WHERE j.id = ANY(ARRAY(SELECT id FROM expired)) AND j.attempt < j.max_attempts
                 RETURNING j.id
             )
-            SELECT (SELECT count(*) FROM discarded)::int8, (SELECT count(*) FROM rescued)::int8
+            SELECT (SELECT count(*) FROM discarded)::int8, (\(putBack.joined(separator: " + ")))::int8
             """
     }
 

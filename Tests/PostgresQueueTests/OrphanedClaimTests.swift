@@ -9,7 +9,7 @@ import Testing
     .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct OrphanedClaimTests {
     @Test(
-        "after a failed claim, jobs leased to the executor that it does not hold go back in line as the rescuer puts them back, long before their lease ends; the jobs it runs stay its own"
+        "after a failed claim, jobs leased to the executor that it never got go back in line with their attempt given back, long before their lease ends; the jobs it runs stay its own"
     )
     func orphansReleasedAfterFailedClaim() async throws {
         try await TestDatabase.with { db async throws in
@@ -43,7 +43,7 @@ struct OrphanedClaimTests {
                 defer { gate.open() }  // a failed expectation must not leave the executor waiting on its handler
                 try await Poll.until(timeout: .seconds(20), "the held job did not start") { ran.attempts(of: held.id).count == 1 }
                 // Two claims that committed unseen by the executor (run later, so no claim takes
-                // them first): one with attempts left, one at its last.
+                // them first): one with attempts left, one at its last, which it never started.
                 let orphan = try await db.queue.enqueue(NewJob(queue: q, kind: "k", schedule: .after(.seconds(3600))))
                 let last = try await db.queue.enqueue(
                     NewJob(queue: q, kind: "k", schedule: .after(.seconds(3600)), maxAttempts: 1))
@@ -65,21 +65,19 @@ struct OrphanedClaimTests {
                 try await holder.query("ROLLBACK", logger: logger)
                 try await holder.close()
 
-                try await Poll.until(timeout: .seconds(30), "the orphaned job waits for its lease") {
-                    ran.attempts(of: orphan.id).count == 1
+                try await Poll.until(timeout: .seconds(30), "the orphaned jobs wait for their leases") {
+                    ran.attempts(of: orphan.id).count == 1 && ran.attempts(of: last.id).count == 1
                 }
-                #expect(
-                    ran.attempts(of: orphan.id).map(\.attempt) == [2], "the lost claim used an attempt, as a lapsed lease does")
+                // Counting them let killed connections use up a job's attempts without a run.
+                #expect(ran.attempts(of: orphan.id).map(\.attempt) == [1], "the lost claim used no attempt")
+                #expect(ran.attempts(of: last.id).map(\.attempt) == [1], "a job never started is not discarded")
                 let released = try #require(try await db.queue.job(id: orphan.id))
                 #expect(released.errors.map(\.error) == ["claim not answered (worker \(workerID) never got the job)"])
-                let discarded = try #require(try await db.queue.job(id: last.id))
-                #expect(discarded.state == .discarded, "an orphan at its last attempt is discarded, as the rescuer does")
-                #expect(discarded.errors.count == 1)
 
                 let running = try #require(try await db.queue.job(id: held.id))
                 #expect(running.state == .running && running.attempt == 1, "the job the executor runs is not released")
                 gate.open()
-                try await Poll.until(timeout: .seconds(20)) { try await db.history(q, state: "completed") == 2 }
+                try await Poll.until(timeout: .seconds(20)) { try await db.history(q, state: "completed") == 3 }
             }
             #expect(ran.attempts(of: held.id).map(\.attempt) == [1], "the held job ran once")
         }
@@ -172,6 +170,65 @@ struct OrphanedClaimTests {
                 }
                 try await holder.query("ROLLBACK", logger: logger)
                 try await holder.close()
+            }
+        }
+    }
+
+    @Test("a job whose outcome the executor gave up writing goes back in line after a failed claim with its attempt counted")
+    func unwrittenOutcomeCountsItsAttempt() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("unwritten")
+            let logged = Shared<[String]>([])
+            let logger = {
+                var logger = Logger(label: "unwritten-test", factory: { _ in CollectingLogHandler(messages: logged) })
+                logger.logLevel = .warning
+                return logger
+            }()
+            let ran = RunLog()
+            let gate = Gate()
+            var handlers = JobHandlers()
+            handlers.register("k") { job in
+                ran.record(job)
+                await gate.wait()
+                return .completed
+            }
+            let job = try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
+            let executor = JobExecutor(
+                queue: JobQueue(client: db.client, logger: logger), handlers: handlers,
+                configuration: .init(
+                    queue: q, concurrency: 2, leaseDuration: .seconds(600), pollInterval: .milliseconds(20),
+                    workerID: "w-\(q)", statementDeadline: .seconds(2)))
+            try await running([executor]) {
+                defer { gate.open() }
+                try await Poll.until(timeout: .seconds(20), "the job did not start") { ran.attempts(of: job.id).count == 1 }
+                // Every write of its outcome fails, until the executor gives it up.
+                try await db.execute(
+                    """
+                    CREATE FUNCTION public.refuse_history() RETURNS trigger LANGUAGE plpgsql
+                    AS $$ BEGIN RAISE EXCEPTION 'injected: history refused'; END $$
+                    """)
+                try await db.execute(
+                    "CREATE TRIGGER refuse BEFORE INSERT ON pgqueue.job_history FOR EACH ROW EXECUTE FUNCTION public.refuse_history()")
+                gate.open()
+                try await Poll.until(timeout: .seconds(30), "the outcome was not given up") {
+                    logged.withLock { $0.filter { $0 == "pgqueue.complete.failed" }.count >= 5 }
+                }
+                try await db.execute("DROP TRIGGER refuse ON pgqueue.job_history")
+                // A claim fails: the executor then puts back the jobs leased to it that it does not hold.
+                let holder = try await PostgresConnection.connect(
+                    configuration: db.connectionConfiguration(), id: 1, logger: Logger(label: "holder"))
+                try await holder.query("BEGIN", logger: logger)
+                try await holder.query("LOCK TABLE pgqueue.jobs IN ACCESS EXCLUSIVE MODE", logger: logger)
+                try await Poll.until(timeout: .seconds(10), "no claim failed") {
+                    logged.withLock { $0.contains("pgqueue.claim.failed") }
+                }
+                try await holder.query("ROLLBACK", logger: logger)
+                try await holder.close()
+                try await Poll.until(timeout: .seconds(30), "the job did not run again") { ran.attempts(of: job.id).count == 2 }
+                #expect(ran.attempts(of: job.id).map(\.attempt) == [1, 2], "the attempt that ran counts")
+                try await Poll.until(timeout: .seconds(20)) { try await db.history(q, state: "completed") == 1 }
+                let finished = try #require(try await db.queue.job(id: job.id))
+                #expect(finished.errors.map(\.error) == ["outcome not written (worker w-\(q) gave up writing it)"])
             }
         }
     }
