@@ -47,6 +47,29 @@ struct NotificationDeliveryStoreTests {
         throw TestSupportError("no notification \(id)")
     }
 
+    @Test("a start is acted on only once committed: a start whose commit fails is no start")
+    func startCommitted() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            // Fails at commit, after the statement has answered, as a backend killed between the
+            // two does (the extended protocol commits an implicit transaction at its Sync).
+            try await db.execute(
+                """
+                CREATE FUNCTION public.refuse_commit() RETURNS trigger LANGUAGE plpgsql
+                AS $$ BEGIN RAISE EXCEPTION 'injected: commit refused'; END $$
+                """)
+            try await db.execute(
+                """
+                CREATE CONSTRAINT TRIGGER refuse_commit AFTER UPDATE ON hub_sends
+                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.refuse_commit()
+                """)
+            let start = try? await Self.begin(db, store, sendID)
+            let (_, _, attempts) = try await Self.state(db, id)
+            #expect(attempts == 0, "the start did not commit")
+            if case .go = start { Issue.record("a start that did not commit was answered go") }
+        }
+    }
+
     @Test("begin fences: the first start gets attempt 1 and the payload; a recorded send is not started again")
     func beginAndDoubleBegin() async throws {
         try await TestDatabase.with { db async throws in

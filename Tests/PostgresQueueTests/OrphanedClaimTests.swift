@@ -8,6 +8,41 @@ import Testing
     "PostgresQueue's executor puts back the jobs of claims it never heard back from",
     .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct OrphanedClaimTests {
+    /// A logger at warning level whose messages the test reads.
+    static func collecting(_ label: String) -> (Logger, Shared<[String]>) {
+        let logged = Shared<[String]>([])
+        var logger = Logger(label: label, factory: { _ in CollectingLogHandler(messages: logged) })
+        logger.logLevel = .warning
+        return (logger, logged)
+    }
+
+    /// Handlers recording every run in `ran`: `k` completes at once, `hold` once `gate` opens.
+    static func handlers(_ ran: RunLog, _ gate: Gate) -> JobHandlers {
+        var handlers = JobHandlers()
+        handlers.register("k") { job in
+            ran.record(job)
+            return .completed
+        }
+        handlers.register("hold") { job in
+            ran.record(job)
+            await gate.wait()
+            return .completed
+        }
+        return handlers
+    }
+
+    /// Holds the claim table from another session until a claim fails (`logged` says so).
+    static func failAClaim(_ db: TestDatabase, _ logged: Shared<[String]>) async throws {
+        let holder = try await PostgresConnection.connect(
+            configuration: db.connectionConfiguration(), id: 1, logger: Logger(label: "holder"))
+        try await holder.query("BEGIN", logger: db.logger)
+        try await holder.query("LOCK TABLE pgqueue.jobs IN ACCESS EXCLUSIVE MODE", logger: db.logger)
+        try await Poll.until(timeout: .seconds(20), "no claim failed") {
+            logged.withLock { $0.contains("pgqueue.claim.failed") }
+        }
+        try await holder.query("ROLLBACK", logger: db.logger)
+        try await holder.close()
+    }
     @Test(
         "after a failed claim, jobs leased to the executor that it never got go back in line with their attempt given back, long before their lease ends; the jobs it runs stay its own"
     )
@@ -15,27 +50,12 @@ struct OrphanedClaimTests {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("orphan")
             let workerID = "w-\(q)"
-            let logged = Shared<[String]>([])
-            let logger = {
-                var logger = Logger(label: "orphan-test", factory: { _ in CollectingLogHandler(messages: logged) })
-                logger.logLevel = .warning
-                return logger
-            }()
+            let (logger, logged) = Self.collecting("orphan-test")
             let ran = RunLog()
             let gate = Gate()
-            var handlers = JobHandlers()
-            handlers.register("k") { job in
-                ran.record(job)
-                return .completed
-            }
-            handlers.register("hold") { job in
-                ran.record(job)
-                await gate.wait()
-                return .completed
-            }
             let held = try await db.queue.enqueue(NewJob(queue: q, kind: "hold"))
             let executor = JobExecutor(
-                queue: JobQueue(client: db.client, logger: logger), handlers: handlers,
+                queue: JobQueue(client: db.client, logger: logger), handlers: Self.handlers(ran, gate),
                 configuration: .init(
                     queue: q, concurrency: 4, leaseDuration: .seconds(600), pollInterval: .milliseconds(20), workerID: workerID,
                     statementDeadline: .seconds(2)))
@@ -54,16 +74,7 @@ struct OrphanedClaimTests {
                         lease_expires_at = now() + interval '10 minutes'
                     WHERE id IN (\(orphan.id), \(last.id))
                     """)
-                // A claim fails: another session holds the claim table past the claim's deadline.
-                let holder = try await PostgresConnection.connect(
-                    configuration: db.connectionConfiguration(), id: 1, logger: Logger(label: "holder"))
-                try await holder.query("BEGIN", logger: logger)
-                try await holder.query("LOCK TABLE pgqueue.jobs IN ACCESS EXCLUSIVE MODE", logger: logger)
-                try await Poll.until(timeout: .seconds(10), "no claim failed") {
-                    logged.withLock { $0.contains("pgqueue.claim.failed") }
-                }
-                try await holder.query("ROLLBACK", logger: logger)
-                try await holder.close()
+                try await Self.failAClaim(db, logged)
 
                 try await Poll.until(timeout: .seconds(30), "the orphaned jobs wait for their leases") {
                     ran.attempts(of: orphan.id).count == 1 && ran.attempts(of: last.id).count == 1
@@ -87,27 +98,12 @@ struct OrphanedClaimTests {
     func failingReleaseLetsClaimsGoOn() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("orphan-fails")
-            let logged = Shared<[String]>([])
-            let logger = {
-                var logger = Logger(label: "orphan-test", factory: { _ in CollectingLogHandler(messages: logged) })
-                logger.logLevel = .warning
-                return logger
-            }()
+            let (logger, logged) = Self.collecting("orphan-test")
             let ran = RunLog()
             let gate = Gate()
-            var handlers = JobHandlers()
-            handlers.register("k") { job in
-                ran.record(job)
-                return .completed
-            }
-            handlers.register("hold") { job in
-                ran.record(job)
-                await gate.wait()
-                return .completed
-            }
             let held = try await db.queue.enqueue(NewJob(queue: q, kind: "hold"))
             let executor = JobExecutor(
-                queue: JobQueue(client: db.client, logger: logger), handlers: handlers,
+                queue: JobQueue(client: db.client, logger: logger), handlers: Self.handlers(ran, gate),
                 configuration: .init(
                     queue: q, concurrency: 4, leaseDuration: .seconds(600), pollInterval: .milliseconds(20),
                     workerID: "w-\(q)", statementDeadline: .seconds(2)))
@@ -121,15 +117,7 @@ struct OrphanedClaimTests {
                     CREATE OR REPLACE FUNCTION pgqueue.orphaned_claims(queue_name text, worker text, held bigint[])
                     RETURNS SETOF bigint LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected release failure'; END $$
                     """)
-                let holder = try await PostgresConnection.connect(
-                    configuration: db.connectionConfiguration(), id: 1, logger: Logger(label: "holder"))
-                try await holder.query("BEGIN", logger: logger)
-                try await holder.query("LOCK TABLE pgqueue.jobs IN ACCESS EXCLUSIVE MODE", logger: logger)
-                try await Poll.until(timeout: .seconds(10), "no claim failed") {
-                    logged.withLock { $0.contains("pgqueue.claim.failed") }
-                }
-                try await holder.query("ROLLBACK", logger: logger)
-                try await holder.close()
+                try await Self.failAClaim(db, logged)
 
                 let jobs = try await db.queue.enqueue((0..<3).map { _ in NewJob(queue: q, kind: "k") })
                 try await Poll.until(timeout: .seconds(20), "no job ran while the release kept failing") {
@@ -148,12 +136,7 @@ struct OrphanedClaimTests {
     func claimDeadline() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("claim-deadline")
-            let logged = Shared<[String]>([])
-            let logger = {
-                var logger = Logger(label: "claim-deadline-test", factory: { _ in CollectingLogHandler(messages: logged) })
-                logger.logLevel = .warning
-                return logger
-            }()
+            let (logger, logged) = Self.collecting("claim-deadline-test")
             #expect(JobExecutor.Configuration(statementDeadline: .seconds(5)).claimDeadline == .milliseconds(2_500))
             let executor = JobExecutor(
                 queue: JobQueue(client: db.client, logger: logger), handlers: JobHandlers(),
@@ -161,15 +144,7 @@ struct OrphanedClaimTests {
                     queue: q, pollInterval: .milliseconds(20), statementDeadline: .seconds(600),
                     claimDeadline: .milliseconds(300)))
             try await running([executor]) {
-                let holder = try await PostgresConnection.connect(
-                    configuration: db.connectionConfiguration(), id: 1, logger: Logger(label: "holder"))
-                try await holder.query("BEGIN", logger: logger)
-                try await holder.query("LOCK TABLE pgqueue.jobs IN ACCESS EXCLUSIVE MODE", logger: logger)
-                try await Poll.until(timeout: .seconds(20), "no claim was given up") {
-                    logged.withLock { $0.contains("pgqueue.claim.failed") }
-                }
-                try await holder.query("ROLLBACK", logger: logger)
-                try await holder.close()
+                try await Self.failAClaim(db, logged)
             }
         }
     }
@@ -178,23 +153,12 @@ struct OrphanedClaimTests {
     func unwrittenOutcomeCountsItsAttempt() async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("unwritten")
-            let logged = Shared<[String]>([])
-            let logger = {
-                var logger = Logger(label: "unwritten-test", factory: { _ in CollectingLogHandler(messages: logged) })
-                logger.logLevel = .warning
-                return logger
-            }()
+            let (logger, logged) = Self.collecting("unwritten-test")
             let ran = RunLog()
             let gate = Gate()
-            var handlers = JobHandlers()
-            handlers.register("k") { job in
-                ran.record(job)
-                await gate.wait()
-                return .completed
-            }
-            let job = try await db.queue.enqueue(NewJob(queue: q, kind: "k"))
+            let job = try await db.queue.enqueue(NewJob(queue: q, kind: "hold"))
             let executor = JobExecutor(
-                queue: JobQueue(client: db.client, logger: logger), handlers: handlers,
+                queue: JobQueue(client: db.client, logger: logger), handlers: Self.handlers(ran, gate),
                 configuration: .init(
                     queue: q, concurrency: 2, leaseDuration: .seconds(600), pollInterval: .milliseconds(20),
                     workerID: "w-\(q)", statementDeadline: .seconds(2)))
@@ -208,22 +172,16 @@ struct OrphanedClaimTests {
                     AS $$ BEGIN RAISE EXCEPTION 'injected: history refused'; END $$
                     """)
                 try await db.execute(
-                    "CREATE TRIGGER refuse BEFORE INSERT ON pgqueue.job_history FOR EACH ROW EXECUTE FUNCTION public.refuse_history()")
+                    """
+                    CREATE TRIGGER refuse BEFORE INSERT ON pgqueue.job_history
+                    FOR EACH ROW EXECUTE FUNCTION public.refuse_history()
+                    """)
                 gate.open()
                 try await Poll.until(timeout: .seconds(30), "the outcome was not given up") {
                     logged.withLock { $0.filter { $0 == "pgqueue.complete.failed" }.count >= 5 }
                 }
                 try await db.execute("DROP TRIGGER refuse ON pgqueue.job_history")
-                // A claim fails: the executor then puts back the jobs leased to it that it does not hold.
-                let holder = try await PostgresConnection.connect(
-                    configuration: db.connectionConfiguration(), id: 1, logger: Logger(label: "holder"))
-                try await holder.query("BEGIN", logger: logger)
-                try await holder.query("LOCK TABLE pgqueue.jobs IN ACCESS EXCLUSIVE MODE", logger: logger)
-                try await Poll.until(timeout: .seconds(10), "no claim failed") {
-                    logged.withLock { $0.contains("pgqueue.claim.failed") }
-                }
-                try await holder.query("ROLLBACK", logger: logger)
-                try await holder.close()
+                try await Self.failAClaim(db, logged)  // after which the executor puts back what it does not hold
                 try await Poll.until(timeout: .seconds(30), "the job did not run again") { ran.attempts(of: job.id).count == 2 }
                 #expect(ran.attempts(of: job.id).map(\.attempt) == [1, 2], "the attempt that ran counts")
                 try await Poll.until(timeout: .seconds(20)) { try await db.history(q, state: "completed") == 1 }

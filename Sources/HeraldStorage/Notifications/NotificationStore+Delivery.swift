@@ -27,8 +27,12 @@ extension NotificationStore {
             hubSendIDs: requests.map(\.hubSendID), jobIDs: requests.map(\.jobID),
             jobAttempts: requests.map { $0.jobAttempt ?? -1 }, sendKind: HubSendResult.Kind.send.rawValue,
             lostReason: NotificationStore.lostAttemptReason, unknownDecision: HubSendResult.Decision.unknown.rawValue)
-        let rows = try await StorageSQL.run("start send attempts", within: wait) {
-            try await statements.rows(statement, client: client, logger: logger)
+        // In a transaction of its own: PostgresNIO answers a statement at its completion, before
+        // the commit of an implicit transaction, and a start answered but never committed (its
+        // backend killed in between) sent its push with a result no attempt would take.
+        let statements = self.statements
+        let rows = try await StorageSQL.transaction(client, logger: logger, "start send attempts", attempts: 1, within: wait) {
+            connection in try await statements.rows(statement, on: connection, logger: logger)
         }
         var starts: [Int64: AttemptStart] = [:]
         for row in rows {
