@@ -29,9 +29,12 @@ extension NotificationStore {
             lostReason: NotificationStore.lostAttemptReason, unknownDecision: HubSendResult.Decision.unknown.rawValue)
         // In a transaction of its own: PostgresNIO answers a statement at its completion, before
         // the commit of an implicit transaction, and a start answered but never committed (its
-        // backend killed in between) sent its push with a result no attempt would take.
+        // backend killed in between) sent its push with a result no attempt would take. Given up
+        // at half the wait, as a claim is: the jobs of a start hold their slots while it waits.
         let statements = self.statements
-        let rows = try await StorageSQL.transaction(client, logger: logger, "start send attempts", attempts: 1, within: wait) {
+        let rows = try await StorageSQL.transaction(
+            client, logger: logger, "start send attempts", attempts: 1, within: wait / 2
+        ) {
             connection in try await statements.rows(statement, on: connection, logger: logger)
         }
         var starts: [Int64: AttemptStart] = [:]
