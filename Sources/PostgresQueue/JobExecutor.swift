@@ -287,10 +287,11 @@ public final class JobExecutor: Service, Sendable {
     }
 
     /// Puts back in line the jobs leased to this executor that it does not hold
-    /// (``QueueSQL/releaseOrphans(queue:workerID:held:clearKeys:)``): those of a claim that
-    /// committed after it was given up or as its connection was killed. Without this they would
-    /// wait for their leases to expire. Runs in the claim loop, so no claim of this executor's
-    /// that is still awaited can have its jobs taken for orphans.
+    /// (``QueueSQL/releaseOrphans(queue:workerID:held:ran:clearKeys:)``): those of a claim that
+    /// committed after it was given up or as its connection was killed, and those whose outcome
+    /// it gave up writing. Without this they would wait for their leases to expire. Runs in the
+    /// claim loop, so no claim of this executor's that is still awaited can have its jobs taken
+    /// for orphans.
     private func releaseOrphans() async throws {
         let lease = configuration.leaseDuration
         let (held, ran) = state.withLock { s in

@@ -99,11 +99,12 @@ enum QueueSQL {
     }
 
     /// The error a job put back by ``releaseOrphans(queue:workerID:held:ran:clearKeys:)``
-    /// records: its claim's answer was lost, or its outcome was not written.
+    /// records when its claim's answer was lost.
     static func orphanedClaimError(_ row: String = "") -> String {
         namingWorker(row, "claim not answered (worker ", " never got the job)")
     }
 
+    /// The error it records when the job ran but its outcome was not written.
     static func unwrittenOutcomeError(_ row: String = "") -> String {
         namingWorker(row, "outcome not written (worker ", " gave up writing it)")
     }

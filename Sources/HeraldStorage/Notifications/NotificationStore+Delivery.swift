@@ -34,8 +34,8 @@ extension NotificationStore {
         let statements = self.statements
         let rows = try await StorageSQL.transaction(
             client, logger: logger, "start send attempts", attempts: 1, within: wait / 2
-        ) {
-            connection in try await statements.rows(statement, on: connection, logger: logger)
+        ) { connection in
+            try await statements.rows(statement, on: connection, logger: logger)
         }
         var starts: [Int64: AttemptStart] = [:]
         for row in rows {

@@ -3,13 +3,12 @@
 --
 -- After a failed claim an executor puts back the running jobs leased to it that it does not hold
 -- (QueueSQL.releaseOrphans). Running jobs are few, and every partition's lease index holds
--- exactly them; but a partition truncated by the ring and not yet analyzed has no statistics,
--- and from none the planner reads every row of it instead, the whole backlog of a segment. That
--- put the release, which the executor runs before it claims again, past the moment a killed
--- connection ends it, so the executor lost the release and every claim with it for as long as
--- connections were being killed. The candidates now come from this function, planned with
--- sequential scans disabled, which leaves the lease index as the only way in.
--- PL/pgSQL keeps the plan between calls; the disabled scan makes a generic plan the same.
+-- exactly them. But a segment's statistics may come from a moment without a backlog, when
+-- running jobs were most of its rows, and from them the planner chose to read every row of the
+-- segment, its whole backlog, long enough for killed connections to end the release each time.
+-- The candidates now come from this function, planned with sequential scans disabled, which
+-- leaves the lease index as the only way in. PL/pgSQL keeps the plan between calls; the
+-- disabled scan makes a generic plan the same.
 CREATE FUNCTION pgqueue.orphaned_claims(queue_name text, worker text, held bigint[])
 RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE
