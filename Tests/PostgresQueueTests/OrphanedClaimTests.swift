@@ -31,6 +31,16 @@ struct OrphanedClaimTests {
         return handlers
     }
 
+    /// An executor of queue `q` (worker `w-q`) running ``handlers(_:_:)``, with long leases and
+    /// claims given up after a second.
+    static func executor(_ db: TestDatabase, _ q: String, _ logger: Logger, _ ran: RunLog, _ gate: Gate) -> JobExecutor {
+        JobExecutor(
+            queue: JobQueue(client: db.client, logger: logger), handlers: handlers(ran, gate),
+            configuration: .init(
+                queue: q, concurrency: 4, leaseDuration: .seconds(600), pollInterval: .milliseconds(20),
+                workerID: "w-\(q)", statementDeadline: .seconds(2)))
+    }
+
     /// Holds the claim table from another session until a claim fails (`logged` says so).
     static func failAClaim(_ db: TestDatabase, _ logged: Shared<[String]>) async throws {
         let holder = try await PostgresConnection.connect(
@@ -54,11 +64,7 @@ struct OrphanedClaimTests {
             let ran = RunLog()
             let gate = Gate()
             let held = try await db.queue.enqueue(NewJob(queue: q, kind: "hold"))
-            let executor = JobExecutor(
-                queue: JobQueue(client: db.client, logger: logger), handlers: Self.handlers(ran, gate),
-                configuration: .init(
-                    queue: q, concurrency: 4, leaseDuration: .seconds(600), pollInterval: .milliseconds(20), workerID: workerID,
-                    statementDeadline: .seconds(2)))
+            let executor = Self.executor(db, q, logger, ran, gate)
             try await running([executor]) {
                 defer { gate.open() }  // a failed expectation must not leave the executor waiting on its handler
                 try await Poll.until(timeout: .seconds(20), "the held job did not start") { ran.attempts(of: held.id).count == 1 }
@@ -102,11 +108,7 @@ struct OrphanedClaimTests {
             let ran = RunLog()
             let gate = Gate()
             let held = try await db.queue.enqueue(NewJob(queue: q, kind: "hold"))
-            let executor = JobExecutor(
-                queue: JobQueue(client: db.client, logger: logger), handlers: Self.handlers(ran, gate),
-                configuration: .init(
-                    queue: q, concurrency: 4, leaseDuration: .seconds(600), pollInterval: .milliseconds(20),
-                    workerID: "w-\(q)", statementDeadline: .seconds(2)))
+            let executor = Self.executor(db, q, logger, ran, gate)
             try await running([executor]) {
                 defer { gate.open() }
                 try await Poll.until(timeout: .seconds(20), "the held job did not start") { ran.attempts(of: held.id).count == 1 }
@@ -157,11 +159,7 @@ struct OrphanedClaimTests {
             let ran = RunLog()
             let gate = Gate()
             let job = try await db.queue.enqueue(NewJob(queue: q, kind: "hold"))
-            let executor = JobExecutor(
-                queue: JobQueue(client: db.client, logger: logger), handlers: Self.handlers(ran, gate),
-                configuration: .init(
-                    queue: q, concurrency: 2, leaseDuration: .seconds(600), pollInterval: .milliseconds(20),
-                    workerID: "w-\(q)", statementDeadline: .seconds(2)))
+            let executor = Self.executor(db, q, logger, ran, gate)
             try await running([executor]) {
                 defer { gate.open() }
                 try await Poll.until(timeout: .seconds(20), "the job did not start") { ran.attempts(of: job.id).count == 1 }
