@@ -438,7 +438,9 @@ public final class JobExecutor: Service, Sendable {
                 }
                 signal.yield()
             } catch {
-                logger.warning("pgqueue.claim_probe.failed", metadata: ["queue": "\(configuration.queue)", "error": "\(error)"])
+                logger.warning(
+                    "pgqueue.claim_probe.failed",
+                    metadata: ["queue": "\(configuration.queue)", "error": "\(QueueSQL.describe(error, doing: "claim probe"))"])
             }
         }
     }

@@ -53,6 +53,7 @@ public final class JobQueueListener: Service, Sendable {
     public func run() async {
         var failures = 0
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            let listened = connections
             do {
                 try await cancelWhenGracefulShutdown { [client, logger] in
                     try await client.withConnection { connection in
@@ -69,8 +70,12 @@ public final class JobQueueListener: Service, Sendable {
                 failures = 0
             } catch {
                 if Task.isCancelled || Task.isShuttingDownGracefully { break }
+                // A connection that listened and was then lost starts the back-off over.
+                if connections > listened { failures = 0 }
                 failures += 1
-                logger.warning("pgqueue.listener.reconnecting", metadata: ["error": "\(error)", "failures": "\(failures)"])
+                logger.warning(
+                    "pgqueue.listener.reconnecting",
+                    metadata: ["error": "\(QueueSQL.describe(error, doing: "listen"))", "failures": "\(failures)"])
                 try? await Task.sleep(for: min(.seconds(5), .milliseconds(100 * (1 << min(failures, 6)))))
             }
         }

@@ -29,6 +29,13 @@ enum QueueSQL {
         }
     }
 
+    /// `error` as a log line may show it: a `PSQLError` describes itself only as a generic
+    /// line (to keep statements out of logs), so it is first mapped (``map(_:doing:)``).
+    static func describe(_ error: any Error, doing action: String) -> String {
+        guard let psql = error as? PSQLError else { return "\(error)" }
+        return "\(map(psql, doing: action))"
+    }
+
     static func isUniqueViolation(_ error: any Error) -> Bool {
         (error as? PSQLError)?.serverInfo?[.sqlState] == "23505"
     }

@@ -70,6 +70,43 @@ struct NotificationDeliveryStoreTests {
         }
     }
 
+    @Test("a send's start and its result give up at half the database wait, as a claim does")
+    func sendWaitIsHalf() async throws {
+        try await TestDatabase.with { db async throws in
+            let (_, id, sendID) = try await Self.fixture(db)
+            var configuration = StorageConfiguration()
+            configuration.databaseWait = .seconds(1)
+            let store = db.stores(configuration).notifications
+            // Another session holds the hub sends: the start and the result wait on its lock.
+            let holder = try await PostgresConnection.connect(
+                configuration: db.connectionConfiguration(), id: 1, logger: db.logger)
+            try await holder.query("BEGIN", logger: db.logger)
+            try await holder.query("LOCK TABLE hub_sends IN ACCESS EXCLUSIVE MODE", logger: db.logger)
+            func givenUp(_ action: String, _ body: () async throws -> Void) async {
+                do {
+                    try await body()
+                    Issue.record("\(action) answered while the table was locked")
+                } catch let error as StorageError {
+                    #expect(error.code == .unavailable)
+                    #expect("\((error.underlying as? JobQueueError)?.message ?? "\(error)")" == "\(action) did not answer within 0.5 seconds")
+                } catch {
+                    Issue.record("\(action): \(error)")
+                }
+            }
+            let job = try await Self.job(db, sendID)
+            await givenUp("start send attempts") { _ = try await store.beginAttempt(hubSendID: sendID, jobID: job) }
+            await givenUp("record hub send results") {
+                try await store.record([
+                    HubSendResult(
+                        hubSendID: sendID, notificationID: id, attempt: 1, state: .enqueued, httpStatus: 201,
+                        hubNotificationID: "n1", decision: .enqueued)
+                ])
+            }
+            try await holder.query("ROLLBACK", logger: db.logger)
+            try await holder.close()
+        }
+    }
+
     @Test("begin fences: the first start gets attempt 1 and the payload; a recorded send is not started again")
     func beginAndDoubleBegin() async throws {
         try await TestDatabase.with { db async throws in

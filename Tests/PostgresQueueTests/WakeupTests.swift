@@ -202,6 +202,54 @@ struct WakeupTests {
         }
     }
 
+    @Test("a listener killed again and again reconnects at the first back-off each time, and logs the server's reason")
+    func listenerBackOffStartsOver() async throws {
+        try await TestDatabase.with { db async throws in
+            let logged = Shared<[Logger.Metadata]>([])
+            var logger = Logger(label: "listener-test") { _ in MetadataCollector(logged: logged) }
+            logger.logLevel = .warning
+            let listener = JobQueueListener(client: db.client, logger: logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await listener.run() }
+                for kill in 1...4 {
+                    try await Poll.until(timeout: .seconds(20)) { listener.connections == kill }
+                    try await Poll.until(timeout: .seconds(20), "the listener's backend was not found") {
+                        try await db.count(
+                            """
+                            SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                            WHERE datname = current_database() AND query ILIKE 'LISTEN%'
+                            """) == 1
+                    }
+                }
+                try await Poll.until(timeout: .seconds(20)) { listener.connections == 5 }
+                group.cancelAll()
+            }
+            let lines = logged.withLock { $0 }
+            #expect(lines.count == 4)
+            // Each loss follows a connection that listened: the back-off starts over.
+            #expect(lines.map { "\($0["failures"] ?? "")" } == ["1", "1", "1", "1"])
+            for line in lines {
+                let error = "\(line["error"] ?? "")"
+                #expect(error.contains("SQLSTATE 57P01") && !error.contains("Generic description"), "\(error)")
+            }
+        }
+    }
+
+    /// Collects the metadata of every line logged.
+    struct MetadataCollector: LogHandler {
+        let logged: Shared<[Logger.Metadata]>
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            let line = metadata.merging(event.metadata ?? [:]) { $1 }
+            logged.withLock { $0.append(line) }
+        }
+    }
+
     /// Starts a listener, runs `disturb`, waits for the listener's `connections`-th connection,
     /// then checks that an idle executor whose poll interval is a minute starts a newly
     /// enqueued job within seconds: only the notification can make that happen.

@@ -29,11 +29,10 @@ extension NotificationStore {
             lostReason: NotificationStore.lostAttemptReason, unknownDecision: HubSendResult.Decision.unknown.rawValue)
         // In a transaction of its own: PostgresNIO answers a statement at its completion, before
         // the commit of an implicit transaction, and a start answered but never committed (its
-        // backend killed in between) sent its push with a result no attempt would take. Given up
-        // at half the wait, as a claim is: the jobs of a start hold their slots while it waits.
+        // backend killed in between) sent its push with a result no attempt would take.
         let statements = self.statements
         let rows = try await StorageSQL.transaction(
-            client, logger: logger, "start send attempts", attempts: 1, within: wait / 2
+            client, logger: logger, "start send attempts", attempts: 1, within: sendWait
         ) { connection in
             try await statements.rows(statement, on: connection, logger: logger)
         }
@@ -92,7 +91,7 @@ extension NotificationStore {
         // `UUID`'s own order is its bytes', as PostgreSQL orders `uuid`; comparing `uuidString`s
         // formats two strings per comparison (see docs/benchmarks.md).
         let lockIDs = Array(Set(columns.notificationIDs)).sorted()
-        return try await StorageSQL.transaction(client, logger: logger, "record hub send results", within: wait) { connection in
+        return try await StorageSQL.transaction(client, logger: logger, "record hub send results", within: sendWait) { connection in
             _ = try await statements.rows(NotificationStatements.LockNotifications(ids: lockIDs), on: connection, logger: logger)
             // The update is the fence; only the results it applied get their outcome rows (one
             // statement, so a result cannot land in one table and not the other).

@@ -18,6 +18,10 @@ public struct NotificationStore: Sendable {
     public let maxSendAttempts: Int16
     /// The longest one operation waits for the database (``StorageConfiguration/databaseWait``).
     let wait: Duration
+    /// The longest a send's start or its result waits: half of ``wait``. Every new send waits
+    /// on them, one that answers at all answers in milliseconds, and a statement sent on a
+    /// connection the server killed may never answer (``Deadline``).
+    var sendWait: Duration { wait / 2 }
     /// Runs the send path's statements (``NotificationStatements``), prepared or not
     /// (``StorageConfiguration/preparedStatements``).
     let statements: StatementRunner

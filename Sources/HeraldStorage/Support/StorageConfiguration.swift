@@ -43,7 +43,7 @@ public struct StorageConfiguration: Sendable {
     /// `HERALD_DATABASE_WAIT_SECONDS`.
     public static let databaseWaitSeconds = Setting.int(
         "database.wait_seconds", default: 5, range: 1...600, details: "operations.md",
-        "seconds one request's (or job's) database operation may take, and one completion write or heartbeat of the worker (a claim or a send's start: half of it); beyond, it fails as unavailable (the API answers `503` with `Retry-After`; the worker tries again)"
+        "seconds one request's (or job's) database operation may take, and one completion write or heartbeat of the worker (a claim, or a send's start or result: half of it); beyond, it fails as unavailable (the API answers `503` with `Retry-After`; the worker tries again)"
     )
 
     /// `HERALD_DATABASE_PREPARED_STATEMENTS`.
