@@ -206,7 +206,7 @@ struct WakeupTests {
     func listenerBackOffStartsOver() async throws {
         try await TestDatabase.with { db async throws in
             let logged = Shared<[Logger.Metadata]>([])
-            var logger = Logger(label: "listener-test") { _ in MetadataCollector(logged: logged) }
+            var logger = Logger(label: "listener-test") { _ in CollectingLogHandler(messages: Shared([]), lines: logged) }
             logger.logLevel = .warning
             let listener = JobQueueListener(client: db.client, logger: logger)
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -232,21 +232,6 @@ struct WakeupTests {
                 let error = "\(line["error"] ?? "")"
                 #expect(error.contains("SQLSTATE 57P01") && !error.contains("Generic description"), "\(error)")
             }
-        }
-    }
-
-    /// Collects the metadata of every line logged.
-    struct MetadataCollector: LogHandler {
-        let logged: Shared<[Logger.Metadata]>
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            let line = metadata.merging(event.metadata ?? [:]) { $1 }
-            logged.withLock { $0.append(line) }
         }
     }
 
