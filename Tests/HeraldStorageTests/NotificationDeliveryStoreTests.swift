@@ -88,7 +88,8 @@ struct NotificationDeliveryStoreTests {
                     Issue.record("\(action) answered while the table was locked")
                 } catch let error as StorageError {
                     #expect(error.code == .unavailable)
-                    #expect("\((error.underlying as? JobQueueError)?.message ?? "\(error)")" == "\(action) did not answer within 0.5 seconds")
+                    let reason = (error.underlying as? JobQueueError)?.message ?? "\(error)"
+                    #expect(reason == "\(action) did not answer within 0.5 seconds")
                 } catch {
                     Issue.record("\(action): \(error)")
                 }

@@ -82,7 +82,7 @@ extension NotificationStore {
     /// A result that carries its job's end (``HubSendResult/jobFinish``) moves that job to the
     /// queue's history in the same transaction.
     ///
-    /// Returns, for each result in order, whether it applied. Prefer
+    /// Returns, for each result in order, whether it applied; gives up at ``sendWait``. Prefer
     /// ``NotificationOutcomeWriter``, which batches concurrent callers into one call.
     @discardableResult
     public func record(_ results: [HubSendResult]) async throws -> [Bool] {
@@ -91,7 +91,9 @@ extension NotificationStore {
         // `UUID`'s own order is its bytes', as PostgreSQL orders `uuid`; comparing `uuidString`s
         // formats two strings per comparison (see docs/benchmarks.md).
         let lockIDs = Array(Set(columns.notificationIDs)).sorted()
-        return try await StorageSQL.transaction(client, logger: logger, "record hub send results", within: sendWait) { connection in
+        return try await StorageSQL.transaction(
+            client, logger: logger, "record hub send results", within: sendWait
+        ) { connection in
             _ = try await statements.rows(NotificationStatements.LockNotifications(ids: lockIDs), on: connection, logger: logger)
             // The update is the fence; only the results it applied get their outcome rows (one
             // statement, so a result cannot land in one table and not the other).
