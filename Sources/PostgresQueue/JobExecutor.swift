@@ -326,9 +326,9 @@ public final class JobExecutor: Service, Sendable {
             defer { s.straggler = nil }
             return [s.floor, s.straggler].compactMap { $0 }.min()
         }
-        let query = QueueSQL.claim(
-            queue: configuration.queue, limit: limit, workerID: configuration.workerID,
-            leaseMs: configuration.leaseDuration.milliseconds, from: floor)
+        let statement = QueueStatements.Claim(
+            workerID: configuration.workerID, leaseMs: configuration.leaseDuration.milliseconds,
+            queue: configuration.queue, floor: floor, limit: Int64(limit))
         let lookback = configuration.claimLookback.timeInterval
         let (queue, logger, queueName, workerID) = (self.queue, self.logger, configuration.queue, configuration.workerID)
         // Bounded: a claim that never answers would stop this executor for good. Jobs a late
@@ -342,10 +342,8 @@ public final class JobExecutor: Service, Sendable {
             claimed.reserveCapacity(limit)
             var first: Date?
             do {
-                let rows = try await queue.client.query(query, logger: logger)
-                for try await (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt, lane, place)
-                    in rows.decode((JobID, String, String, Int16, Int16, Int16, Date, Date, Date, String, Date).self)
-                {
+                let rows = try await queue.statements.rows(statement, client: queue.client, logger: logger)
+                for (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt, lane, place) in rows {
                     // The next claim starts behind the earliest of this claim's places and of
                     // its time (a job placed now, committed meanwhile, may sort before jobs
                     // already placed ahead of now).

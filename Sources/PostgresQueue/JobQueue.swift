@@ -17,9 +17,9 @@ public struct JobQueue: Sendable {
         /// The first enqueue of a window notifies at once; later ones in the window fold into
         /// one trailing notification (NOTIFY takes a global lock at commit: keep it rare).
         public var notifyDebounce: Duration
-        /// Run the enqueue and the job-ending statements as named prepared statements (parsed and
-        /// planned once per connection). Turn off behind a transaction pooler that does not
-        /// track prepared statements (PgBouncer before 1.21): they then run unnamed.
+        /// Run the enqueue, the claim and the job-ending statements as named prepared statements
+        /// (parsed and planned once per connection). Turn off behind a transaction pooler that
+        /// does not track prepared statements (PgBouncer before 1.21): they then run unnamed.
         public var preparedStatements: Bool
         /// The lanes' weights, which place each enqueued (and retried) job in the claim order.
         /// Every process that enqueues or runs jobs of a queue should use the same lanes.

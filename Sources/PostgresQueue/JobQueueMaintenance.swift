@@ -15,7 +15,8 @@ public import ServiceLifecycle
 ///   standing partition first), so the table stays small while a long transaction holds the
 ///   vacuum horizon back. One process rotates at a time; the others' calls return at once.
 ///   A ring that cannot turn for three periods (a reader holds the oldest segment, or a backlog
-///   waits there) has its segments vacuumed instead.
+///   waits there) has its segments vacuumed instead. Every tick notes the older segments where
+///   no job waits, which claims then leave out.
 public final class JobQueueMaintenance: Service, Sendable {
     /// Maintenance settings.
     public struct Configuration: Sendable {
@@ -63,9 +64,16 @@ public final class JobQueueMaintenance: Service, Sendable {
             group.addTask {
                 // A fifth of the period (at least 100 ms), so the ring turns soon after it is due.
                 await PeriodicTask.run(every: max(self.configuration.segmentRotation / 5, .milliseconds(100))) {
-                    if try await self.rotateSegments() == nil {
-                        _ = try await self.vacuumStalledSegments()
+                    // The notes are looked at again whatever the turn did: a job put back in a
+                    // noted segment waits for them.
+                    do {
+                        if try await self.rotateSegments() == nil {
+                            _ = try await self.vacuumStalledSegments()
+                        }
+                    } catch {
+                        self.logFailure(error)
                     }
+                    _ = try await self.markDrainedSegments()
                 } onError: {
                     self.logFailure($0)
                 }
@@ -141,6 +149,23 @@ public final class JobQueueMaintenance: Service, Sendable {
             return nil
         } catch let error as PSQLError {
             throw QueueSQL.map(error, doing: "rotate")
+        }
+    }
+
+    /// Notes the ring's older segments in which no job waits; claims leave them out until the
+    /// ring turns or a later call finds a job waiting there again (a retry, a release, a rescue,
+    /// an insert that read the ring just before it turned). While a transaction holds the
+    /// vacuum horizon back, each job claimed leaves an index entry that every claim reading its
+    /// segment would visit. Returns the segments noted, or nil when another process holds the
+    /// ring.
+    @discardableResult
+    public func markDrainedSegments() async throws -> [Int]? {
+        do {
+            let rows = try await queue.client.query(QueueSQL.markDrainedSegments, logger: queue.logger)
+            for try await segments in rows.decode([Int16]?.self) { return segments.map { $0.map(Int.init) } }
+            return nil
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: "note drained segments")
         }
     }
 

@@ -165,16 +165,9 @@ enum QueueSQL {
         // percent of the table, several times slower (see docs/benchmarks.md).
         // `pgqueue.claim_candidates` merges the partitions' claim indexes, never sorting every
         // waiting job (schema version 8 says why).
-        """
-        WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
-        UPDATE pgqueue.jobs j
-        SET state = 'running', attempt = j.attempt + 1, attempted_at = now(), locked_by = \(workerID),
-            lease_expires_at = now() + \(leaseMs) * interval '1 millisecond'
-        FROM unflushed
-        WHERE j.id = ANY(ARRAY(SELECT pgqueue.claim_candidates(\(queue), \(floor)::timestamptz, \(limit))))
-        RETURNING j.id, j.kind, j.args::text, j.attempt, j.max_attempts, j.priority, j.run_at, j.attempted_at, j.created_at,
-                  j.lane, j.fair_at
-        """
+        let statement = QueueStatements.Claim(
+            workerID: workerID, leaseMs: leaseMs, queue: queue, floor: floor, limit: Int64(limit))
+        return PostgresQuery(unsafeSQL: QueueStatements.Claim.sql, binds: statement.bindings)
     }
 
     /// The place in line of the first job of `queue` that may run now and sorts before `floor`
@@ -320,6 +313,10 @@ enum QueueSQL {
     static func rotateSegments(periodMs: Int64, maxMoved: Int) -> PostgresQuery {
         "SELECT pgqueue.rotate_segments(\(periodMs) * interval '1 millisecond', \(Int32(maxMoved)))"
     }
+
+    /// Notes the ring's older segments where no job waits, which claims then leave out
+    /// (`pgqueue.mark_drained_segments`); NULL while another process holds the ring.
+    static let markDrainedSegments: PostgresQuery = "SELECT pgqueue.mark_drained_segments()"
 
     /// The ring's segments to vacuum now (`pgqueue.stalled_segments`): none while it turns.
     static func stalledSegments(periodMs: Int64) -> PostgresQuery {

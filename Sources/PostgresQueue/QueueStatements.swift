@@ -16,10 +16,7 @@ public import PostgresNIO
 /// PostgresNIO's default `name` is the same string built with `String(reflecting:)` at every
 /// execution, a cost that shows under load (see docs/benchmarks.md).
 ///
-/// Every parameter carries a cast, so the statements prepare with the right types. The claim
-/// stays unnamed: its `LIMIT` is a parameter, and a generic plan assumes a tenth of the table
-/// for an unknown limit, which could turn the ordered index scan into a scan and sort of the
-/// whole backlog.
+/// Every parameter carries a cast, so the statements prepare with the right types.
 enum QueueStatements {
     /// The columns of one enqueue statement's input, one array element per job.
     struct EnqueueInput: Sendable {
@@ -375,6 +372,49 @@ enum QueueStatements {
             bindings.append(notify)
             return bindings
         }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
+    /// Claims up to `limit` runnable jobs of `queue` (``QueueSQL/claim(queue:limit:workerID:leaseMs:from:)``
+    /// says how). Prepared: its candidates come from `pgqueue.claim_candidates`, whose plan is the
+    /// merge of the claim indexes whatever the limit, so the generic plan of the rest (the update
+    /// by primary key) is the plan each call would get.
+    struct Claim: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
+        /// The job's columns, then its place in line (`fair_at`).
+        typealias Row = (JobID, String, String, Int16, Int16, Int16, Date, Date, Date, String, Date)
+
+        static let sql = """
+            WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
+            UPDATE pgqueue.jobs j
+            SET state = 'running', attempt = j.attempt + 1, attempted_at = now(), locked_by = $1::text,
+                lease_expires_at = now() + $2::int8 * interval '1 millisecond'
+            FROM unflushed
+            WHERE j.id = ANY(ARRAY(SELECT pgqueue.claim_candidates($3::text, $4::timestamptz, $5::int8)))
+            RETURNING j.id, j.kind, j.args::text, j.attempt, j.max_attempts, j.priority, j.run_at, j.attempted_at,
+                      j.created_at, j.lane, j.fair_at
+            """
+
+        var workerID: String
+        var leaseMs: Int64
+        var queue: String
+        var floor: Date?
+        var limit: Int64
+
+        /// Non-throwing, so the unnamed form (``QueueSQL/claim(queue:limit:workerID:leaseMs:from:)``) is built from it.
+        var bindings: PostgresBindings {
+            var bindings = PostgresBindings(capacity: 5)
+            bindings.append(workerID)
+            bindings.append(leaseMs)
+            bindings.append(queue)
+            bindings.append(floor)
+            bindings.append(limit)
+            return bindings
+        }
+
+        func makeBindings() throws -> PostgresBindings { bindings }
 
         func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }

@@ -6,14 +6,14 @@ import PostgresQueue
 import Synchronization
 import Testing
 
-/// `JobQueue.Configuration.preparedStatements`: the enqueue and the job's end run as named
-/// prepared statements, or unnamed (behind a transaction pooler), with the same results.
+/// `JobQueue.Configuration.preparedStatements`: the enqueue, the claim and the job's end run as
+/// named prepared statements, or unnamed (behind a transaction pooler), with the same results.
 @Suite(
     "PostgresQueue: prepared statements",
     .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)")
 )
 struct PreparedStatementTests {
-    @Test("enqueue and finish are prepared statements, or unnamed ones when turned off", arguments: [true, false])
+    @Test("enqueue, claim and finish are prepared statements, or unnamed ones when turned off", arguments: [true, false])
     func preparedOrUnnamed(prepared: Bool) async throws {
         try await TestDatabase.with { db async throws in
             // One connection, so the statements prepared on it are the ones it lists.
@@ -57,7 +57,8 @@ struct PreparedStatementTests {
                 }
                 #expect(Set(finished.withLock { $0 }) == Set(ids))
                 let problem = try await TestDatabase.preparedStatementProblem(
-                    ["EnqueueOne", "Enqueue", "EnqueueUnique", "Finish"], prepared: prepared, on: client, logger: db.logger)
+                    ["EnqueueOne", "Enqueue", "EnqueueUnique", "Finish", "Claim"], prepared: prepared, on: client,
+                    logger: db.logger)
                 #expect(problem == nil, "\(problem ?? "")")
             }
         }

@@ -137,8 +137,12 @@ struct SegmentRingTests {
         }
     }
 
-    @Test("behind a backlog a claim reads about the jobs it takes, also with an analyzed empty standing partition")
-    func claimMerges() async throws {
+    /// `generic`: as the executor's prepared claim runs once PostgreSQL settles on the plan for
+    /// any values, which it may do while the queue is empty.
+    @Test(
+        "behind a backlog a claim reads about the jobs it takes, also with an analyzed empty standing partition",
+        arguments: [false, true])
+    func claimMerges(generic: Bool) async throws {
         try await TestDatabase.with { db async throws in
             let q = uniqueQueue("merge")
             let current = try await Self.current(db)
@@ -146,10 +150,57 @@ struct SegmentRingTests {
             // What autovacuum leaves: statistics saying the standing partition is empty. From them
             // the planner once chose to sort every waiting job of every partition for each claim.
             try await db.execute("VACUUM ANALYZE pgqueue.jobs_standing")
+            let claim = QueueSQL.claim(queue: q, limit: 4, workerID: "merge", leaseMs: 30_000)
+            let prepared: [PostgresQuery] = [
+                "SET LOCAL plan_cache_mode = force_generic_plan",
+                PostgresQuery(unsafeSQL: "PREPARE merge_claim AS " + QueueStatements.Claim.sql),
+            ]
             let reads = try await Self.reads(
-                db, "pgqueue.jobs_ring_\(current)", QueueSQL.claim(queue: q, limit: 4, workerID: "merge", leaseMs: 30_000))
+                db, "pgqueue.jobs_ring_\(current)",
+                generic ? "EXECUTE merge_claim('merge', 30000, \(unescaped: "'\(q)'"), NULL, 4)" : claim,
+                after: generic ? prepared : [])
             #expect(reads.rows == 4)
             #expect(reads.fetched < 100, "the claim of 4 fetched \(reads.fetched) rows of a backlog of 3,000")
+        }
+    }
+
+    @Test("claims leave out an older segment where nothing waits, until a tick finds a job back there or the ring turns")
+    func drainedSegments() async throws {
+        try await TestDatabase.with { db async throws in
+            let q = uniqueQueue("drained")
+            let maintenance = Self.maintenance(db)
+            let first = try await Self.current(db)
+            let segment = "pgqueue.jobs_ring_\(first)"
+            let jobs = try await db.queue.enqueue((0..<10).map { _ in NewJob(queue: q, kind: "k") })
+            func claim() async throws -> [JobID] {
+                var ids: [JobID] = []
+                let query = QueueSQL.claim(queue: q, limit: 10, workerID: "w", leaseMs: 60_000)
+                for try await id in try await db.client.query(query, logger: db.logger).decode(JobID.self) { ids.append(id) }
+                return ids
+            }
+            #expect(try await claim().count == 10)
+            let next = Int16(try #require(try await maintenance.rotateSegments()))
+            #expect(next != first)
+            // The older segments: the one just left, its ten jobs running, and the empty oldest.
+            let noted = try #require(try await maintenance.markDrainedSegments())
+            #expect(Set(noted) == Set([1, 2, 3].filter { $0 != Int(next) }), "\(noted)")
+            // A job back in line there (as a rescue or a release puts it) is not seen by claims...
+            try await db.execute(
+                "UPDATE pgqueue.jobs SET state = 'retryable', lease_expires_at = NULL WHERE id = \(jobs[0].id)")
+            let reads = try await Self.reads(db, segment, "SELECT pgqueue.claim_candidates(\(q), NULL, 10)")
+            #expect(reads.rows == 0)
+            #expect(reads.sequential == 0 && reads.fetched == 0, "the claim read the drained segment: \(reads)")
+            // ...until the next tick finds it waiting.
+            #expect(try await maintenance.markDrainedSegments()?.contains(Int(first)) == false)
+            #expect(try await claim() == [jobs[0].id])
+
+            // Noted again; once the ring turns, the note no longer counts until the next tick.
+            #expect(try await maintenance.markDrainedSegments()?.contains(Int(first)) == true)
+            try await db.execute(
+                "UPDATE pgqueue.jobs SET state = 'retryable', lease_expires_at = NULL WHERE id = \(jobs[1].id)")
+            #expect(try await claim() == [])
+            #expect(try await maintenance.rotateSegments() != nil)
+            #expect(try await claim() == [jobs[1].id])
         }
     }
 
@@ -183,10 +234,12 @@ struct SegmentRingTests {
     /// Runs `statement` in a transaction and answers the rows it returned, and its sequential scans
     /// of `relation` and the rows its index scans fetched there (counted within the transaction;
     /// the counts before it are subtracted, as a connection may carry some not yet reported).
+    /// `setup` runs first in the same transaction.
     static func reads(
-        _ db: TestDatabase, _ relation: String, _ statement: PostgresQuery
+        _ db: TestDatabase, _ relation: String, _ statement: PostgresQuery, after setup: [PostgresQuery] = []
     ) async throws -> (rows: Int, sequential: Int64, fetched: Int64) {
         try await db.client.withTransaction(logger: db.logger) { connection in
+            for query in setup { _ = try await connection.query(query, logger: db.logger) }
             func counts() async throws -> (Int64, Int64) {
                 let rows = try await connection.query(
                     "SELECT seq_scan, idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relid = \(relation)::regclass",
