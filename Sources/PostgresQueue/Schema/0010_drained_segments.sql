@@ -9,7 +9,7 @@
 -- every claim of the send pipeline read about 11,000 pages of segments where nothing waited.
 -- Only the current segment and the standing partition take new jobs; an older segment gets a
 -- waiting job back only from a retry, a snooze, a release or a rescue, or from an insert that
--- read the ring just before it turned. So the maintenance notes, after every tick, the older
+-- read the ring just before it turned. So the maintenance notes, at every tick, the older
 -- segments where nothing waits (`pgqueue.mark_drained_segments`), and the claim reads the
 -- current segment, the standing partition and only the older segments not noted. A job that
 -- comes back into a noted segment is seen at the next tick, which finds it waiting there.
