@@ -12,7 +12,7 @@ help:
 	@echo "make test        start PostgreSQL, build every product, run every test (also through PgBouncer, and the ops reads on a streaming replica), the deploy checks, the reduced pressure pass and the reduced fault harness"
 	@echo "make chaos       the fault harness at full size (kill -9, PostgreSQL restart, hub fault storm, partitions, ...)"
 	@echo "make bench       every benchmark (release build); bench-queue, bench-pickup, bench-hub, bench-api, bench-send, bench-webhooks, bench-lanes, bench-stats for subsets"
-	@echo "make bench-pressure  the queue and the send pipeline under a held XID, readers, overload and chaos (about 50 min; not in make bench)"
+	@echo "make bench-pressure  the queue and the send pipeline under a held XID, readers, overload and chaos (about an hour; not in make bench)"
 	@echo "make lint        swift-format lint with the checked-in .swift-format"
 	@echo "make docs        rewrite docs/configuration.md from the Setting declarations (a test checks it)"
 	@echo "make migrate     apply migrations to the local database"
