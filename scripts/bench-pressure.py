@@ -15,7 +15,8 @@ full (the default) runs three parts, each on a database of its own made afresh:
             starts them): batches of notifications without telemetry posted at 60% of the
             maximum measured first (a batch drained while the worker runs), through the phases
   chaos     on the same pipeline after its phases, the load still running: backend kills,
-            300 idle connections, the server full, PostgreSQL restart, worker SIGKILL
+            300 idle connections, the server full, PostgreSQL restart, worker SIGKILL, each
+            once less than a second of the offered load waits (the backlog before it drained)
 
 The phases of `queue` and `pipeline`: warm-up (not reported), clean (2 min), held_xid (an
 idle-in-transaction session holding an XID: `BEGIN; SELECT txid_current();`, 5 min), recovery,
@@ -35,7 +36,8 @@ Figures, one line each, on standard output, `bench pressure.PART.PHASE.FIGURE VA
   `cpu.GROUP` in cores (user + system time from /proc over the phase): the readers' backends, the
   adapter (or herald-api and herald-worker), their backends, the rest of PostgreSQL, its processes
   that ended within the phase (`postgres_exited`: the readers' parallel workers), the machine.
-  Chaos cells, `bench pressure.chaos.CELL.FIGURE`: accepted, final, lost, p99_ms during the fault,
+  Chaos cells, `bench pressure.chaos.CELL.FIGURE`: settled_s (how long the backlog before the
+  cell took to drain), accepted, final, lost, p99_ms during the fault,
   longest_gap_s without a completed send (from the fault's start to the end of its recovery),
   recovered_s (from the fault's end until a 5 s mean of completed sends >= 0.9 of clean),
   answers_503, 503_without_retry_after, hung (no answer within BENCH_PRESSURE_CLIENT_TIMEOUT_S),
@@ -765,6 +767,10 @@ def waiting(session):
     return session.value("SELECT EXISTS (SELECT 1 FROM notifications WHERE state IN ('Queued', 'Scheduled'))") == "t"
 
 
+def queued(session):
+    return int(session.value("SELECT count(*) FROM notifications WHERE state IN ('Queued', 'Scheduled')") or 0)
+
+
 def epoch(at):
     return f"to_timestamp({at:.3f})"
 
@@ -923,7 +929,7 @@ def account(system, session, ids_path, since):
 class Cell:
     def __init__(self, name):
         self.name = name
-        self.start = self.fault_end = self.end = None
+        self.start = self.fault_end = self.end = self.settled_s = None
         self.note = ""
 
 
@@ -935,8 +941,19 @@ def chaos_cells(system, session, loader):
 
     def cell(name, run):
         c = Cell(name)
+        # Each fault starts from the steady state: a backlog left by the phases or the cell before
+        # would be measured as the fault's (less than a second of the offered load waiting).
+        loader.label = f"{name}_settle"
+        began = time.time()
+        try:
+            wait_for(f"the backlog to drain before {name}", lambda: queued(session) < loader.rate,
+                     knob("DRAIN_S", 300.0), 1)
+            c.settled_s = round(time.time() - began, 1)
+        except Failure:
+            c.settled_s = None
         loader.label = name
-        progress(f"chaos {name}")
+        progress(f"chaos {name}" + (f" (the backlog drained in {c.settled_s} s)" if c.settled_s is not None
+                                    else " (behind a backlog that did not drain)"))
         c.start = time.time()
         c.note = run(c)
         c.fault_end = time.time()
@@ -995,6 +1012,7 @@ def report_cells(cells, loader, windows, clean_completion, accounting):
     session = windows.session
     for c in cells:
         prefix = f"chaos.{c.name}"
+        figure(f"{prefix}.settled_s", c.settled_s, "s")
         accepted = sum(accounting.get(label, (0, 0, 0, 0))[0] for label in (c.name, f"{c.name}_recovery"))
         finished = sum(accounting.get(label, (0, 0, 0, 0))[2] for label in (c.name, f"{c.name}_recovery"))
         figure(f"{prefix}.accepted", accepted, "notifications")
