@@ -155,16 +155,7 @@ enum QueueSQL {
     static func claim(
         queue: String, limit: Int, workerID: String, leaseMs: Int64, from floor: Date? = nil
     ) -> PostgresQuery {
-        // The candidates are an InitPlan (`ARRAY(SELECT …)`), run once: the LIMIT and the row
-        // locks apply to exactly the rows it returns (without a fence the planner may run the
-        // LIMIT subquery as the inner side of a nested loop and lock more rows than LIMIT,
-        // Oban's note). The update then finds them through the primary key, whatever the
-        // table's size: PostgreSQL estimates `id = ANY(…)` of an InitPlan at ten rows. Joined
-        // to the same candidates as a CTE instead, it estimated the join from LIMIT and the
-        // table, and chose a sequential scan of every job and a hash join once LIMIT was a few
-        // percent of the table, several times slower (see docs/benchmarks.md).
-        // `pgqueue.claim_candidates` merges the partitions' claim indexes, never sorting every
-        // waiting job (schema version 8 says why).
+        // The SQL and why it is shaped so: `QueueStatements.Claim`.
         let statement = QueueStatements.Claim(
             workerID: workerID, leaseMs: leaseMs, queue: queue, floor: floor, limit: Int64(limit))
         return PostgresQuery(unsafeSQL: QueueStatements.Claim.sql, binds: statement.bindings)

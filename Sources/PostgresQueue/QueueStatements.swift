@@ -386,6 +386,16 @@ enum QueueStatements {
         /// The job's columns, then its place in line (`fair_at`).
         typealias Row = (JobID, String, String, Int16, Int16, Int16, Date, Date, Date, String, Date)
 
+        // The candidates are an InitPlan (`ARRAY(SELECT …)`), run once: the LIMIT and the row
+        // locks apply to exactly the rows it returns (without a fence the planner may run the
+        // LIMIT subquery as the inner side of a nested loop and lock more rows than LIMIT,
+        // Oban's note). The update then finds them through the primary key, whatever the
+        // table's size: PostgreSQL estimates `id = ANY(…)` of an InitPlan at ten rows. Joined
+        // to the same candidates as a CTE instead, it estimated the join from LIMIT and the
+        // table, and chose a sequential scan of every job and a hash join once LIMIT was a few
+        // percent of the table, several times slower (see docs/benchmarks.md).
+        // `pgqueue.claim_candidates` merges the partitions' claim indexes, never sorting every
+        // waiting job (schema version 8 says why).
         static let sql = """
             WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
             UPDATE pgqueue.jobs j
