@@ -87,8 +87,8 @@ actor Completer {
         var written = false
         while true {
             do {
-                try await Deadline.run(within: configuration.statementDeadline, "completing jobs") {
-                    try await self.writeOnce(batch)
+                try await Deadline.run(within: configuration.statementDeadline, "completing jobs", on: queue.client) {
+                    try await self.writeOnce(batch, on: $0)
                 }
                 written = true
                 break
@@ -114,10 +114,10 @@ actor Completer {
 
     /// Writes `batch` now, once, outside the batching loop (``JobExecutor/work(id:)``).
     func writeNow(_ batch: [Completion]) async throws {
-        try await writeOnce(batch)
+        try await queue.client.withConnection { try await self.writeOnce(batch, on: $0) }
     }
 
-    private func writeOnce(_ batch: [Completion]) async throws {
+    private func writeOnce(_ batch: [Completion], on connection: PostgresConnection) async throws {
         var finishIDs: [JobID] = [], finishAttempts: [Int16] = [], finishStates: [String] = [], finishErrors: [String] = []
         var requeueIDs: [JobID] = [], requeueAttempts: [Int16] = [], requeueStates: [String] = []
         var requeueDelays: [Int64] = [], requeueErrors: [String] = [], requeueDeltas: [Int16] = []
@@ -157,7 +157,7 @@ actor Completer {
                 ids: finishIDs, attempts: finishAttempts, states: finishStates, errors: finishErrors,
                 workerIDs: Array(repeating: worker, count: finishIDs.count))
             do {
-                written += try await queue.statements.rows(statement, client: queue.client, logger: queue.logger).count
+                written += try await queue.statements.rows(statement, on: connection, logger: queue.logger).count
             } catch let error as PSQLError {
                 throw QueueSQL.map(error, doing: "complete")
             }
@@ -169,7 +169,9 @@ actor Completer {
                     errors: requeueErrors, attemptDeltas: requeueDeltas, spacingsUs: requeueSpacings, workerID: worker,
                     clearKeys: clearKeys)
             }
-            written += try await QueueSQL.clearingKeysOnConflict { clearKeys in try await count(requeue(clearKeys: clearKeys)) }
+            written += try await QueueSQL.clearingKeysOnConflict { clearKeys in
+                try await count(requeue(clearKeys: clearKeys), on: connection)
+            }
         }
         if written < batch.count {
             queue.logger.debug(
@@ -188,10 +190,10 @@ actor Completer {
         }
     }
 
-    private func count(_ query: PostgresQuery) async throws -> Int {
+    private func count(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> Int {
         do {
             var n = 0
-            for try await _ in try await queue.client.query(query, logger: queue.logger).decode(JobID.self) { n += 1 }
+            for try await _ in try await connection.query(query, logger: queue.logger).decode(JobID.self) { n += 1 }
             return n
         } catch let error as PSQLError {
             if QueueSQL.isUniqueViolation(error) { throw error }

@@ -300,12 +300,14 @@ public final class JobExecutor: Service, Sendable {
             return (Array(s.leased.keys), Array(s.unwritten.keys))
         }
         let (client, logger, queueName, workerID) = (queue.client, logger, configuration.queue, configuration.workerID)
-        let (discarded, released) = try await Deadline.run(within: configuration.claimDeadline, "releasing orphaned claims") {
+        let (discarded, released) = try await Deadline.run(
+            within: configuration.claimDeadline, "releasing orphaned claims", on: client
+        ) { connection in
             do {
                 return try await QueueSQL.clearingKeysOnConflict { clearKeys in
                     let query = QueueSQL.releaseOrphans(
                         queue: queueName, workerID: workerID, held: held, ran: ran, clearKeys: clearKeys)
-                    let rows = try await client.query(query, logger: logger)
+                    let rows = try await connection.query(query, logger: logger)
                     for try await (discarded, released) in rows.decode((Int64, Int64).self) { return (discarded, released) }
                     return (0, 0)
                 }
@@ -336,13 +338,16 @@ public final class JobExecutor: Service, Sendable {
         // after the failure (releaseOrphans), counting them here until the claim ends.
         let state = self.state
         state.withLock { $0.claimsUnanswered += 1 }
-        let (claimed, first) = try await Deadline.run(within: configuration.claimDeadline, "claim") {
+        let (claimed, first) = try await Deadline.run(within: configuration.claimDeadline, "claim", watching: { watch in
             defer { state.withLock { $0.claimsUnanswered -= 1 } }
             var claimed: [ClaimedJob] = []
             claimed.reserveCapacity(limit)
             var first: Date?
             do {
-                let rows = try await queue.statements.rows(statement, client: queue.client, logger: logger)
+                let rows = try await queue.client.withConnection { connection in
+                    watch(connection)
+                    return try await queue.statements.rows(statement, on: connection, logger: logger)
+                }
                 for (id, kind, args, attempt, maxAttempts, priority, runAt, attemptedAt, createdAt, lane, place) in rows {
                     // The next claim starts behind the earliest of this claim's places and of
                     // its time (a job placed now, committed meanwhile, may sort before jobs
@@ -358,7 +363,7 @@ public final class JobExecutor: Service, Sendable {
                 throw QueueSQL.map(error, doing: "claim")
             }
             return (claimed, first)
-        }
+        })
         if let first { state.withLock { $0.floor = first.addingTimeInterval(-lookback) } }
         if !claimed.isEmpty { queue.metrics.claimed(queue: configuration.queue, count: claimed.count) }
         return claimed
@@ -425,8 +430,8 @@ public final class JobExecutor: Service, Sendable {
             guard let floor = state.withLock({ $0.floor }) else { continue }
             let (query, client, logger) = (QueueSQL.firstBelow(floor, queue: configuration.queue), queue.client, logger)
             do {
-                let found = try await Deadline.run(within: configuration.statementDeadline, "claim probe") {
-                    try await client.query(query, logger: logger).decode(Date.self).first { _ in true }
+                let found = try await Deadline.run(within: configuration.statementDeadline, "claim probe", on: client) {
+                    try await $0.query(query, logger: logger).decode(Date.self).first { _ in true }
                 }
                 guard let found else { continue }
                 // Behind the job by the lookback too: its place, read back as a `Date`, may round up.
@@ -462,8 +467,8 @@ public final class JobExecutor: Service, Sendable {
                     ids: ids, workerID: configuration.workerID, leaseMs: configuration.leaseDuration.milliseconds)
                 let (client, logger) = (queue.client, logger)
                 // Bounded like a claim: a heartbeat stuck on a killed connection would let every lease lapse.
-                try await Deadline.run(within: configuration.statementDeadline, "heartbeat") {
-                    _ = try await client.query(query, logger: logger)
+                try await Deadline.run(within: configuration.statementDeadline, "heartbeat", on: client) {
+                    _ = try await $0.query(query, logger: logger)
                 }
             } catch {
                 logger.warning("pgqueue.heartbeat.failed", metadata: ["queue": "\(configuration.queue)", "error": "\(error)"])

@@ -108,6 +108,35 @@ struct NotificationDeliveryStoreTests {
         }
     }
 
+    @Test("a store transaction whose backend is killed before its COMMIT ends as its connection closes, not at the wait")
+    func transactionEndsWithItsConnection() async throws {
+        try await TestDatabase.with { db async throws in
+            let logger = db.logger
+            do {
+                try await StorageSQL.transaction(db.client, logger: logger, "run a killed transaction", within: .seconds(60)) {
+                    connection in
+                    var pid: Int32 = 0
+                    for try await value in try await connection.query("SELECT pg_backend_pid()", logger: logger).decode(
+                        Int32.self)
+                    {
+                        pid = value
+                    }
+                    // Killed after its statement: PostgresNIO drops the COMMIT written to the closed channel.
+                    let killer = try await PostgresConnection.connect(
+                        configuration: db.connectionConfiguration(), id: 1, logger: logger)
+                    _ = try await killer.query("SELECT pg_terminate_backend(\(pid))", logger: logger)
+                    try await killer.close()
+                    try? await connection.closeFuture.get()
+                }
+                Issue.record("a transaction whose backend was killed committed")
+            } catch let error as StorageError {
+                #expect(error.code == .unavailable)
+                let reason = (error.underlying as? JobQueueError)?.message ?? "\(error)"
+                #expect(reason == "run a killed transaction: its connection closed before it answered")
+            }
+        }
+    }
+
     @Test("begin fences: the first start gets attempt 1 and the payload; a recorded send is not started again")
     func beginAndDoubleBegin() async throws {
         try await TestDatabase.with { db async throws in

@@ -46,4 +46,34 @@ struct StatementDeadlineTests {
             }
         }
     }
+
+    @Test("work that watches its connection ends once the connection closes, though the query on it is never answered")
+    func watchedConnectionEndsTheWait() async throws {
+        try await TestDatabase.with { db async throws in
+            let logger = Logger(label: "watch-test")
+            let connection = try await PostgresConnection.connect(
+                configuration: db.connectionConfiguration(), id: 2, logger: logger)
+            var pid: Int32 = 0
+            for try await value in try await connection.query("SELECT pg_backend_pid()", logger: logger).decode(Int32.self) {
+                pid = value
+            }
+            // The backend is killed between two statements, as a transaction's can be: PostgresNIO
+            // drops a query written to the closed channel without failing it.
+            _ = try await db.client.query("SELECT pg_terminate_backend(\(pid))", logger: logger)
+            try? await connection.closeFuture.get()
+            do {
+                _ = try await Deadline.run(within: .seconds(60), "a query after the kill", watching: { watch in
+                    watch(connection)
+                    var rows = 0
+                    for try await _ in try await connection.query("SELECT 1", logger: logger) { rows += 1 }
+                    return rows
+                })
+                Issue.record("a query on a closed connection answered")
+            } catch let error as JobQueueError {
+                #expect(error.code == .unavailable)
+                // The watch ended it, not the 60 s limit.
+                #expect(error.message == "a query after the kill: its connection closed before it answered")
+            }
+        }
+    }
 }

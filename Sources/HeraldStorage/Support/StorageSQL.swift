@@ -7,7 +7,8 @@ import PostgresQueue
 enum StorageSQL {
     // Every operation is bounded (``PostgresQueue/Deadline``): PostgresNIO 1.33 can leave a query
     // written to a connection that is closing (PostgreSQL restarting) waiting forever. Stores
-    // pass their `wait` (``StorageConfiguration/databaseWait``).
+    // pass their `wait` (``StorageConfiguration/databaseWait``); a transaction also ends as soon
+    // as its connection closes.
 
     /// The bound for the maintenance sweeps, whose batches may take longer on a busy database.
     static let maintenanceDeadline = Duration.seconds(120)
@@ -40,8 +41,8 @@ enum StorageSQL {
         var attempt = 1
         while true {
             do {
-                return try await Deadline.run(within: limit, action) {
-                    try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+                return try await Deadline.run(within: limit, action, on: client) { connection in
+                    try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
                 }
             } catch let error as JobQueueError where error.code == .unavailable {
                 throw StorageError(.unavailable, "could not \(action): the database did not answer", underlying: error)
