@@ -63,6 +63,7 @@ Knobs (environment):
   BENCH_PRESSURE_IDLE (300)       idle connections of the `idle` cell
   BENCH_PRESSURE_CLIENT_TIMEOUT_S (10)  a request unanswered this long counts as hung
   BENCH_PRESSURE_SAMPLE_S (5)     the adapter's SAMPLE_EVERY_S
+  BENCH_PRESSURE_CELLS (all)      the chaos cells to run, by name: kills,idle,full,restart,worker_kill
   BENCH_PRESSURE_DRAIN_S (300)    the longest wait for the pipeline's last sends; what is still
                                   waiting then is reported (`waiting_after_drain`) and lost
   BENCH_HISTORY (50000)           finished sends seeded into the pipeline's tables first
@@ -1002,9 +1003,13 @@ def chaos_cells(system, session, loader):
         system.restart_worker(worker)
         return f"SIGKILL with {held} jobs held; restarted"
 
-    for name, run in (("kills", kills), ("idle", idle), ("full", full), ("restart", restart),
-                      ("worker_kill", worker_kill)):
-        cell(name, run)
+    every = (("kills", kills), ("idle", idle), ("full", full), ("restart", restart), ("worker_kill", worker_kill))
+    chosen = [c for c in os.environ.get("BENCH_PRESSURE_CELLS", "").split(",") if c]
+    unknown = set(chosen) - {name for name, _ in every}
+    check(not unknown, f"BENCH_PRESSURE_CELLS names no cell {', '.join(sorted(unknown))}")
+    for name, run in every:
+        if not chosen or name in chosen:
+            cell(name, run)
     return cells
 
 
