@@ -137,6 +137,35 @@ struct NotificationDeliveryStoreTests {
         }
     }
 
+    @Test("a start whose backend is killed is tried again on another connection: one attempt, no lost outcome")
+    func startRetriedAfterKill() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            // The first start's backend ends itself mid-statement; the sequence is not rolled back.
+            try await db.execute("CREATE SEQUENCE kill_first_start")
+            try await db.execute(
+                """
+                CREATE FUNCTION kill_first_start() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF nextval('kill_first_start') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+                    RETURN NEW;
+                END $$
+                """)
+            try await db.execute(
+                "CREATE TRIGGER kill_first_start BEFORE UPDATE ON hub_sends FOR EACH ROW EXECUTE FUNCTION kill_first_start()")
+            let job = try await Self.job(db, sendID)
+            guard case .go(let attempt) = try await store.beginAttempt(hubSendID: sendID, jobID: job, jobAttempt: 1) else {
+                Issue.record("expected the retried start to go")
+                return
+            }
+            #expect(attempt.attempt == 1)
+            #expect(try await db.count("SELECT last_value FROM kill_first_start") == 2)
+            let (_, send, attempts) = try await Self.state(db, id)
+            #expect(send == "Queued" && attempts == 1)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes WHERE hub_send_id = \(sendID)") == 0)
+        }
+    }
+
     @Test("begin fences: the first start gets attempt 1 and the payload; a recorded send is not started again")
     func beginAndDoubleBegin() async throws {
         try await TestDatabase.with { db async throws in

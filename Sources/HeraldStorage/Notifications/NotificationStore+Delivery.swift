@@ -20,7 +20,9 @@ extension NotificationStore {
     }
 
     /// ``beginAttempt(hubSendID:jobID:)`` for many hub sends in one statement (one commit); see
-    /// ``NotificationAttemptStarter``. Ids with no hub send are missing from the answer.
+    /// ``NotificationAttemptStarter``. Ids with no hub send are missing from the answer. A start
+    /// whose connection failed quickly is tried again, up to ``startRetries`` times within
+    /// ``sendWait``, when every request names its job's run (``AttemptRequest/jobAttempt``).
     public func beginAttempts(_ requests: [AttemptRequest]) async throws -> [Int64: AttemptStart] {
         guard !requests.isEmpty else { return [:] }
         let statement = NotificationStatements.StartAttempts(
@@ -31,10 +33,29 @@ extension NotificationStore {
         // the commit of an implicit transaction, and a start answered but never committed (its
         // backend killed in between) sent its push with a result no attempt would take.
         let statements = self.statements
-        let rows = try await StorageSQL.transaction(
-            client, logger: logger, "start send attempts", attempts: 1, within: sendWait
-        ) { connection in
-            try await statements.rows(statement, on: connection, logger: logger)
+        let resumable = requests.allSatisfy { $0.jobAttempt != nil }
+        let began = ContinuousClock.now
+        var retries = 0
+        var rows: [NotificationStatements.StartRow]
+        while true {
+            let left = retries == 0 ? sendWait : sendWait - (ContinuousClock.now - began)
+            do {
+                rows = try await StorageSQL.transaction(
+                    client, logger: logger, "start send attempts", attempts: 1, within: left
+                ) { connection in
+                    try await statements.rows(statement, on: connection, logger: logger)
+                }
+                break
+            } catch let error as StorageError where error.code == .unavailable {
+                // A killed connection ends the start at once, and one more on another connection
+                // costs milliseconds where the job's snooze costs a second. Safe only when every
+                // request names its job's run: a retry resumes a start that did commit.
+                guard resumable, retries < Self.startRetries, ContinuousClock.now - began < sendWait / 2 else {
+                    throw error
+                }
+                retries += 1
+                try await Task.sleep(for: .milliseconds(Int64.random(in: 10...50)))
+            }
         }
         var starts: [Int64: AttemptStart] = [:]
         for row in rows {
@@ -59,6 +80,9 @@ extension NotificationStore {
         }
         return starts
     }
+    /// How many more times a start that failed quickly is tried.
+    static let startRetries = 2
+
     /// Marks one waiting hub send `Expired` with an outcome row and refreshes its
     /// notification; false when it was no longer waiting.
     func expire(hubSendID: Int64, notificationID: NotificationID) async throws -> Bool {
