@@ -212,6 +212,57 @@ struct DatabaseAvailabilitySchemaTests {
         }
     }
 
+    @Test("a probe whose backend is killed asks again on a new connection: the database is not marked down")
+    func killedProbeConnection() async throws {
+        try await TestDatabase.with { db async throws in
+            let gate = DatabaseAvailability(
+                configuration: try db.connectionConfiguration(), interval: .milliseconds(50), timeout: .seconds(5),
+                logger: db.logger)
+            let wentDown = Shared(false)
+            let watcher = Task {
+                await gate.untilUnavailable()
+                if !Task.isCancelled { wentDown.withLock { $0 = true } }
+            }
+            defer { watcher.cancel() }
+            try await DatabaseAvailabilityTests.running(gate) {
+                try await Poll.until(timeout: .seconds(10), "the gate never became ready") { gate.readiness() == .ready }
+                // The probe's next schema check waits on this lock, so its backend is found and killed mid-query.
+                let holder = try await PostgresConnection.connect(
+                    configuration: db.connectionConfiguration(), id: 3, logger: db.logger)
+                let probes: Int
+                do {
+                    try await holder.query("BEGIN", logger: db.logger)
+                    try await holder.query("LOCK TABLE schema_migrations IN ACCESS EXCLUSIVE MODE", logger: db.logger)
+                    let waiting: PostgresQuery = """
+                        SELECT coalesce(max(pid), 0)::bigint FROM pg_stat_activity
+                        WHERE wait_event_type = 'Lock' AND query LIKE '%schema_migrations%' AND pid <> pg_backend_pid()
+                        """
+                    var killed = 0
+                    try await Poll.until(timeout: .seconds(10), "no probe waited on the lock") {
+                        killed = try await db.count(waiting)
+                        return killed != 0
+                    }
+                    #expect(try await db.count("SELECT count(*) FROM pg_terminate_backend(\(Int32(killed))) AS t(ok) WHERE ok") == 1)
+                    // The probe asks again on a new connection, which waits on the lock in turn.
+                    try await Poll.until(timeout: .seconds(10), "the probe did not ask again") {
+                        let pid = try await db.count(waiting)
+                        return pid != 0 && pid != killed
+                    }
+                    probes = gate.snapshot.probesStarted
+                    try await holder.query("ROLLBACK", logger: db.logger)
+                } catch {
+                    try? await holder.close()
+                    throw error
+                }
+                try await holder.close()
+                try await Poll.until(timeout: .seconds(10), "no probe answered after the kill") {
+                    gate.snapshot.probesStarted > probes + 1 && gate.readiness() == .ready
+                }
+                #expect(!wentDown.withLock { $0 }, "a killed probe connection marked the database down")
+            }
+        }
+    }
+
     @Test("the probe checks the schema version on its connection: not current until migrated, then ready")
     func schemaCheck() async throws {
         try await TestDatabase.with(migrated: false) { db async throws in

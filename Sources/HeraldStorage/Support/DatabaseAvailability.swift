@@ -1,6 +1,7 @@
 public import Logging
 import NIOCore
 public import PostgresNIO
+import PostgresQueue
 public import ServiceLifecycle
 import Synchronization
 
@@ -391,10 +392,13 @@ public final class DatabaseAvailability: Service, Sendable {
         let timeout = self.timeout
         let prober = self.prober
         let logger = self.logger
+        let limit = abandonedLimit
         return await withCheckedContinuation { continuation in
             probe.set(continuation)
             let work = Task {
-                probe.finish(await Self.attempt(prober, on: connection, checkSchema: checkSchema, probe: probe, logger: logger))
+                probe.finish(
+                    await Self.attempt(
+                        prober, on: connection, checkSchema: checkSchema, probe: probe, within: limit, logger: logger))
             }
             probe.setTimer(
                 PostgresConnection.defaultEventLoopGroup.any().scheduleTask(in: TimeAmount(timeout)) {
@@ -405,9 +409,12 @@ public final class DatabaseAvailability: Service, Sendable {
     }
 
     /// The probe's work: connect when there is no connection, `SELECT 1`, and the schema check
-    /// when asked. A connection that failed is closed and not returned.
+    /// when asked. A connection that failed is closed and not returned; a kept one that failed
+    /// (its backend killed, which is not the database going down) is replaced by a new one,
+    /// asked once more.
     private static func attempt(
-        _ prober: Prober, on existing: PostgresConnection?, checkSchema: Bool, probe: Probe, logger: Logger
+        _ prober: Prober, on existing: PostgresConnection?, checkSchema: Bool, probe: Probe, within limit: Duration,
+        logger: Logger
     ) async -> Probe.Reply {
         switch prober {
         case .none:
@@ -420,31 +427,42 @@ public final class DatabaseAvailability: Service, Sendable {
                 return (.refused(describe(error)), nil)
             }
         case .connection(let configuration, let migrations):
-            var connection: PostgresConnection?
-            do {
-                if let existing, !existing.isClosed {
-                    connection = existing
-                } else {
-                    if let existing { discard(existing) }
-                    // The library logs connection errors itself; the monitor logs the outcome once.
-                    var quiet = logger
-                    quiet.logLevel = .critical
-                    connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: quiet)
+            var kept = existing.flatMap { $0.isClosed ? nil : $0 }
+            if let existing, kept == nil { discard(existing) }
+            while true {
+                var connection: PostgresConnection?
+                do {
+                    if let open = kept {
+                        connection = open
+                    } else {
+                        // The library logs connection errors itself; the monitor logs the outcome once.
+                        var quiet = logger
+                        quiet.logLevel = .critical
+                        connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: quiet)
+                    }
+                    guard let open = connection else { return (.refused("no connection"), nil) }
+                    probe.track(open)
+                    // Watched: a query written to a connection that has just closed is never answered.
+                    let current = try await Deadline.run(within: limit, "probe the database") { watch -> Bool? in
+                        watch(open)
+                        if checkSchema {
+                            return try await MigrationRunner.status(of: migrations, on: open, logger: logger).isCurrent
+                        }
+                        _ = try await open.query("SELECT 1", logger: logger).collect()
+                        return Bool?.none
+                    }
+                    return (.answered(schemaCurrent: current), open)
+                } catch let error as StorageError where error.code == .schemaMismatch {
+                    // An applied migration whose text changed: the database answers, the schema is not ours.
+                    return (.answered(schemaCurrent: false), connection)
+                } catch {
+                    if let connection { discard(connection) }
+                    if kept != nil {
+                        kept = nil
+                        continue
+                    }
+                    return (.refused(describe(error)), nil)
                 }
-                guard let open = connection else { return (.refused("no connection"), nil) }
-                probe.track(open)
-                if checkSchema {
-                    let status = try await MigrationRunner.status(of: migrations, on: open, logger: logger)
-                    return (.answered(schemaCurrent: status.isCurrent), open)
-                }
-                _ = try await open.query("SELECT 1", logger: logger).collect()
-                return (.answered(schemaCurrent: nil), open)
-            } catch let error as StorageError where error.code == .schemaMismatch {
-                // An applied migration whose text changed: the database answers, the schema is not ours.
-                return (.answered(schemaCurrent: false), connection)
-            } catch {
-                if let connection { discard(connection) }
-                return (.refused(describe(error)), nil)
             }
         }
     }
