@@ -66,6 +66,9 @@ Knobs (environment):
   BENCH_PRESSURE_CELLS (all)      the chaos cells to run, by name: kills,idle,full,restart,worker_kill
   BENCH_PRESSURE_DRAIN_S (300)    the longest wait for the pipeline's last sends; what is still
                                   waiting then is reported (`waiting_after_drain`) and lost
+  BENCH_PRESSURE_BULK_BOUND (20)  the pipeline API's bound on the bulk lane, in seconds
+                                  (`HERALD_QUEUE_LANE_BOUNDS=bulk=N`; 0: none): past it a
+                                  batch is refused with `429`, counted per phase (`refused`)
   BENCH_HISTORY (50000)           finished sends seeded into the pipeline's tables first
 
 Python 3 standard library only; PostgreSQL through psql.
@@ -821,14 +824,19 @@ def percentile(histogram, p):
     return None
 
 
-def start_system(bin_dir, base_url, database, name):
+def start_system(bin_dir, base_url, database, name, api_env=None):
     chaos.LOGS = LOGS
-    return chaos.System(name, bin_dir, base_url, database=database,
+    return chaos.System(name, bin_dir, base_url, database=database, api_env=api_env,
                         emulator_args=("--max-requests", "10000", "--max-deliveries", "10000"))
 
 
 def pipeline_part(bin_dir, base_url, with_chaos):
-    system = start_system(bin_dir, base_url, "herald_bench_pressure", "pipeline")
+    # The loader's batches go to the bulk lane. Without a bound, what overload or a stall leaves
+    # behind waits in line and every later send waits behind it.
+    bound = knob("BULK_BOUND", 20, int)
+    figure("pipeline.bulk_bound", bound or None, "s")
+    system = start_system(bin_dir, base_url, "herald_bench_pressure", "pipeline",
+                          {"HERALD_QUEUE_LANE_BOUNDS": f"bulk={bound}"} if bound else None)
     session = Session(system.db.url)
     loader = None
     try:
@@ -882,6 +890,9 @@ def pipeline_part(bin_dir, base_url, with_chaos):
             "SELECT count(*) FROM notifications WHERE state IN ('Queued', 'Scheduled')") or 0), "notifications")
         windows = PipelineWindows(session, since)
         clean_completion, clean_p99 = report_phases("pipeline", plan, windows, "sends/s")
+        for phase in plan[1:]:
+            answers = loader.window(phase.start, phase.end)
+            figure(f"pipeline.{phase.name}.refused", sum(r[3] for r in answers if r[1] == 429), "notifications")
         accounting = account(system, session, os.path.join(LOGS, "pipeline-ids.tsv"), since)
         if with_chaos:
             report_cells(cells, loader, windows, clean_completion, accounting)
