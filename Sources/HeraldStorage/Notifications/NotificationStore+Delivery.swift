@@ -80,6 +80,7 @@ extension NotificationStore {
         }
         return starts
     }
+
     /// How many more times a start that failed quickly is tried.
     static let startRetries = 2
 
