@@ -158,4 +158,65 @@ struct NotificationCreateTests {
             #expect(try await db.count("SELECT count(*) FROM notifications") == 1000)
         }
     }
+
+    /// A trigger on `notifications` that ends its own backend the first time it fires (a sequence
+    /// counts the firings, since it is not rolled back); `deferred`: at `COMMIT` rather than at
+    /// the insert.
+    static func killFirstInsert(_ db: TestDatabase, deferred: Bool) async throws {
+        try await db.execute("CREATE SEQUENCE kill_first_insert")
+        try await db.execute(
+            """
+            CREATE FUNCTION kill_first_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF nextval('kill_first_insert') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+                RETURN NEW;
+            END $$
+            """)
+        try await db.execute(
+            deferred
+                ? """
+                CREATE CONSTRAINT TRIGGER kill_first_insert AFTER INSERT ON notifications
+                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kill_first_insert()
+                """
+                : "CREATE TRIGGER kill_first_insert BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION kill_first_insert()")
+    }
+
+    /// Creates one notification with a store on a client of its own, so the connection its
+    /// trigger kills is not one the test's own queries could be handed next.
+    static func createOnOwnClient(_ db: TestDatabase) async throws -> [AcceptedNotification] {
+        let key = try await APIKeyStore(client: db.client, logger: db.logger).create(name: "sender", scopes: [.send])
+        let client = db.makeClient(poolSize: 2)
+        return try await TestDatabase.withRunning(client) {
+            try await TestDatabase.stores(client: client, logger: db.logger).notifications.create(
+                [NewNotification(request: try Self.request(["bob"]))], sender: .apiKey(key.record.id))
+        }
+    }
+
+    @Test("a create whose backend is killed before its COMMIT runs again on another connection: accepted once")
+    func killedBeforeCommitRunsAgain() async throws {
+        try await TestDatabase.with { db async throws in
+            try await Self.killFirstInsert(db, deferred: false)
+            let accepted = try await Self.createOnOwnClient(db)
+            #expect(accepted.count == 1 && accepted[0].state == .queued)
+            #expect(try await db.count("SELECT last_value FROM kill_first_insert") == 2)
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 1)
+            #expect(try await db.count("SELECT count(*) FROM hub_sends") == 2, "one per format")
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'") == 2)
+        }
+    }
+
+    @Test("a create whose backend is killed at its COMMIT is not run again: it may have committed")
+    func killedAtCommitIsNotRunAgain() async throws {
+        try await TestDatabase.with { db async throws in
+            try await Self.killFirstInsert(db, deferred: true)
+            do {
+                _ = try await Self.createOnOwnClient(db)
+                Issue.record("a create killed at its COMMIT was accepted")
+            } catch let error as StorageError {
+                #expect(error.code == .unavailable)
+            }
+            #expect(try await db.count("SELECT last_value FROM kill_first_insert") == 1)
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+        }
+    }
 }
