@@ -507,6 +507,51 @@ struct NotificationDeliveryStoreTests {
         }
     }
 
+    @Test("a result write whose backend is killed before its COMMIT runs again: applied once, and its job ends")
+    func resultRunsAgainAfterKill() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            let jobID = try await Self.job(db, sendID)
+            let job = try await db.queue.claim(jobID, workerID: "w1")
+            guard case .go(let attempt) = try await Self.begin(db, store, sendID) else {
+                Issue.record("expected a start")
+                return
+            }
+            var result = HubSendResult(
+                hubSendID: sendID, notificationID: id, attempt: attempt.attempt, state: .enqueued, httpStatus: 201,
+                decision: .enqueued, startedAt: attempt.startedAt)
+            result.jobFinish = job.finish(.completed)
+            // The first outcome row's backend ends itself; the sequence counts the rows tried.
+            try await db.execute("CREATE SEQUENCE kill_first_outcome")
+            try await db.execute(
+                """
+                CREATE FUNCTION kill_first_outcome() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF nextval('kill_first_outcome') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+                    RETURN NEW;
+                END $$
+                """)
+            try await db.execute(
+                """
+                CREATE TRIGGER kill_first_outcome BEFORE INSERT ON notification_outcomes
+                FOR EACH ROW EXECUTE FUNCTION kill_first_outcome()
+                """)
+            // A client of its own, so the killed connection is not one the test's queries get.
+            let client = db.makeClient(poolSize: 2)
+            let write = result
+            let applied = try await TestDatabase.withRunning(client) {
+                try await TestDatabase.stores(client: client, logger: db.logger).notifications.record([write])
+            }
+            #expect(applied == [true])
+            #expect(try await db.count("SELECT last_value FROM kill_first_outcome") == 2)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes WHERE hub_send_id = \(sendID)") == 1)
+            #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE id = \(jobID)") == 0)
+            #expect(
+                try await db.count("SELECT count(*) FROM pgqueue.job_history WHERE id = \(jobID) AND state = 'completed'") == 1)
+            #expect(try await Self.state(db, id).1 == "Enqueued")
+        }
+    }
+
     @Test("issue 12, defect 3: a stale attempt's late result changes nothing; the current attempt's result applies once")
     func staleResultIsFencedByAttempt() async throws {
         try await TestDatabase.with { db async throws in
