@@ -159,26 +159,17 @@ struct NotificationCreateTests {
         }
     }
 
-    /// A trigger on `notifications` that ends its own backend the first time it fires (a sequence
-    /// counts the firings, since it is not rolled back); `deferred`: at `COMMIT` rather than at
-    /// the insert.
+    /// A trigger on `notifications` that ends its own backend the first time it fires;
+    /// `deferred`: at `COMMIT` rather than at the insert.
     static func killFirstInsert(_ db: TestDatabase, deferred: Bool) async throws {
-        try await db.execute("CREATE SEQUENCE kill_first_insert")
-        try await db.execute(
-            """
-            CREATE FUNCTION kill_first_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                IF nextval('kill_first_insert') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
-                RETURN NEW;
-            END $$
-            """)
-        try await db.execute(
-            deferred
+        try await db.killOnFirstFiring(
+            "kill_first_insert",
+            trigger: deferred
                 ? """
                 CREATE CONSTRAINT TRIGGER kill_first_insert AFTER INSERT ON notifications
-                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kill_first_insert()
+                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
                 """
-                : "CREATE TRIGGER kill_first_insert BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION kill_first_insert()")
+                : "CREATE TRIGGER kill_first_insert BEFORE INSERT ON notifications FOR EACH ROW")
     }
 
     /// Creates one notification with a store on a client of its own, so the connection its
@@ -198,7 +189,7 @@ struct NotificationCreateTests {
             try await Self.killFirstInsert(db, deferred: false)
             let accepted = try await Self.createOnOwnClient(db)
             #expect(accepted.count == 1 && accepted[0].state == .queued)
-            #expect(try await db.count("SELECT last_value FROM kill_first_insert") == 2)
+            #expect(try await db.firings("kill_first_insert") == 2)
             #expect(try await db.count("SELECT count(*) FROM notifications") == 1)
             #expect(try await db.count("SELECT count(*) FROM hub_sends") == 2, "one per format")
             #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'notifications'") == 2)
@@ -215,7 +206,7 @@ struct NotificationCreateTests {
             } catch let error as StorageError {
                 #expect(error.code == .unavailable)
             }
-            #expect(try await db.count("SELECT last_value FROM kill_first_insert") == 1)
+            #expect(try await db.firings("kill_first_insert") == 1)
             #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
         }
     }

@@ -141,25 +141,16 @@ struct NotificationDeliveryStoreTests {
     func startRetriedAfterKill() async throws {
         try await TestDatabase.with { db async throws in
             let (store, id, sendID) = try await Self.fixture(db)
-            // The first start's backend ends itself mid-statement; the sequence is not rolled back.
-            try await db.execute("CREATE SEQUENCE kill_first_start")
-            try await db.execute(
-                """
-                CREATE FUNCTION kill_first_start() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN
-                    IF nextval('kill_first_start') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
-                    RETURN NEW;
-                END $$
-                """)
-            try await db.execute(
-                "CREATE TRIGGER kill_first_start BEFORE UPDATE ON hub_sends FOR EACH ROW EXECUTE FUNCTION kill_first_start()")
+            // The first start's backend ends itself mid-statement.
+            try await db.killOnFirstFiring(
+                "kill_first_start", trigger: "CREATE TRIGGER kill_first_start BEFORE UPDATE ON hub_sends FOR EACH ROW")
             let job = try await Self.job(db, sendID)
             guard case .go(let attempt) = try await store.beginAttempt(hubSendID: sendID, jobID: job, jobAttempt: 1) else {
                 Issue.record("expected the retried start to go")
                 return
             }
             #expect(attempt.attempt == 1)
-            #expect(try await db.count("SELECT last_value FROM kill_first_start") == 2)
+            #expect(try await db.firings("kill_first_start") == 2)
             let (_, send, attempts) = try await Self.state(db, id)
             #expect(send == "Queued" && attempts == 1)
             #expect(try await db.count("SELECT count(*) FROM notification_outcomes WHERE hub_send_id = \(sendID)") == 0)
@@ -478,21 +469,28 @@ struct NotificationDeliveryStoreTests {
         }
     }
 
+    /// The hub's answer to the first attempt of `sendID`, whose job worker w1 claimed (as the
+    /// executor's claim would) and which ends that job; and the job's id.
+    static func endingResult(
+        _ db: TestDatabase, _ store: NotificationStore, _ id: NotificationID, _ sendID: Int64
+    ) async throws -> (HubSendResult, Int64) {
+        let jobID = try await job(db, sendID)
+        let job = try await db.queue.claim(jobID, workerID: "w1")
+        guard case .go(let attempt) = try await begin(db, store, sendID) else {
+            throw TestSupportError("expected a start")
+        }
+        var result = HubSendResult(
+            hubSendID: sendID, notificationID: id, attempt: attempt.attempt, state: .enqueued, httpStatus: 201,
+            decision: .enqueued, startedAt: attempt.startedAt)
+        result.jobFinish = job.finish(.completed)
+        return (result, jobID)
+    }
+
     @Test("a result that carries its job's end moves the job to history in its transaction, and a failed one leaves it")
     func resultEndsItsJob() async throws {
         try await TestDatabase.with { db async throws in
             let (store, id, sendID) = try await Self.fixture(db)
-            let jobID = try await Self.job(db, sendID)
-            // Claimed by worker w1, as the executor's claim would.
-            let job = try await db.queue.claim(jobID, workerID: "w1")
-            guard case .go(let attempt) = try await Self.begin(db, store, sendID) else {
-                Issue.record("expected a start")
-                return
-            }
-            var result = HubSendResult(
-                hubSendID: sendID, notificationID: id, attempt: attempt.attempt, state: .enqueued, httpStatus: 201,
-                decision: .enqueued, startedAt: attempt.startedAt)
-            result.jobFinish = job.finish(.completed)
+            let (result, jobID) = try await Self.endingResult(db, store, id, sendID)
             // A write that fails (telemetry that is not JSON) takes the job's end back with it.
             var broken = result
             broken.telemetryJSON = "not json"
@@ -511,39 +509,18 @@ struct NotificationDeliveryStoreTests {
     func resultRunsAgainAfterKill() async throws {
         try await TestDatabase.with { db async throws in
             let (store, id, sendID) = try await Self.fixture(db)
-            let jobID = try await Self.job(db, sendID)
-            let job = try await db.queue.claim(jobID, workerID: "w1")
-            guard case .go(let attempt) = try await Self.begin(db, store, sendID) else {
-                Issue.record("expected a start")
-                return
-            }
-            var result = HubSendResult(
-                hubSendID: sendID, notificationID: id, attempt: attempt.attempt, state: .enqueued, httpStatus: 201,
-                decision: .enqueued, startedAt: attempt.startedAt)
-            result.jobFinish = job.finish(.completed)
-            // The first outcome row's backend ends itself; the sequence counts the rows tried.
-            try await db.execute("CREATE SEQUENCE kill_first_outcome")
-            try await db.execute(
-                """
-                CREATE FUNCTION kill_first_outcome() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN
-                    IF nextval('kill_first_outcome') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
-                    RETURN NEW;
-                END $$
-                """)
-            try await db.execute(
-                """
-                CREATE TRIGGER kill_first_outcome BEFORE INSERT ON notification_outcomes
-                FOR EACH ROW EXECUTE FUNCTION kill_first_outcome()
-                """)
+            let (result, jobID) = try await Self.endingResult(db, store, id, sendID)
+            // The first outcome row's backend ends itself.
+            try await db.killOnFirstFiring(
+                "kill_first_outcome",
+                trigger: "CREATE TRIGGER kill_first_outcome BEFORE INSERT ON notification_outcomes FOR EACH ROW")
             // A client of its own, so the killed connection is not one the test's queries get.
             let client = db.makeClient(poolSize: 2)
-            let write = result
             let applied = try await TestDatabase.withRunning(client) {
-                try await TestDatabase.stores(client: client, logger: db.logger).notifications.record([write])
+                try await TestDatabase.stores(client: client, logger: db.logger).notifications.record([result])
             }
             #expect(applied == [true])
-            #expect(try await db.count("SELECT last_value FROM kill_first_outcome") == 2)
+            #expect(try await db.firings("kill_first_outcome") == 2)
             #expect(try await db.count("SELECT count(*) FROM notification_outcomes WHERE hub_send_id = \(sendID)") == 1)
             #expect(try await db.count("SELECT count(*) FROM pgqueue.jobs WHERE id = \(jobID)") == 0)
             #expect(

@@ -177,6 +177,28 @@ public struct TestDatabase: Sendable {
     public func execute(_ query: PostgresQuery) async throws {
         try await client.query(query, logger: logger)
     }
+
+    /// A trigger named `name` whose first firing ends its own backend, as a killed connection
+    /// would; `trigger` is its `CREATE [CONSTRAINT] TRIGGER` up to `EXECUTE FUNCTION`, naming it
+    /// `name` (a constant of the test's). ``firings(_:)`` counts its firings: a sequence counts
+    /// them, since it is not rolled back with the transaction the kill ends.
+    public func killOnFirstFiring(_ name: String, trigger: String) async throws {
+        try await execute("CREATE SEQUENCE \(unescaped: name)")
+        try await execute(
+            """
+            CREATE FUNCTION \(unescaped: name)() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF nextval('\(unescaped: name)') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+                RETURN NEW;
+            END $$
+            """)
+        try await execute("\(unescaped: trigger) EXECUTE FUNCTION \(unescaped: name)()")
+    }
+
+    /// How many times the trigger of ``killOnFirstFiring(_:trigger:)`` named `name` fired.
+    public func firings(_ name: String) async throws -> Int {
+        try await count("SELECT last_value FROM \(unescaped: name)")
+    }
 }
 
 /// Turns on the base database: at most four creations or drops of test databases at once.
