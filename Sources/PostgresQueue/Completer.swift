@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import PostgresNIO
 
@@ -106,7 +107,9 @@ actor Completer {
         let now = ContinuousClock.now
         state.withLock { s in
             for completion in batch {
-                s.leased[completion.job.id] = nil
+                // A write retried after one that did commit may end after the job's next run was
+                // claimed: that run stays held.
+                if s.leased[completion.job.id] == completion.job.attemptedAt { s.leased[completion.job.id] = nil }
                 if !written { s.unwritten[completion.job.id] = now }
             }
         }
@@ -119,7 +122,9 @@ actor Completer {
 
     private func writeOnce(_ batch: [Completion], on connection: PostgresConnection) async throws {
         var finishIDs: [JobID] = [], finishAttempts: [Int16] = [], finishStates: [String] = [], finishErrors: [String] = []
+        var finishClaimedAts: [Date] = []
         var requeueIDs: [JobID] = [], requeueAttempts: [Int16] = [], requeueStates: [String] = []
+        var requeueClaimedAts: [Date] = []
         var requeueDelays: [Int64] = [], requeueErrors: [String] = [], requeueDeltas: [Int16] = []
         var requeueSpacings: [Int64] = []
         for completion in batch {
@@ -128,11 +133,13 @@ actor Completer {
             case .finish(let state, let error):
                 finishIDs.append(job.id)
                 finishAttempts.append(job.attempt)
+                finishClaimedAts.append(job.attemptedAt)
                 finishStates.append(state.rawValue)
                 finishErrors.append(error ?? "")
             case .requeue(let state, let delay, let error, let counts):
                 requeueIDs.append(job.id)
                 requeueAttempts.append(job.attempt)
+                requeueClaimedAts.append(job.attemptedAt)
                 requeueStates.append(state.rawValue)
                 requeueDelays.append(max(0, delay.milliseconds))
                 requeueErrors.append(error ?? "")
@@ -143,6 +150,7 @@ actor Completer {
             case .release:
                 requeueIDs.append(job.id)
                 requeueAttempts.append(job.attempt)
+                requeueClaimedAts.append(job.attemptedAt)
                 requeueStates.append(JobState.available.rawValue)
                 requeueDelays.append(0)
                 requeueErrors.append("")
@@ -155,7 +163,7 @@ actor Completer {
         if !finishIDs.isEmpty {
             let statement = QueueStatements.Finish(
                 ids: finishIDs, attempts: finishAttempts, states: finishStates, errors: finishErrors,
-                workerIDs: Array(repeating: worker, count: finishIDs.count))
+                workerIDs: Array(repeating: worker, count: finishIDs.count), claimedAts: finishClaimedAts)
             do {
                 written += try await queue.statements.rows(statement, on: connection, logger: queue.logger).count
             } catch let error as PSQLError {
@@ -165,7 +173,8 @@ actor Completer {
         if !requeueIDs.isEmpty {
             func requeue(clearKeys: Bool) -> PostgresQuery {
                 QueueSQL.requeue(
-                    ids: requeueIDs, attempts: requeueAttempts, states: requeueStates, delaysMs: requeueDelays,
+                    ids: requeueIDs, attempts: requeueAttempts, claimedAts: requeueClaimedAts, states: requeueStates,
+                    delaysMs: requeueDelays,
                     errors: requeueErrors, attemptDeltas: requeueDeltas, spacingsUs: requeueSpacings, workerID: worker,
                     clearKeys: clearKeys)
             }

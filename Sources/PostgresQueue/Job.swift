@@ -146,7 +146,9 @@ public struct ClaimedJob: Sendable {
     /// This attempt's finish, for a handler that moves the job to history in its own
     /// transaction (``JobQueue/finish(_:on:)``, then ``JobOutcome/finished(_:)``).
     public func finish(_ state: JobFinish.State, error: String? = nil) -> JobFinish {
-        JobFinish(id: id, queue: queue, kind: kind, attempt: attempt, lockedBy: lockedBy, state: state, error: error)
+        JobFinish(
+            id: id, queue: queue, kind: kind, attempt: attempt, attemptedAt: attemptedAt, lockedBy: lockedBy, state: state,
+            error: error)
     }
 
     /// Decodes the arguments with `JSONDecoder`.
@@ -210,8 +212,11 @@ public struct JobFinish: Sendable, Hashable {
     public var queue: String
     /// Its kind (for the metrics).
     public var kind: String
-    /// The attempt that ends: the fence, with ``lockedBy``.
+    /// The attempt that ends: the fence, with ``attemptedAt`` and ``lockedBy``.
     public var attempt: Int16
+    /// When this run was claimed. A snooze or a release gives its attempt back, so the job's
+    /// next run has the same attempt and worker: the claim's time tells them apart.
+    public var attemptedAt: Date
     /// The worker holding the lease.
     public var lockedBy: String
     /// How it ended.

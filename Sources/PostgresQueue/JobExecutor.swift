@@ -235,7 +235,7 @@ public final class JobExecutor: Service, Sendable {
                     }
                     state.withLock { s in
                         s.inFlight += claimed.count
-                        for job in claimed { s.leased[job.id] = job.attempt }
+                        for job in claimed { s.leased[job.id] = job.attemptedAt }
                         s.backlog = claimed.count == free
                         if !claimed.isEmpty { s.hotUntil = ContinuousClock.now + self.configuration.hotWindow }
                     }
@@ -489,7 +489,8 @@ public final class JobExecutor: Service, Sendable {
 final class ExecutorState: Sendable {
     struct Values {
         var inFlight = 0
-        var leased: [JobID: Int16] = [:]
+        /// The jobs this executor holds, with when each run was claimed.
+        var leased: [JobID: Date] = [:]
         /// Jobs that ran but whose outcome was given up (``Completer``), and when: a release of
         /// orphaned claims counts their attempt; it gives back the attempt of the others.
         var unwritten: [JobID: ContinuousClock.Instant] = [:]

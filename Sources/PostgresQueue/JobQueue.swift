@@ -110,14 +110,15 @@ public struct JobQueue: Sendable {
     /// Moves claimed jobs to history inside the caller's transaction on `connection`, so a
     /// handler's own writes and its job's end commit together (then it returns
     /// ``JobOutcome/finished(_:)``). Fenced like the executor's own completion: a finish applies
-    /// only while its worker still holds that attempt of the job (a job whose lease ran out and
-    /// was claimed again is left alone). Returns the ids it moved.
+    /// only while its worker still holds that run of the job (a job whose lease ran out and
+    /// was claimed again is left alone, and so is a later run). Returns the ids it moved.
     @discardableResult
     public func finish(_ finishes: [JobFinish], on connection: PostgresConnection) async throws -> Set<JobID> {
         guard !finishes.isEmpty else { return [] }
         let statement = QueueStatements.Finish(
             ids: finishes.map(\.id), attempts: finishes.map(\.attempt), states: finishes.map(\.state.rawValue),
-            errors: finishes.map { $0.error ?? "" }, workerIDs: finishes.map(\.lockedBy))
+            errors: finishes.map { $0.error ?? "" }, workerIDs: finishes.map(\.lockedBy),
+            claimedAts: finishes.map(\.attemptedAt))
         do {
             return Set(try await statements.rows(statement, on: connection, logger: logger))
         } catch let error as PSQLError {

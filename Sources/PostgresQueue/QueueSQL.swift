@@ -172,6 +172,13 @@ enum QueueSQL {
         """
     }
 
+    /// Whether the claim time `stored` (a job's `attempted_at`) is `given`, one a client read
+    /// back (SQL expressions): a `Date` keeps microseconds only to within one. Two claims of a
+    /// job are further apart than that, as each commits before the next can begin.
+    static func sameClaim(_ stored: String, _ given: String) -> String {
+        "\(stored) BETWEEN \(given) - interval '1 microsecond' AND \(given) + interval '1 microsecond'"
+    }
+
     /// Puts jobs back in line (retry, snooze, release), fenced. `attemptDeltas` is 0 for a
     /// retry and -1 for a snooze or a release (which do not use up an attempt). A job gives up
     /// its unique key when another waiting job holds it (`clearKeys` forces that, after a race).
@@ -179,19 +186,20 @@ enum QueueSQL {
     /// (`spacingsUs`); a release (`spacingsUs` -1) keeps its place. The jobs are locked and
     /// found as ``QueueStatements/Finish`` finds its own.
     static func requeue(
-        ids: [JobID], attempts: [Int16], states: [String], delaysMs: [Int64], errors: [String],
+        ids: [JobID], attempts: [Int16], claimedAts: [Date], states: [String], delaysMs: [Int64], errors: [String],
         attemptDeltas: [Int16], spacingsUs: [Int64], workerID: String, clearKeys: Bool
     ) -> PostgresQuery {
         """
         WITH input AS (
-            SELECT * FROM unnest(\(ids)::int8[], \(attempts)::int2[], \(states)::text[], \(delaysMs)::int8[],
-                                 \(errors)::text[], \(attemptDeltas)::int2[], \(spacingsUs)::int8[])
-                AS i(id, attempt, next_state, delay_ms, error, attempt_delta, spacing_us)
+            SELECT * FROM unnest(\(ids)::int8[], \(attempts)::int2[], \(claimedAts)::timestamptz[], \(states)::text[],
+                                 \(delaysMs)::int8[], \(errors)::text[], \(attemptDeltas)::int2[], \(spacingsUs)::int8[])
+                AS i(id, attempt, claimed_at, next_state, delay_ms, error, attempt_delta, spacing_us)
         ),
         fenced AS MATERIALIZED (
             SELECT i.* FROM input i CROSS JOIN LATERAL (
                 SELECT j.id FROM pgqueue.jobs j
                 WHERE j.id = i.id AND j.attempt = i.attempt AND j.locked_by = \(workerID) AND j.state = 'running'
+                  AND \(unescaped: sameClaim("j.attempted_at", "i.claimed_at"))
                 FOR UPDATE
             ) t
         )

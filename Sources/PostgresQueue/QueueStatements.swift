@@ -442,14 +442,15 @@ enum QueueStatements {
 
         static let sql = """
             WITH input AS (
-                SELECT * FROM unnest($1::int8[], $2::int2[], $3::text[], $4::text[], $5::text[])
-                    AS i(id, attempt, final_state, error, worker)
+                SELECT * FROM unnest($1::int8[], $2::int2[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
+                    AS i(id, attempt, final_state, error, worker, claimed_at)
             ),
             fenced AS MATERIALIZED (
                 SELECT t.id, i.final_state, i.error AS final_error
                 FROM input i CROSS JOIN LATERAL (
                     SELECT j.id FROM pgqueue.jobs j
                     WHERE j.id = i.id AND j.attempt = i.attempt AND j.locked_by = i.worker AND j.state = 'running'
+                      AND \(QueueSQL.sameClaim("j.attempted_at", "i.claimed_at"))
                     FOR UPDATE
                 ) t
             ),
@@ -471,14 +472,17 @@ enum QueueStatements {
         /// `''` for none.
         var errors: [String] = []
         var workerIDs: [String] = []
+        /// When each run was claimed (``JobFinish/attemptedAt``).
+        var claimedAts: [Date] = []
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 5)
+            var bindings = PostgresBindings(capacity: 6)
             bindings.append(ids)
             bindings.append(attempts)
             bindings.append(states)
             bindings.append(errors)
             bindings.append(workerIDs)
+            bindings.append(claimedAts)
             return bindings
         }
 

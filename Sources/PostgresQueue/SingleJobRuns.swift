@@ -81,8 +81,8 @@ extension JobExecutor {
 
     private func runAndWrite(_ job: ClaimedJob) async throws -> WorkedAttempt {
         // Held, so a claim loop running beside this call does not take it for an orphan.
-        state.withLock { $0.leased[job.id] = job.attempt }
-        defer { state.withLock { $0.leased[job.id] = nil } }
+        state.withLock { $0.leased[job.id] = job.attemptedAt }
+        defer { state.withLock { if $0.leased[job.id] == job.attemptedAt { $0.leased[job.id] = nil } } }
         let outcome: JobOutcome
         if let handler = handlers.byKind[job.kind] {
             do {

@@ -35,23 +35,24 @@ struct HeldHorizonTests {
     }
 
     /// Claims up to `limit` jobs of `queue` as worker `w`: their ids and attempts.
-    static func claim(_ db: TestDatabase, queue: String, limit: Int) async throws -> [(JobID, Int16)] {
-        var jobs: [(JobID, Int16)] = []
+    static func claim(_ db: TestDatabase, queue: String, limit: Int) async throws -> [(JobID, Int16, Date)] {
+        var jobs: [(JobID, Int16, Date)] = []
         let claim = QueueSQL.claim(queue: queue, limit: limit, workerID: "w", leaseMs: 60_000)
         for try await row in try await db.client.query(claim, logger: db.logger) {
             let columns = try row.decode((JobID, String, String, Int16, Int16, Int16, Date, Date, Date, String, Date).self)
-            jobs.append((columns.0, columns.3))
+            jobs.append((columns.0, columns.3, columns.7))
         }
         return jobs
     }
 
-    static func finish(_ jobs: [(JobID, Int16)]) -> QueueStatements.Finish {
+    static func finish(_ jobs: [(JobID, Int16, Date)]) -> QueueStatements.Finish {
         var statement = QueueStatements.Finish()
         statement.ids = jobs.map(\.0)
         statement.attempts = jobs.map(\.1)
         statement.states = Array(repeating: "completed", count: jobs.count)
         statement.errors = Array(repeating: "", count: jobs.count)
         statement.workerIDs = Array(repeating: "w", count: jobs.count)
+        statement.claimedAts = jobs.map(\.2)
         return statement
     }
 }

@@ -13,12 +13,14 @@ import Testing
 )
 struct LaneTests {
     /// Claims up to `limit` jobs of `queue` as an executor does; answers (id, lane) in claim order.
-    static func claim(_ db: TestDatabase, _ queue: String, limit: Int) async throws -> [(id: JobID, lane: String)] {
+    static func claim(
+        _ db: TestDatabase, _ queue: String, limit: Int
+    ) async throws -> [(id: JobID, lane: String, claimedAt: Date)] {
         let rows = try await db.client.query(
             QueueSQL.claim(queue: queue, limit: limit, workerID: "w", leaseMs: 60_000), logger: db.logger)
-        var out: [(JobID, String)] = []
+        var out: [(JobID, String, Date)] = []
         for try await row in rows.decode((JobID, String, String, Int16, Int16, Int16, Date, Date, Date, String).self) {
-            out.append((row.0, row.9))
+            out.append((row.0, row.9, row.7))
         }
         return out
     }
@@ -163,11 +165,12 @@ struct LaneTests {
             let q = uniqueQueue("retry")
             let ids = try await queue.enqueue(Self.jobs(1000, q, lane: "bulk", sender: "A")).map(\.id)
             let end = try #require(try await queue.job(id: ids[999])?.fairAt)
-            let claimed = try await Self.claim(db, q, limit: 2).map(\.id)
+            let claims = try await Self.claim(db, q, limit: 2)
+            let claimed = claims.map(\.id)
             #expect(claimed == [ids[0], ids[1]])
             let released = try #require(try await queue.job(id: ids[1])?.fairAt)
             let requeue = QueueSQL.requeue(
-                ids: claimed, attempts: [1, 1], states: ["retryable", "available"], delaysMs: [5000, 0], errors: ["x", ""],
+                ids: claimed, attempts: [1, 1], claimedAts: claims.map(\.claimedAt), states: ["retryable", "available"], delaysMs: [5000, 0], errors: ["x", ""],
                 attemptDeltas: [0, -1], spacingsUs: [lanes.spacingMicroseconds(of: "bulk"), -1], workerID: "w",
                 clearKeys: false)
             #expect(try await db.client.query(requeue, logger: db.logger).collect().count == 2)
