@@ -137,7 +137,7 @@ public struct ClaimedJob: Sendable {
     /// When it was first enqueued.
     public var createdAt: Date
     /// The worker that holds its lease (``JobExecutor/Configuration/workerID``): a finish
-    /// (``JobQueue/finish(_:on:)``) applies only while this worker still holds this attempt.
+    /// (``JobQueue/finish(_:on:)``) applies only while this worker still holds this run.
     public var lockedBy: String
 
     /// Whether this is the last attempt the job gets.
