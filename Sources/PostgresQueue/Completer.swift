@@ -174,9 +174,8 @@ actor Completer {
             func requeue(clearKeys: Bool) -> PostgresQuery {
                 QueueSQL.requeue(
                     ids: requeueIDs, attempts: requeueAttempts, claimedAts: requeueClaimedAts, states: requeueStates,
-                    delaysMs: requeueDelays,
-                    errors: requeueErrors, attemptDeltas: requeueDeltas, spacingsUs: requeueSpacings, workerID: worker,
-                    clearKeys: clearKeys)
+                    delaysMs: requeueDelays, errors: requeueErrors, attemptDeltas: requeueDeltas,
+                    spacingsUs: requeueSpacings, workerID: worker, clearKeys: clearKeys)
             }
             written += try await QueueSQL.clearingKeysOnConflict { clearKeys in
                 try await count(requeue(clearKeys: clearKeys), on: connection)
