@@ -137,12 +137,17 @@ struct BulkSendTests {
                 defer { folder.remove() }
                 let file = folder.appendingPathComponent("users.txt")
                 try ((1...3_000).map { "t\($0)" }.joined(separator: "\n")).write(to: file, atomically: true, encoding: .utf8)
-                // 150 a second: 20 s mid-run, so a poll held up by a busy machine still sees it.
-                let key = try await Self.key(system, rate: 150)
+                // 500 a second: six seconds, some thirty frames.
+                let key = try await Self.key(system, rate: 500)
                 let socket = "herald-test-\(UUID().uuidString.prefix(8))"
                 let heraldctl = ChildProcess.binDirectory().appendingPathComponent("heraldctl").path
+                // The pane's raw output goes to a file from before the first byte: the command
+                // waits on a tmux channel that the test signals once `pipe-pane` is in place, so
+                // every frame is kept however slowly a busy machine lets the test look.
+                let raw = folder.appendingPathComponent("pane.raw")
                 let command =
-                    "'\(heraldctl)' send --api \(system.apiURL) --users-file '\(file.path)' --message Hi --batch-size 100; "
+                    "'\(tmux)' -L \(socket) wait-for go; "
+                    + "'\(heraldctl)' send --api \(system.apiURL) --users-file '\(file.path)' --message Hi --batch-size 100; "
                     + "echo \"exit=$?\"; sleep 120"
                 // A private tmux server (its own socket), stopped at the end. The server that
                 // `new-session` starts inherits the client's descriptors, so Foundation would see
@@ -175,18 +180,8 @@ struct BulkSendTests {
                 try await Poll.until(timeout: .seconds(30), "the tmux session never started") {
                     try run(["has-session", "-t", "send"]).status == 0
                 }
-                let bar = /sending \[[#-]{24}\] ([\d,]+)\/3,000 +\d+%(  [\d,]+\/s)?  ETA (\d+:\d\d|-)/
-                // Mid-run: one bar line, partly done.
-                let midway = Shared<String>("")
-                try await Poll.until(timeout: .seconds(60), "no bar mid-run; pane: \(midway.withLock { $0 })") {
-                    let pane = try run(["capture-pane", "-p", "-t", "send"]).output
-                    midway.withLock { $0 = pane }
-                    let bars = pane.split(separator: "\n").filter { $0.contains("sending [") }
-                    guard bars.count == 1, let match = bars[0].firstMatch(of: bar),
-                        let done = Int(match.1.replacingOccurrences(of: ",", with: ""))
-                    else { return false }
-                    return done > 0 && done < 3_000 && match.2 != nil
-                }
+                #expect(try run(["pipe-pane", "-o", "-t", "send", "cat >> '\(raw.path)'"]).status == 0)
+                #expect(try run(["wait-for", "-S", "go"]).status == 0)
                 // At the end: still one bar line (redrawn in place, not one line per redraw), full.
                 let final = Shared<String>("")
                 try await Poll.until(timeout: .seconds(180), "never finished; pane: \(final.withLock { $0 })") {
@@ -201,6 +196,17 @@ struct BulkSendTests {
                 #expect(bars.first?.contains("ETA 0:00") == true, "\(pane)")
                 #expect(pane.contains("3000 accepted, none rejected"), "\(pane)")
                 #expect(pane.contains("exit=0"), "\(pane)")
+                // Mid-run, as written: frames redrawn in place (`\r`, erase the line), one of them
+                // partly done with a rate.
+                let bar = /sending \[[#-]{24}\] ([\d,]+)\/3,000 +\d+%(  [\d,]+\/s)?  ETA (\d+:\d\d|-)/
+                let frames = try String(decoding: Data(contentsOf: raw), as: UTF8.self).components(separatedBy: "\r\u{1B}[K")
+                let midway = frames.contains { frame in
+                    guard let match = frame.firstMatch(of: bar), match.2 != nil,
+                        let done = Int(match.1.replacingOccurrences(of: ",", with: ""))
+                    else { return false }
+                    return done > 0 && done < 3_000
+                }
+                #expect(midway, "no frame mid-run among \(frames.count): \(frames.prefix(5))")
                 #expect(!pane.contains(key), "the key must never be printed")
             }
         }
