@@ -59,6 +59,28 @@ struct LaneBacklogAPITests {
         }
     }
 
+    @Test("a batch refused for its lane costs its key one token, not one per item")
+    func refusalCostsOneToken() async throws {
+        var lanes = HeraldQueueLanes.defaults
+        lanes.bounds = ["bulk": .seconds(60)]
+        try await APIHarness.with(lanes: lanes) { api async throws in
+            // 5 a second: a bucket of 10 tokens. A refused batch of 9 charged per item would
+            // leave 1, and the next would be refused for the key's rate instead.
+            let sender = try await api.makeKey("sender", scopes: [.send], rate: 5)
+            try await Self.backlog(api, lane: .bulk, count: 5)
+            let items = (1...9).map { notificationJSON(user: "u\($0)") }.joined(separator: ",")
+            let nine = #"{"notifications":[\#(items)]}"#
+            for attempt in 1...3 {
+                let refused = try await api.send(.post, "/v1/notifications:batch", auth: keyAuth(sender.key), json: nine)
+                #expect(refused.status == .tooManyRequests)
+                #expect(refused.errorCode == "lane_backlogged", "attempt \(attempt)")
+            }
+            // A dry run adds nothing to the lane, so the lane does not refuse it.
+            let dryRun = #"{"dryRun":true,"notifications":[\#(notificationJSON())]}"#
+            #expect(try await api.send(.post, "/v1/notifications:batch", auth: keyAuth(sender.key), json: dryRun).status == .ok)
+        }
+    }
+
     @Test("GET /v1/stats shows every lane's due depth and oldest wait")
     func statsLanes() async throws {
         try await APIHarness.with { api async throws in

@@ -21,7 +21,8 @@ import Logging
 /// past the lane's bound the send is refused with `429 lane_backlogged`.
 ///
 /// A batch costs its key one rate-limit token per item (``KeyRates``; the authenticator took the
-/// first), after it is read and checked, so an invalid batch costs one.
+/// first), after it is read and checked, so an invalid batch costs one, as does one refused for
+/// its lane: that refusal comes before the items are read.
 ///
 /// **Dry runs.** `"dryRun": true` (at the top level of either body) answers `200` with what the
 /// request would create (``DryRunBody``, ``DryRunBatchBody``: each notification's hub sends with
@@ -46,16 +47,17 @@ struct NotificationController: Sendable {
         let key = try requireKey(context)
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .senderAPI)
         let idempotencyKey = try IdempotencyKeyHeader.read(request)
+        let dryRun = try NotificationRequestReader.dryRun(body)
+        let backlog = dryRun ? nil : try await lanes?.check(NotificationStore.lane(for: .apiKey(key.id), batch: false).0)
         let item = try NotificationRequestReader.notification(
             body, idempotencyKey: idempotencyKey, now: Date(), limits: hubSendLimits)
-        if try NotificationRequestReader.dryRun(body) {
+        if dryRun {
             guard let answer = try await store.dryRun([item], sender: .apiKey(key.id)).first else {
                 throw APIError.internalError
             }
             context.logger.debug("herald.notification.dry_run", metadata: ["api_key.id": "\(key.id)", "count": "1"])
             return try JSONWriter.response(DryRunBody(notification: DryRunNotificationBody(answer)))
         }
-        let backlog = try await lanes?.check(NotificationStore.lane(for: .apiKey(key.id), batch: false).0)
         guard let answer = try await store.create([item], sender: .apiKey(key.id)).first else {
             throw APIError.internalError
         }
@@ -73,8 +75,11 @@ struct NotificationController: Sendable {
     func createBatch(_ request: Request, context: HeraldRequestContext) async throws -> Response {
         let key = try requireKey(context)
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBatchBodyBytes), rules: .senderAPI)
-        let items = try NotificationRequestReader.batch(body, now: Date(), limits: hubSendLimits)
         let dryRun = try NotificationRequestReader.dryRun(body)
+        // Refused before its items are read and charged: shedding a backlogged lane's load must
+        // cost the API little, and the sender no tokens.
+        let backlog = dryRun ? nil : try await lanes?.check(NotificationStore.lane(for: .apiKey(key.id), batch: true).0)
+        let items = try NotificationRequestReader.batch(body, now: Date(), limits: hubSendLimits)
         try rates?.charge(key, cost: items.count - 1, prepaid: 1)
         if dryRun {
             let answers = try await store.dryRun(items, sender: .apiKey(key.id), batch: true)
@@ -82,7 +87,6 @@ struct NotificationController: Sendable {
                 "herald.notification.dry_run", metadata: ["api_key.id": "\(key.id)", "count": "\(answers.count)"])
             return try JSONWriter.response(DryRunBatchBody(notifications: answers.map(DryRunNotificationBody.init)))
         }
-        let backlog = try await lanes?.check(NotificationStore.lane(for: .apiKey(key.id), batch: true).0)
         let answers = try await store.create(items, sender: .apiKey(key.id), batch: true)
         context.logger.debug(
             "herald.notification.batch_accepted", metadata: ["count": "\(answers.count)", "api_key.id": "\(key.id)"])
