@@ -25,10 +25,11 @@ readers_pause (four REPEATABLE READ readers counting the hot tables, 1 s pause b
 maximum, 2 min), recovery (each recovery 2 min), then a drain.
 
 Figures, one line each, on standard output, `bench pressure.PART.PHASE.FIGURE VALUE UNIT`:
-  completion (jobs/s or sends/s; pipeline: hub sends answered 2xx per second), pickup_p50 and
-  pickup_p99 (ms; queue: the adapter's claim_p50/claim_p99 samples, each over its last 30 s: the
-  median of the p50s and the largest p99 in the window; pipeline: a notification's commit to the
-  start of its first hub call, over the notifications created in the window), completion_ratio
+  completion (jobs/s or sends/s; queue: the adapter's jobs finished per second; pipeline: hub
+  sends answered 2xx per second), pickup_p50 and pickup_p99 (ms, over the items created in the
+  window, from the database after the run; queue: a job's enqueue to its claim, which the
+  adapter's claim_p50/p99 samples also measure, but each over its last 30 s; pipeline: a
+  notification's commit to the start of its first hub call), completion_ratio
   and p99_ratio (over clean), the same per minute (`.minuteN.`), `TABLE.dead_tuples` and
   `TABLE.size_mb` at the phase's end (pgqueue.jobs and pgqueue.job_history; the pipeline also
   notifications, hub_sends, notification_outcomes), `recovered_s` for a recovery (seconds from its
@@ -569,12 +570,6 @@ class Adapter:
         with self.lock:
             return [v for t, m, v in self.samples if m == metric and start < t <= end + 0.01]
 
-    def figures(self, start, end):
-        completion = self.window("completion_rate", start, end)
-        p50, p99 = self.window("claim_p50_ms", start, end), self.window("claim_p99_ms", start, end)
-        return (round(statistics.mean(completion), 1) if completion else None,
-                round(statistics.median(p50), 2) if p50 else None, round(max(p99), 2) if p99 else None)
-
     def acknowledged(self, sample_s):
         """Jobs the adapter enqueued and saw committed in its sampled periods (each enqueue rate
         covers one whole period; what it enqueued before its first boundary is not counted)."""
@@ -660,6 +655,7 @@ def queue_part(bin_dir, base_url, sample_s):
     figure("queue.maximum", round(maximum, 1), "jobs/s")
     figure("queue.offered", round(rate, 1), "jobs/s")
     overload = knob("OVERLOAD", 1.5) * maximum
+    since = time.time()
     adapter = Adapter(bin_dir, adapter_env(db.url, sample_s, PRODUCER_MODE="fixed", PRODUCER_PACING="harness"), "queue")
     plan = phase_plan(rate, overload)
     adapter_pid = adapter.process.pid
@@ -672,7 +668,7 @@ def queue_part(bin_dir, base_url, sample_s):
     try:
         run_phases(plan, db.url, QUEUE_TABLES, session, lambda r: setattr(adapter, "rate", r), lambda _: None, groups)
         drain(adapter, session, plan[-1].end)
-        clean_completion, clean_p99 = report_phases("queue", plan, adapter.figures, "jobs/s")
+        clean_completion, clean_p99 = report_phases("queue", plan, queue_windows(session, since), "jobs/s")
         check(adapter.alive(), "the adapter exited during the run (see .data/bench-pressure/queue.log)")
     finally:
         adapter.stop()
@@ -779,26 +775,16 @@ def epoch(at):
     return f"to_timestamp({at:.3f})"
 
 
-class PipelineWindows:
-    """Completion and accept -> hub-call latency of any time window, from the database: the hub
-    sends answered 2xx per second of their outcome row's `at`, and per second of the
-    notifications' `created_at` a histogram (1% buckets) of the time to the `started_at` of
-    their first hub call. Read once, after the run."""
+class Windows:
+    """Completion and pickup latency of any time window, read from the database once, after the
+    run: `completed` gives (second, count) rows, `latency` (second, bucket, count) rows, a
+    histogram (1% buckets of ln ms) of the pickup of the items created in each second. Exact
+    per window, so a minute's p99 is that minute's, however short a stall within it."""
 
-    def __init__(self, session, since):
-        self.session = session
-        self.completed = {}
-        for second, count in session.query(
-                f"SELECT floor(extract(epoch FROM at))::bigint, count(*) FROM notification_outcomes "
-                f"WHERE kind = 'send' AND http_status BETWEEN 200 AND 299 AND at >= {epoch(since)} GROUP BY 1",
-                timeout=900):
-            self.completed[int(second)] = int(count)
+    def __init__(self, session, completed, latency):
+        self.completed = {int(second): int(count) for second, count in session.query(completed, timeout=900)}
         self.latency = {}
-        for second, bucket, count in session.query(
-                f"SELECT floor(extract(epoch FROM created_at))::bigint, round(ln(greatest(ms, 0.01)) * 100)::int, count(*) "
-                f"FROM (SELECT n.created_at, extract(epoch FROM min(o.started_at) - n.created_at) * 1000 AS ms "
-                f"FROM notifications n JOIN notification_outcomes o ON o.notification_id = n.id AND o.kind = 'send' "
-                f"WHERE n.created_at >= {epoch(since)} GROUP BY n.id, n.created_at) t GROUP BY 1, 2", timeout=900):
+        for second, bucket, count in session.query(latency, timeout=900):
             self.latency.setdefault(int(second), {})[int(bucket)] = int(count)
 
     def __call__(self, start, end):
@@ -809,6 +795,35 @@ class PipelineWindows:
             for bucket, count in self.latency.get(s, {}).items():
                 merged[bucket] = merged.get(bucket, 0) + count
         return round(completion, 1), percentile(merged, 0.5), percentile(merged, 0.99)
+
+
+def bucket_sql(ms):
+    return f"round(ln(greatest({ms}, 0.01)) * 100)::int"
+
+
+def pipeline_windows(session, since):
+    """The hub sends answered 2xx per second of their outcome row's `at`; a notification's commit
+    (`created_at`) to the `started_at` of its first hub call."""
+    return Windows(
+        session,
+        f"SELECT floor(extract(epoch FROM at))::bigint, count(*) FROM notification_outcomes "
+        f"WHERE kind = 'send' AND http_status BETWEEN 200 AND 299 AND at >= {epoch(since)} GROUP BY 1",
+        f"SELECT floor(extract(epoch FROM created_at))::bigint, {bucket_sql('ms')}, count(*) "
+        f"FROM (SELECT n.created_at, extract(epoch FROM min(o.started_at) - n.created_at) * 1000 AS ms "
+        f"FROM notifications n JOIN notification_outcomes o ON o.notification_id = n.id AND o.kind = 'send' "
+        f"WHERE n.created_at >= {epoch(since)} GROUP BY n.id, n.created_at) t GROUP BY 1, 2")
+
+
+def queue_windows(session, since):
+    """The adapter's jobs completed per second of `finished_at`; a job's enqueue (`created_at`) to
+    its claim (`attempted_at`), what the adapter's claim latency measures."""
+    return Windows(
+        session,
+        f"SELECT floor(extract(epoch FROM finished_at))::bigint, count(*) FROM pgqueue.job_history "
+        f"WHERE queue = 'harness' AND state = 'completed' AND finished_at >= {epoch(since)} GROUP BY 1",
+        f"SELECT floor(extract(epoch FROM created_at))::bigint, "
+        f"{bucket_sql('extract(epoch FROM attempted_at - created_at) * 1000')}, count(*) "
+        f"FROM pgqueue.job_history WHERE queue = 'harness' AND created_at >= {epoch(since)} GROUP BY 1, 2")
 
 
 def percentile(histogram, p):
@@ -888,7 +903,7 @@ def pipeline_part(bin_dir, base_url, with_chaos):
             figure("pipeline.drain_s", None, "s")
         figure("pipeline.waiting_after_drain", int(session.value(
             "SELECT count(*) FROM notifications WHERE state IN ('Queued', 'Scheduled')") or 0), "notifications")
-        windows = PipelineWindows(session, since)
+        windows = pipeline_windows(session, since)
         clean_completion, clean_p99 = report_phases("pipeline", plan, windows, "sends/s")
         for phase in plan[1:]:
             answers = loader.window(phase.start, phase.end)
