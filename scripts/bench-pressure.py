@@ -910,7 +910,7 @@ def pipeline_part(bin_dir, base_url, with_chaos):
             figure(f"pipeline.{phase.name}.refused", sum(r[3] for r in answers if r[1] == 429), "notifications")
         accounting = account(system, session, os.path.join(LOGS, "pipeline-ids.tsv"), since)
         if with_chaos:
-            report_cells(cells, loader, windows, clean_completion, accounting)
+            report_cells(cells, loader, windows, session, clean_completion, accounting)
         chaos.check_alive(system)
         return plan, cells
     finally:
@@ -1046,8 +1046,7 @@ def chosen_cells():
     return [c for c in CELLS if not chosen or c in chosen]
 
 
-def report_cells(cells, loader, windows, clean_completion, accounting):
-    session = windows.session
+def report_cells(cells, loader, windows, session, clean_completion, accounting):
     for c in cells:
         prefix = f"chaos.{c.name}"
         figure(f"{prefix}.settled_s", c.settled_s, "s")
