@@ -48,7 +48,7 @@ struct NotificationController: Sendable {
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBodyBytes), rules: .senderAPI)
         let idempotencyKey = try IdempotencyKeyHeader.read(request)
         let dryRun = try NotificationRequestReader.dryRun(body)
-        let backlog = dryRun ? nil : try await lanes?.check(NotificationStore.lane(for: .apiKey(key.id), batch: false).0)
+        let backlog = try await laneBacklog(key, batch: false, dryRun: dryRun)
         let item = try NotificationRequestReader.notification(
             body, idempotencyKey: idempotencyKey, now: Date(), limits: hubSendLimits)
         if dryRun {
@@ -76,9 +76,7 @@ struct NotificationController: Sendable {
         let key = try requireKey(context)
         let body = try JSONCursor.object(in: try await request.collectBody(limit: maxBatchBodyBytes), rules: .senderAPI)
         let dryRun = try NotificationRequestReader.dryRun(body)
-        // Refused before its items are read and charged: shedding a backlogged lane's load must
-        // cost the API little, and the sender no tokens.
-        let backlog = dryRun ? nil : try await lanes?.check(NotificationStore.lane(for: .apiKey(key.id), batch: true).0)
+        let backlog = try await laneBacklog(key, batch: true, dryRun: dryRun)
         let items = try NotificationRequestReader.batch(body, now: Date(), limits: hubSendLimits)
         try rates?.charge(key, cost: items.count - 1, prepaid: 1)
         if dryRun {
@@ -152,6 +150,14 @@ struct NotificationController: Sendable {
     // MARK: Helpers
 
     static let notFound = APIError(.notFound, code: .notFound, message: "no such notification")
+
+    /// The send's lane backlog (nil: no lanes, or a dry run, which adds nothing to one); throws
+    /// `429 lane_backlogged` past the lane's bound. Called before the items are read and
+    /// charged: shedding a backlogged lane's load must cost the API little, and the sender no tokens.
+    func laneBacklog(_ key: APIKeyRecord, batch: Bool, dryRun: Bool) async throws(APIError) -> Double? {
+        guard !dryRun, let lanes else { return nil }
+        return try await lanes.check(NotificationStore.lane(for: .apiKey(key.id), batch: batch).0)
+    }
 
     func requireKey(_ context: HeraldRequestContext) throws -> APIKeyRecord {
         guard let key = context.apiKey else { throw APIKeyAuthenticator.unauthorized }
