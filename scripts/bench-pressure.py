@@ -1171,7 +1171,14 @@ def reduced(bin_dir, base_url, sample_s):
         check(adapter.alive(), "the adapter exited (see .data/bench-pressure/reduced-adapter.log)")
         wait_for("the adapter's jobs to be done", lambda: queue_left(queue_session) == 0, 300, 1)
         time.sleep(2 * sample_s + 1)  # the last enqueues reach a sample
-        wait_for("every notification to be final", lambda: not waiting(session), 300, 1)
+        try:
+            wait_for("every notification to be final", lambda: not waiting(session), 300, 1)
+        except Failure:
+            # The post-mortem goes to the log too: CI keeps only what is printed.
+            system.dump_unfinished()
+            with open(os.path.join(system.log_dir, "unfinished.txt")) as dump:
+                progress("what the database says of the notifications left:\n" + dump.read()[:20000])
+            raise
         by_label = account(system, session, os.path.join(LOGS, "reduced-ids.tsv"), since)
         accepted = sum(v[0] for v in by_label.values())
         finished = sum(v[2] for v in by_label.values())
