@@ -33,4 +33,26 @@ struct StorageErrorTests {
             #expect(mapped.code == .unavailable, "\(mapped)")
         }
     }
+
+    @Test("a statement past its time limit (57014) is unavailable, and its message does not say the database is restarting")
+    func statementTimeout() async throws {
+        try await TestDatabase.with { db in
+            var caught: PSQLError?
+            try await db.client.withConnection { connection in
+                _ = try await connection.query("SET statement_timeout = 50", logger: db.logger).collect()
+                do {
+                    _ = try await connection.query("SELECT pg_sleep(5)", logger: db.logger).collect()
+                } catch let error as PSQLError {
+                    caught = error
+                }
+                _ = try await connection.query("RESET statement_timeout", logger: db.logger).collect()
+            }
+            let error = try #require(caught, "a 5 s sleep must not finish under a 50 ms limit")
+            #expect(error.serverInfo?[.sqlState] == "57014", "\(String(reflecting: error))")
+            let mapped = StorageError.from(error, action: "wait")
+            #expect(mapped.code == .unavailable, "\(mapped)")
+            #expect(mapped.message.contains("time limit"), "\(mapped)")
+            #expect(!mapped.message.contains("restarting"), "\(mapped)")
+        }
+    }
 }

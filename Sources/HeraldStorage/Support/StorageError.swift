@@ -76,6 +76,13 @@ extension StorageError {
             if state == "3D000" {
                 return StorageError(.unavailable, "could not \(action): the database does not exist", underlying: error)
             }
+            // 57014: a statement timeout or a cancel. Still an outage to the caller (the API answers
+            // 503 with `Retry-After`), but the database is up, so the message must not say otherwise.
+            if state == "57014" {
+                return StorageError(
+                    .unavailable, "could not \(action): the statement was cancelled or ran past its time limit (SQLSTATE 57014)",
+                    underlying: error)
+            }
             // Class 57 (the server shutting down or restarting: 57P01 admin shutdown, 57P02 crash
             // shutdown, 57P03 cannot connect now) and class 08 (connection exceptions): the
             // database is going away or not back yet, which is an outage, not a bad statement.
