@@ -21,8 +21,9 @@ extension NotificationStore {
 
     /// ``beginAttempt(hubSendID:jobID:)`` for many hub sends in one statement (one commit); see
     /// ``NotificationAttemptStarter``. Ids with no hub send are missing from the answer. A start
-    /// whose connection failed quickly is tried again, up to ``startRetries`` times within
-    /// ``sendWait``, when every request names its job's run (``AttemptRequest/jobAttempt``).
+    /// whose connection was lost, even at its `COMMIT`, is tried again, up to ``startRetries``
+    /// times within half of ``sendWait``, when every request names its job's run
+    /// (``AttemptRequest/jobAttempt``): a retry then resumes a start that did commit.
     public func beginAttempts(_ requests: [AttemptRequest]) async throws -> [Int64: AttemptStart] {
         guard !requests.isEmpty else { return [:] }
         let statement = NotificationStatements.StartAttempts(
@@ -32,30 +33,15 @@ extension NotificationStore {
         // In a transaction of its own: PostgresNIO answers a statement at its completion, before
         // the commit of an implicit transaction, and a start answered but never committed (its
         // backend killed in between) sent its push with a result no attempt would take.
+        // A killed connection ends the start at once, and one more on another connection costs
+        // milliseconds where the job's snooze costs a second.
         let statements = self.statements
         let resumable = requests.allSatisfy { $0.jobAttempt != nil }
-        let began = ContinuousClock.now
-        var retries = 0
-        var rows: [NotificationStatements.StartRow]
-        while true {
-            let left = retries == 0 ? sendWait : sendWait - (ContinuousClock.now - began)
-            do {
-                rows = try await StorageSQL.transaction(
-                    client, logger: logger, "start send attempts", attempts: 1, within: left
-                ) { connection in
-                    try await statements.rows(statement, on: connection, logger: logger)
-                }
-                break
-            } catch let error as StorageError where error.code == .unavailable {
-                // A killed connection ends the start at once, and one more on another connection
-                // costs milliseconds where the job's snooze costs a second. Safe only when every
-                // request names its job's run: a retry resumes a start that did commit.
-                guard resumable, retries < Self.startRetries, ContinuousClock.now - began < sendWait / 2 else {
-                    throw error
-                }
-                retries += 1
-                try await Task.sleep(for: .milliseconds(Int64.random(in: 10...50)))
-            }
+        let rows = try await StorageSQL.transaction(
+            client, logger: logger, "start send attempts", attempts: resumable ? 1 + Self.startRetries : 1,
+            repeatable: resumable, within: sendWait
+        ) { connection in
+            try await statements.rows(statement, on: connection, logger: logger)
         }
         var starts: [Int64: AttemptStart] = [:]
         for row in rows {

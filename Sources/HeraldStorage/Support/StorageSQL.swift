@@ -38,10 +38,11 @@ enum StorageSQL {
     /// transaction whose connection was lost before its `COMMIT` was written changed nothing, so
     /// it too runs again, on another connection, while less than half of `limit` has passed; the
     /// attempts after it share what is left of `limit`. One lost at its `COMMIT` may have
-    /// committed and is not run again.
+    /// committed and is not run again, unless it is `repeatable`: a second run of its body
+    /// after a first that committed changes nothing more.
     static func transaction<T: Sendable>(
-        _ client: PostgresClient, logger: Logger, _ action: String, attempts: Int = 3, within limit: Duration,
-        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        _ client: PostgresClient, logger: Logger, _ action: String, attempts: Int = 3, repeatable: Bool = false,
+        within limit: Duration, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let began = ContinuousClock.now
         var attempt = 1
@@ -67,14 +68,14 @@ enum StorageSQL {
             } catch let error as JobQueueError where error.code == .unavailable {
                 // The deadline's watch saw the connection close, which the statement in flight
                 // (or the ROLLBACK after it) did not report.
-                if progress.lostBeforeCommit, again() {
+                if progress.lost(evenCommitting: repeatable), again() {
                     try await pause()
                     continue
                 }
                 throw StorageError(.unavailable, "could not \(action): the database did not answer", underlying: error)
             } catch let error as PostgresTransactionError {
                 let inner = error.closureError ?? error.beginError ?? error.commitError ?? error
-                if error.commitError == nil, isConnectionLoss(inner), again() {
+                if error.commitError == nil || repeatable, isConnectionLoss(inner), again() {
                     try await pause()
                     continue
                 }
@@ -114,12 +115,12 @@ enum StorageSQL {
         /// Called as the body ends, before `COMMIT` is written.
         func committing() { state.withLock { $0.committing = true } }
 
-        /// Whether the connection has closed and `COMMIT` was not written before: nothing can
-        /// commit on it any more, and nothing did. The close is read first, so a `COMMIT` written
-        /// after the read would have gone to a closed connection.
-        var lostBeforeCommit: Bool {
+        /// Whether the connection has closed and (unless `evenCommitting`) `COMMIT` was not
+        /// written before: nothing can commit on it any more, and nothing did. The close is read
+        /// first, so a `COMMIT` written after the read would have gone to a closed connection.
+        func lost(evenCommitting: Bool) -> Bool {
             guard let connection = state.withLock({ $0.connection }), connection.isClosed else { return false }
-            return !state.withLock { $0.committing }
+            return evenCommitting || !state.withLock { $0.committing }
         }
     }
 
