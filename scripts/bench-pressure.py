@@ -858,7 +858,7 @@ def pipeline_part(bin_dir, base_url, with_chaos):
         history = int(os.environ.get("BENCH_HISTORY", "50000"))
         subprocess.run(["bash", "-c", '. scripts/bench-lib.sh; bench_url="$1"; bench_seed_history "$2"', "_",
                         system.db.url, str(history)], cwd=ROOT, check=True)
-        worker = system.start_worker()
+        system.start_worker()
         post_bulk(system, 2000)
         wait_for("the warm-up to be sent", lambda: not waiting(session), 300, 0.5)
         rate = knob("PIPELINE_RATE", None)

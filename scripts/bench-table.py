@@ -25,7 +25,6 @@ Python 3 standard library only.
 import argparse
 import datetime
 import os
-import sys
 
 START = "<!-- bench-table:start -->"
 END = "<!-- bench-table:end -->"

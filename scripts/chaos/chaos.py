@@ -483,10 +483,10 @@ class System:
             f"WHERE n.state NOT IN ({final}) LIMIT 20",
             f"SELECT o.* FROM notification_outcomes o JOIN notifications n ON n.id = o.notification_id "
             f"WHERE n.state NOT IN ({final}) ORDER BY o.id LIMIT 40",
-            f"SELECT j.id, j.kind, j.state, j.attempt, j.max_attempts, j.run_at, j.locked_by, j.lease_expires_at, "
-            f"j.args, j.errors FROM pgqueue.jobs j LIMIT 40",
-            f"SELECT h.id, h.kind, h.state, h.attempt, h.args, h.errors FROM pgqueue.job_history h "
-            f"WHERE h.state <> 'completed' LIMIT 40",
+            "SELECT j.id, j.kind, j.state, j.attempt, j.max_attempts, j.run_at, j.locked_by, j.lease_expires_at, "
+            "j.args, j.errors FROM pgqueue.jobs j LIMIT 40",
+            "SELECT h.id, h.kind, h.state, h.attempt, h.args, h.errors FROM pgqueue.job_history h "
+            "WHERE h.state <> 'completed' LIMIT 40",
         ]
         with open(os.path.join(self.log_dir, "unfinished.txt"), "w") as out:
             for query in queries:
