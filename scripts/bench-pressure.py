@@ -264,6 +264,49 @@ class HeldXid:
         self.session.close()
 
 
+class StatementWatch:
+    """Every 0.1 s, the longest-running statement of the system under test (the script's own
+    sessions left out) and whether one of them waits on a lock; and the longest interval between
+    two of its own looks, which grows when the machine stalls every process. A p99 that rises
+    with no slow statement and no lock wait is not the database's."""
+
+    EVERY = 0.1
+
+    def __init__(self, url):
+        self.session = Session(url, APP + "-watch")
+        self.samples = []  # (time, longest statement in ms, a lock wait)
+        self.stopping = threading.Event()
+        sql = ("SELECT coalesce(round(max(extract(epoch FROM clock_timestamp() - query_start)) * 1000), 0), "
+               "count(*) FILTER (WHERE wait_event_type = 'Lock') FROM pg_stat_activity "
+               "WHERE datname = current_database() AND backend_type = 'client backend' AND state = 'active' "
+               f"AND application_name NOT LIKE '{APP}%' AND pid <> pg_backend_pid()")
+
+        def run():
+            while not self.stopping.is_set():
+                try:
+                    rows = self.session.query(sql, timeout=30)
+                    self.samples.append((time.time(), float(rows[0][0]), int(rows[0][1]) > 0))
+                except (Failure, OSError, IndexError, ValueError, queues.Empty):
+                    pass
+                self.stopping.wait(self.EVERY)
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(timeout=60)
+        self.session.close()
+
+    def window(self, start, end):
+        """(slowest statement ms, samples with a lock wait, longest gap between looks ms)."""
+        inside = [s for s in self.samples if start <= s[0] < end]
+        if not inside:
+            return None, None, None
+        gaps = [b[0] - a[0] for a, b in zip(inside, inside[1:])]
+        return (max(s[1] for s in inside), sum(1 for s in inside if s[2]),
+                round(max(gaps, default=0) * 1000))
+
+
 class Readers:
     """Four REPEATABLE READ readers counting every hot table in one transaction per scan, with
     `pause` seconds between scans (0: back to back)."""
@@ -406,6 +449,7 @@ class Phase:
         self.start = self.end = None
         self.tables = {}
         self.cpu = None
+        self.watch = None
         self.note = ""
 
 
@@ -423,7 +467,19 @@ def phase_plan(load, overload):
 
 
 def run_phases(plan, url, tables, session, set_rate, set_label, cpu_groups):
-    """Runs each phase: its rate, its pressure for its duration, the tables' statistics at its end."""
+    """Runs each phase: its rate, its pressure for its duration, the tables' statistics at its end;
+    a `StatementWatch` runs throughout."""
+    watch = StatementWatch(url)
+    try:
+        run_each_phase(plan, url, tables, session, set_rate, set_label, cpu_groups)
+    finally:
+        watch.stop()
+    for phase in plan:
+        if phase.start and phase.end:
+            phase.watch = watch
+
+
+def run_each_phase(plan, url, tables, session, set_rate, set_label, cpu_groups):
     for phase in plan:
         set_rate(phase.rate)
         set_label(phase.name)
@@ -457,6 +513,16 @@ def minutes(phase):
     return bounds
 
 
+def watched(prefix, watch, start, end):
+    """The `StatementWatch`'s figures over a window."""
+    if watch is None:
+        return
+    slowest, locks, gap = watch.window(start, end)
+    figure(f"{prefix}.slowest_statement_ms", slowest, "ms")
+    figure(f"{prefix}.lock_wait_samples", locks, "samples")
+    figure(f"{prefix}.watch_gap_ms", gap, "ms")
+
+
 def report_phases(part, plan, windows, unit):
     """Figures per phase and per minute; `windows(start, end)` gives (completion, p50, p99)."""
     phases = {p.name: p for p in plan}
@@ -472,12 +538,14 @@ def report_phases(part, plan, windows, unit):
         figure(f"{prefix}.pickup_p50", p50, "ms")
         figure(f"{prefix}.pickup_p99", p99, "ms")
         figure(f"{prefix}.p99_ratio", ratio(p99, clean_p99), "x")
+        watched(prefix, phase.watch, phase.start, phase.end)
         completion_ratios, p99_ratios = [], []
         for index, (a, b) in enumerate(minutes(phase), 1):
             c, m50, m99 = windows(a, b)
             figure(f"{prefix}.minute{index}.completion", c, unit)
             figure(f"{prefix}.minute{index}.pickup_p50", m50, "ms")
             figure(f"{prefix}.minute{index}.pickup_p99", m99, "ms")
+            watched(f"{prefix}.minute{index}", phase.watch, a, b)
             completion_ratios.append(ratio(c, clean_completion))
             p99_ratios.append(ratio(m99, clean_p99))
         # A minute without a figure counts as the worst.
