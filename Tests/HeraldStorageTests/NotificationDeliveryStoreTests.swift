@@ -578,6 +578,38 @@ struct NotificationDeliveryStoreTests {
         }
     }
 
+    @Test("a write tried again after its commit went unanswered answers what committed as applied and writes nothing twice")
+    func retriedWriteAfterUnansweredCommit() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            guard case .go(let attempt) = try await Self.begin(db, store, sendID) else {
+                Issue.record("expected a start")
+                return
+            }
+            let send = HubSendResult(
+                hubSendID: sendID, notificationID: id, attempt: 1, state: .enqueued, httpStatus: 201,
+                hubNotificationID: "h1", durationMilliseconds: 12.5, decision: .enqueued, startedAt: attempt.startedAt)
+            // The first write committed and its answer was lost: the retry finds it done.
+            #expect(try await store.record([send]) == [true])
+            #expect(try await store.record([send], retrying: true) == [true])
+            // A telemetry answer, whose fence would take it twice, the same way.
+            let telemetry = HubSendResult(
+                hubSendID: sendID, notificationID: id, kind: .telemetry, attempt: 1, state: .processing,
+                durationMilliseconds: 3.25, decision: .telemetry, telemetryJSON: #"{"apns":{"Success":1}}"#)
+            #expect(try await store.record([telemetry]) == [true])
+            #expect(try await store.record([telemetry], retrying: true) == [true])
+            let outcomes = "SELECT count(*) FROM notification_outcomes WHERE hub_send_id = \(sendID)"
+            #expect(try await db.count("\(unescaped: outcomes) AND kind = 'send'") == 1)
+            #expect(try await db.count("\(unescaped: outcomes) AND kind = 'telemetry'") == 1)
+            // What had not committed is written by the retry; a stale result is still stale.
+            var later = telemetry
+            later.durationMilliseconds = 4.5
+            let stale = HubSendResult(hubSendID: sendID, notificationID: id, attempt: 7, state: .enqueued, decision: .enqueued)
+            #expect(try await store.record([later, stale], retrying: true) == [true, false])
+            #expect(try await db.count("\(unescaped: outcomes) AND kind = 'telemetry'") == 2)
+        }
+    }
+
     static func fixture2(
         _ db: TestDatabase, _ store: NotificationStore
     ) async throws

@@ -455,7 +455,7 @@ struct NotificationJobRunner: Sendable {
     /// Records `result` through the shared writer; false (logged and counted) when it was
     /// stale: the hub send has moved past the attempt it belongs to (the job was rescued and
     /// another worker started a newer attempt, or the send was settled as lost), so the write
-    /// changed nothing (``NotificationStore/record(_:)``).
+    /// changed nothing (``NotificationStore/record(_:retrying:)``).
     @discardableResult
     private func record(_ result: HubSendResult, log: JobLog) async throws -> Bool {
         if try await writer.record(result) { return true }

@@ -151,7 +151,7 @@ enum NotificationStatements {
         func decodeRow(_ row: PostgresRow) throws {}
     }
 
-    /// Applies results (``NotificationStore/record(_:)``): the `UPDATE` of the hub sends is the
+    /// Applies results (``NotificationStore/record(_:retrying:)``): the `UPDATE` of the hub sends is the
     /// fence, and only the results it applied get their outcome rows (and, for a send that ended
     /// `Abandoned`, its event), in the same statement, so a result cannot land in one table and
     /// not the other. Returns the applied results' ordinals (1-based, in the arrays' order).
@@ -229,6 +229,38 @@ enum NotificationStatements {
             bindings.append(columns.telemetry)
             bindings.append(columns.telemetryNotes)
             bindings.append(columns.startedAts)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Int64 { try row.decode(Int64.self) }
+    }
+
+    /// Of results written once already, the ordinals (1-based) of those whose outcome row exists:
+    /// same hub send, kind, attempt, decision and duration. A retry after a commit whose answer
+    /// was lost reads these, so what did commit is answered as applied and not written twice.
+    struct RecordedResults: PostgresPreparedStatement {
+        static let name = String(reflecting: Self.self)
+
+        typealias Row = Int64
+
+        static let sql = """
+            SELECT r.ord FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::float8[])
+                WITH ORDINALITY AS r(id, kind, attempt, decision, duration, ord)
+            WHERE EXISTS (
+                SELECT FROM notification_outcomes o
+                WHERE o.hub_send_id = r.id AND o.kind = r.kind AND o.attempt = r.attempt
+                  AND o.decision = r.decision AND o.duration_ms = r.duration)
+            """
+
+        var columns: NotificationStatements.ResultColumns
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 5)
+            bindings.append(columns.hubSendIDs)
+            bindings.append(columns.kinds)
+            bindings.append(columns.attempts)
+            bindings.append(columns.decisions)
+            bindings.append(columns.durations)
             return bindings
         }
 
@@ -392,9 +424,9 @@ extension NotificationStatements {
         }
     }
 
-    /// The results of ``record(_:)`` as the columns of its `unnest`s: one array per column, in
-    /// the results' order. PostgresNIO binds no NULL array elements: '' and -1 stand for NULL
-    /// (the statements read them back with `NULLIF`).
+    /// The results of ``NotificationStore/record(_:retrying:)`` as the columns of its `unnest`s:
+    /// one array per column, in the results' order. PostgresNIO binds no NULL array elements: ''
+    /// and -1 stand for NULL (the statements read them back with `NULLIF`).
     struct ResultColumns {
         var hubSendIDs: [Int64] = []
         var notificationIDs: [UUID] = []

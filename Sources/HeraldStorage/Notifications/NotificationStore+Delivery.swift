@@ -95,24 +95,39 @@ extension NotificationStore {
     ///
     /// Returns, for each result in order, whether it applied; gives up at ``sendWait``. Prefer
     /// ``NotificationOutcomeWriter``, which batches concurrent callers into one call.
+    ///
+    /// `retrying`: these results were written once already and that write's commit went
+    /// unanswered, so it may have committed. Those whose outcome row exists are answered as
+    /// applied and not written again (a telemetry result, which its fence would take twice, is
+    /// not audited twice, nor its next poll enqueued twice).
     @discardableResult
-    public func record(_ results: [HubSendResult]) async throws -> [Bool] {
+    public func record(_ results: [HubSendResult], retrying: Bool = false) async throws -> [Bool] {
         guard !results.isEmpty else { return [] }
-        let columns = NotificationStatements.ResultColumns(results)
+        let all = NotificationStatements.ResultColumns(results)
         // `UUID`'s own order is its bytes', as PostgreSQL orders `uuid`; comparing `uuidString`s
         // formats two strings per comparison (see docs/benchmarks.md).
-        let lockIDs = Array(Set(columns.notificationIDs)).sorted()
+        let lockIDs = Array(Set(all.notificationIDs)).sorted()
         return try await StorageSQL.transaction(
             client, logger: logger, "record hub send results", within: sendWait
         ) { connection in
             _ = try await statements.rows(NotificationStatements.LockNotifications(ids: lockIDs), on: connection, logger: logger)
+            var recorded = Set<Int>()
+            if retrying {
+                let ords = try await statements.rows(
+                    NotificationStatements.RecordedResults(columns: all), on: connection, logger: logger)
+                recorded = Set(ords.filter { $0 >= 1 && $0 <= results.count }.map { Int($0) - 1 })
+            }
+            let pending = results.indices.filter { !recorded.contains($0) }
             // The update is the fence; only the results it applied get their outcome rows (one
             // statement, so a result cannot land in one table and not the other).
-            let ords = try await statements.rows(
-                NotificationStatements.RecordResults(columns: columns), on: connection, logger: logger)
             var applied = Array(repeating: false, count: results.count)
-            for ord in ords where ord >= 1 && ord <= results.count {
-                applied[Int(ord) - 1] = true
+            if !pending.isEmpty {
+                let columns = recorded.isEmpty ? all : NotificationStatements.ResultColumns(pending.map { results[$0] })
+                let ords = try await statements.rows(
+                    NotificationStatements.RecordResults(columns: columns), on: connection, logger: logger)
+                for ord in ords where ord >= 1 && ord <= pending.count {
+                    applied[pending[Int(ord) - 1]] = true
+                }
             }
             try await Self.refreshStates(of: lockIDs, on: connection, logger: logger, statements: statements)
             let jobs = zip(results, applied).compactMap { result, applied in
@@ -126,6 +141,7 @@ extension NotificationStore {
             // The jobs end with their results: a result that was stale still ends its job (the
             // queue fences that write by the job's attempt and worker, as the executor would).
             try await queue.finish(results.compactMap(\.jobFinish), on: connection)
+            for index in recorded { applied[index] = true }
             return applied
         }
     }

@@ -176,9 +176,9 @@ public struct HubSendResult: Sendable, Hashable {
     /// notification that asked for telemetry).
     public var telemetryAfter: Duration?
     /// The end of the job that produced this result, written in the same transaction as the
-    /// result (``NotificationStore/record(_:)``), so the job needs no completion of its own: the
-    /// handler then returns ``JobOutcome/finished(_:)``. Nil: the job's outcome is written by
-    /// its executor afterwards, as for a retry.
+    /// result (``NotificationStore/record(_:retrying:)``), so the job needs no completion of its
+    /// own: the handler then returns ``JobOutcome/finished(_:)``. Nil: the job's outcome is
+    /// written by its executor afterwards, as for a retry.
     public var jobFinish: JobFinish?
 
     /// Creates a result.
