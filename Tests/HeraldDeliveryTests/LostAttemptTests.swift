@@ -142,4 +142,53 @@ struct LostAttemptTests {
             #expect(try await store.pruneFinished(olderThan: .seconds(3600)) == lost.count)
         }
     }
+
+    @Test("a lost-attempt sweep from a floor reads only attempts begun since it, and the floor covers those in flight")
+    func sweepFromFloor() async throws {
+        try await TestDatabase.with { db async throws in
+            let stores = db.stores(StorageConfiguration(maxSendAttempts: 1))
+            let store = stores.notifications
+            let all = try await Self.sends(db, store, users: ["f0", "f1"])
+            try await Self.claimAndDie(db, store, job: all[0].job, hubSend: all[0].hubSend, attempt: 1)
+            let floor = try await store.inFlightFloor(from: nil)
+            #expect(
+                try await db.count(
+                    "SELECT count(*) FROM hub_sends WHERE id = \(all[0].hubSend) AND in_flight_since >= \(floor)") == 1)
+            try await Self.claimAndDie(db, store, job: all[1].job, hubSend: all[1].hubSend, attempt: 1)
+            #expect(try await JobQueueMaintenance(queue: stores.queue).rescueExpired().discarded == 2)
+            // A floor past both leaves them; the floor read while the first was in flight takes both.
+            #expect(try await store.settleLostAttempts(batch: 10, startedFrom: Date().addingTimeInterval(3600)) == 0)
+            #expect(try await store.settleLostAttempts(batch: 10, startedFrom: floor) == 2)
+            // With nothing in flight, the floor is now less the margin.
+            #expect(try await store.inFlightFloor(from: floor) <= Date().addingTimeInterval(-30))
+        }
+    }
+
+    @Test("the housekeeping's sweeps from a floor settle an attempt lost after the full sweep")
+    func maintenanceSweepsFromFloor() async throws {
+        try await TestDatabase.with { db async throws in
+            let stores = db.stores(StorageConfiguration(maxSendAttempts: 1))
+            let store = stores.notifications
+            let all = try await Self.sends(db, store, users: ["g0", "g1"])
+            try await Self.claimAndDie(db, store, job: all[0].job, hubSend: all[0].hubSend, attempt: 1)
+            _ = try await JobQueueMaintenance(queue: stores.queue).rescueExpired()
+            // Only the first sweep reads every attempt.
+            let maintenance = NotificationMaintenance(
+                store: store, retention: .seconds(3600), logger: db.logger, expiryInterval: .milliseconds(20),
+                fullSweepEvery: 1_000_000)
+            let unknown = "SELECT count(*) FROM hub_sends WHERE state = 'Unknown' AND id = "
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await maintenance.run() }
+                defer { group.cancelAll() }
+                try await Poll.until(timeout: .seconds(20), "the first sweep did not settle the first send") {
+                    try await db.count("\(unescaped: unknown)\(all[0].hubSend)") == 1
+                }
+                try await Self.claimAndDie(db, store, job: all[1].job, hubSend: all[1].hubSend, attempt: 1)
+                _ = try await JobQueueMaintenance(queue: stores.queue).rescueExpired()
+                try await Poll.until(timeout: .seconds(20), "no sweep from a floor settled the second send") {
+                    try await db.count("\(unescaped: unknown)\(all[1].hubSend)") == 1
+                }
+            }
+        }
+    }
 }

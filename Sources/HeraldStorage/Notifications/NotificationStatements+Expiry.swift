@@ -53,13 +53,24 @@ extension NotificationStatements {
         """
     }
 
-    /// The notifications of up to `limit` lost attempts, locked (`SKIP LOCKED`); their ids.
-    static func lostAttemptNotifications(lost: String, limit: Int) -> PostgresQuery {
+    /// The notifications of up to `limit` lost attempts begun at `floor` or later (any, for
+    /// nil), locked (`SKIP LOCKED`); their ids.
+    static func lostAttemptNotifications(lost: String, startedFrom floor: Date?, limit: Int) -> PostgresQuery {
         """
         SELECT n.id FROM notifications n
-        WHERE n.id IN (SELECT h.notification_id FROM hub_sends h WHERE \(unescaped: lost)
+        WHERE n.id IN (SELECT h.notification_id FROM hub_sends h
+                       WHERE \(unescaped: lost) AND h.in_flight_since >= coalesce(\(floor)::timestamptz, '-infinity')
                        ORDER BY h.in_flight_since LIMIT \(limit))
         ORDER BY n.id FOR UPDATE OF n SKIP LOCKED
+        """
+    }
+
+    /// The earliest start of an attempt in flight at `floor` or later, else now; less
+    /// `marginSeconds`.
+    static func inFlightFloor(from floor: Date?, marginSeconds: Double) -> PostgresQuery {
+        """
+        SELECT coalesce(min(in_flight_since), now()) - make_interval(secs => \(marginSeconds))
+        FROM hub_sends WHERE in_flight_since >= coalesce(\(floor)::timestamptz, '-infinity')
         """
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import HeraldDomain
 import PostgresNIO
 import PostgresQueue
@@ -13,7 +13,7 @@ extension NotificationStore {
     ///
     /// A hub send left in flight by a crashed worker is not touched here: its rescued job
     /// starts again and expires it then, or, when that job will not run again,
-    /// ``settleLostAttempts(batch:)`` ends it. The batch takes only notifications with a send
+    /// ``settleLostAttempts(batch:startedFrom:)`` ends it. The batch takes only notifications with a send
     /// this sweep can expire (waiting, not in flight), so any number of overdue notifications
     /// whose sends are all in flight cannot fill every batch and starve the rest (issue 12,
     /// defect 2). Returns the hub sends expired.
@@ -93,15 +93,21 @@ extension NotificationStore {
     /// comes back), and finds sends whatever finished their jobs — a hook called after the
     /// rescuer's commit would be lost with a crash between the two. The batch takes only sends
     /// it ends, so however many lost sends there are, every run makes progress.
+    ///
+    /// `floor` (from ``inFlightFloor(from:)``) leaves out attempts begun before it: the
+    /// index on `in_flight_since` keeps an entry for every attempt ever in flight until vacuum
+    /// removes it, and while a transaction holds the vacuum horizon back a sweep from the
+    /// index's start would visit them all, every time. Nil: every attempt.
     @discardableResult
-    public func settleLostAttempts(batch: Int = 1000) async throws -> Int {
+    public func settleLostAttempts(batch: Int = 1000, startedFrom floor: Date? = nil) async throws -> Int {
         let lost = NotificationStatements.lostAttempt(withoutJobAge: Self.lostAttemptWithoutJobAge)
         return try await StorageSQL.transaction(
             client, logger: logger, "settle lost send attempts", within: StorageSQL.maintenanceDeadline
         ) { connection in
             var ids: [UUID] = []
             let rows = try await connection.query(
-                NotificationStatements.lostAttemptNotifications(lost: lost, limit: batch), logger: logger)
+                NotificationStatements.lostAttemptNotifications(lost: lost, startedFrom: floor, limit: batch),
+                logger: logger)
             for try await id in rows.decode(UUID.self) { ids.append(id) }
             guard !ids.isEmpty else { return 0 }
             let settled = try await connection.query(
@@ -110,6 +116,22 @@ extension NotificationStore {
             let count = try await settled.count()
             if count > 0 { try await Self.refreshStates(of: ids, on: connection, logger: logger) }
             return count
+        }
+    }
+
+    /// A floor for the next lost-attempt sweep (``settleLostAttempts(batch:startedFrom:)``):
+    /// the earliest start among the attempts in flight now (begun at `floor` or later), or now
+    /// when none is, less a margin. Every attempt that can be lost by the next sweep is one of
+    /// these or begins after this call. The margin, the database wait and at least 30 s, covers
+    /// a start whose transaction took its `now()` before this call's snapshot and committed
+    /// after it (a start gives up at half the database wait).
+    public func inFlightFloor(from floor: Date?) async throws -> Date {
+        let margin = max(Duration.seconds(30), wait)
+        return try await StorageSQL.run("read the attempts in flight", within: StorageSQL.maintenanceDeadline) {
+            let rows = try await client.query(
+                NotificationStatements.inFlightFloor(from: floor, marginSeconds: margin.seconds), logger: logger)
+            for try await next in rows.decode(Date.self) { return next }
+            throw StorageError(.query, "could not read the attempts in flight: no row")
         }
     }
 

@@ -62,7 +62,7 @@ public struct AttemptRequest: Sendable, Hashable {
     public var hubSendID: Int64
     /// The queue's id of the job running the attempt (`ClaimedJob.id`), kept while the attempt
     /// is in flight: once that job has left the queue's claim table, nothing will start the
-    /// send again (see ``NotificationStore/settleLostAttempts(batch:)``).
+    /// send again (see ``NotificationStore/settleLostAttempts(batch:startedFrom:)``).
     public var jobID: Int64
     /// The job's run (`ClaimedJob.attempt`); nil for none. A start that finds an attempt in
     /// flight begun by this same job and run resumes it (same attempt number, no lost-attempt
@@ -126,7 +126,7 @@ public struct HubSendResult: Sendable, Hashable {
         case released
         /// The worker stopped during the hub call and its job will not run again (attempts
         /// used up): the send may have gone out, and nothing more is tried. Written by the
-        /// maintenance sweep (``NotificationStore/settleLostAttempts(batch:)``), never by a worker.
+        /// maintenance sweep (``NotificationStore/settleLostAttempts(batch:startedFrom:)``), never by a worker.
         case unknown
         /// A telemetry answer moved the state on.
         case telemetry
