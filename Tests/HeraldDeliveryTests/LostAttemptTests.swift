@@ -143,13 +143,21 @@ struct LostAttemptTests {
         }
     }
 
+    /// Two sends of one attempt each; the first's worker has claimed it, started it and died.
+    static func twoSendsFirstInFlight(
+        _ db: TestDatabase
+    ) async throws -> (Stores, [(notification: NotificationID, hubSend: Int64, job: JobID)]) {
+        let stores = db.stores(StorageConfiguration(maxSendAttempts: 1))
+        let all = try await sends(db, stores.notifications, users: ["f0", "f1"])
+        try await claimAndDie(db, stores.notifications, job: all[0].job, hubSend: all[0].hubSend, attempt: 1)
+        return (stores, all)
+    }
+
     @Test("a lost-attempt sweep from a floor reads only attempts begun since it, and the floor covers those in flight")
     func sweepFromFloor() async throws {
         try await TestDatabase.with { db async throws in
-            let stores = db.stores(StorageConfiguration(maxSendAttempts: 1))
+            let (stores, all) = try await Self.twoSendsFirstInFlight(db)
             let store = stores.notifications
-            let all = try await Self.sends(db, store, users: ["f0", "f1"])
-            try await Self.claimAndDie(db, store, job: all[0].job, hubSend: all[0].hubSend, attempt: 1)
             let floor = try await store.inFlightFloor(from: nil)
             #expect(
                 try await db.count(
@@ -167,10 +175,8 @@ struct LostAttemptTests {
     @Test("the housekeeping's sweeps from a floor settle an attempt lost after the full sweep")
     func maintenanceSweepsFromFloor() async throws {
         try await TestDatabase.with { db async throws in
-            let stores = db.stores(StorageConfiguration(maxSendAttempts: 1))
+            let (stores, all) = try await Self.twoSendsFirstInFlight(db)
             let store = stores.notifications
-            let all = try await Self.sends(db, store, users: ["g0", "g1"])
-            try await Self.claimAndDie(db, store, job: all[0].job, hubSend: all[0].hubSend, attempt: 1)
             _ = try await JobQueueMaintenance(queue: stores.queue).rescueExpired()
             // Only the first sweep reads every attempt.
             let maintenance = NotificationMaintenance(
