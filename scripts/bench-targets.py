@@ -20,6 +20,7 @@ TARGETS = [
     ("lanes.campaign.single_p99.after", "<=", 2000), ("lanes.batch.single_p99.after", "<=", 2000),
     ("lanes.batch.second_sender_first.after", "<=", 2000), ("lanes.campaign.ratio_to_idle.after", "<=", 10),
     ("lanes.batch.ratio_to_idle.after", "<=", 10), ("queue.retention.partition_drop_s", "<=", 1.0),
+    ("notifications.retention.outcome_drop_s", "<=", 1.0),
 ]
 
 

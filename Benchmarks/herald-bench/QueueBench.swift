@@ -16,6 +16,7 @@ struct QueueBench: AsyncParsableCommand {
 
     @Option(help: "Jobs for the enqueue and drain figures.") var jobs = 100_000
     @Option(help: "Finished jobs preloaded into history for the history ratio.") var history = 1_000_000
+    @Option(help: "Outcome rows in the day of history the retention figures drop.") var outcomes = 3_000_000
     @Option(help: "Executors draining (each on its own client).") var executors = 2
     @Option(help: "Concurrency (largest claim) per executor.") var concurrency = 500
     @Option(help: "Seconds of combined enqueue and drain for the decay ratio.") var sustainedSeconds = 120
@@ -125,6 +126,12 @@ struct QueueBench: AsyncParsableCommand {
         // deleted rows leave their pages until a vacuum (and the table's size until a rewrite).
         report("queue.retention.history_mb_after_drop", figures.megabytesAfterDrop, "MB")
         report("queue.retention.history_mb_after_delete", figures.megabytesAfterDelete, "MB")
+        let outcomeFigures = try await bench.withDatabase("herald_bench_q6") { client in
+            try await bench.outcomeRetention(client: client, rows: outcomes)
+        }
+        report("notifications.retention.outcome_drop_s", outcomeFigures.dropSeconds, "s")
+        report("notifications.retention.outcomes_mb_before_drop", outcomeFigures.megabytesBefore, "MB")
+        report("notifications.retention.outcomes_mb_after_drop", outcomeFigures.megabytesAfter, "MB")
     }
 
     /// Pickup latency at a steady ~1k jobs/s with wake-ups on.
@@ -400,6 +407,46 @@ struct Bench: Sendable {
         let delete = try await timedPrune()
         let afterDelete = try await megabytes()
         return (drop, delete, afterDrop, afterDelete)
+    }
+
+    /// Loads `rows` outcome rows into the partition of the UTC day ten days ago and times the
+    /// worker's outcome prune (a 7-day retention) that drops it.
+    func outcomeRetention(
+        client: BenchClient, rows: Int
+    ) async throws -> (dropSeconds: Double, megabytesBefore: Double, megabytesAfter: Double) {
+        let store = Stores(client: client.client, queue: JobQueue(client: client.client, logger: logger), logger: logger)
+            .notifications
+        func megabytes() async throws -> Double {
+            let rows = try await client.client.query(
+                "SELECT sum(pg_total_relation_size(relid))::float8 / 1048576 FROM pg_partition_tree('notification_outcomes')",
+                logger: logger)
+            for try await value in rows.decode(Double.self) { return value }
+            return 0
+        }
+        try await client.client.query(
+            """
+            SELECT create_outcome_partitions((now() AT TIME ZONE 'UTC')::date - 10, (now() AT TIME ZONE 'UTC')::date - 10)
+            """, logger: logger)
+        // Three calls' rows per hub send, over that day.
+        try await client.client.query(
+            """
+            INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, http_status, hub_notification_id,
+                                               started_at, duration_ms, decision, state, at)
+            SELECT g / 3, md5((g / 3)::text)::uuid, 'send', 1 + g % 3, 201, 'hub-' || g, d.at, 12.5, 'enqueued',
+                   'Enqueued', d.at
+            FROM generate_series(1, \(rows)) g
+            CROSS JOIN LATERAL (SELECT ((now() AT TIME ZONE 'UTC')::date - 10)::timestamp AT TIME ZONE 'UTC'
+                                       + (g % 86400) * interval '1 second' AS at) d
+            """, logger: logger)
+        try await client.client.query("VACUUM ANALYZE notification_outcomes", logger: logger)
+        let before = try await megabytes()
+        let started = ContinuousClock.now
+        let pruned = try await store.pruneOutcomes(olderThan: .seconds(7 * 24 * 3600))
+        let elapsed = (ContinuousClock.now - started).seconds
+        guard pruned.days == 1, try await megabytes() < before / 100 else {
+            throw ValidationError("the outcome prune dropped \(pruned.days) days and deleted \(pruned.rows) rows, not one day")
+        }
+        return (elapsed, before, try await megabytes())
     }
 
     /// Enqueue (batches of 1,000) and drain together for `seconds`; jobs/s drained in the first

@@ -166,6 +166,12 @@ struct StatsBench: AsyncParsableCommand {
                 SELECT id, 'apple', target ->> 'user', state, 2, 201, created_at, updated_at FROM notifications
                 """
             ),
+            (
+                "outcome days",
+                """
+                SELECT create_outcome_partitions((now() AT TIME ZONE 'UTC')::date - 8, (now() AT TIME ZONE 'UTC')::date + 2)
+                """
+            ),
             // Per hub send: a first call (5 % throttled, 10 % a 503, else the final decision), a
             // second (the final decision after a retry, else a telemetry answer), a telemetry answer.
             (

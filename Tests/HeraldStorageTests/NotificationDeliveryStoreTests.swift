@@ -623,7 +623,7 @@ struct NotificationDeliveryStoreTests {
         return (store, id, sendID)
     }
 
-    @Test("pruning deletes finished notifications past the retention in batches, with their sends and outcomes")
+    @Test("pruning deletes finished notifications past the retention in batches, with their sends; outcome rows stay")
     func pruning() async throws {
         try await TestDatabase.with { db async throws in
             let (store, id, sendID) = try await Self.fixture(db)
@@ -639,7 +639,9 @@ struct NotificationDeliveryStoreTests {
                 "UPDATE notifications SET finished_at = now() - interval '2 hours' WHERE id = \(id)", logger: db.logger)
             #expect(try await store.pruneFinished(olderThan: .seconds(3600), batch: 10) == 1)
             #expect(try await db.count("SELECT count(*) FROM notifications") == 1)
-            #expect(try await db.count("SELECT count(*) FROM notification_outcomes") == 0)
+            #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE notification_id = \(id)") == 0)
+            // Outcome rows go by the day they were written (`pruneOutcomes`), not with their notification.
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes WHERE notification_id = \(id)") == 1)
             #expect(try await db.count("SELECT count(*) FROM hub_sends WHERE notification_id = \(keptID)") == 1)
             // A notification left Enqueued (telemetry stopped) is pruned once its last change is that old.
             try await db.client.query(
@@ -649,6 +651,63 @@ struct NotificationDeliveryStoreTests {
                 """, logger: db.logger)
             #expect(try await store.pruneFinished(olderThan: .seconds(3600)) == 1)
             #expect(try await db.count("SELECT count(*) FROM notifications") == 0)
+        }
+    }
+
+    static func outcomePartition(_ db: TestDatabase, daysFromToday days: Int) async throws -> String {
+        try #require(
+            try await db.one(
+                "SELECT 'notification_outcomes_' || to_char((now() AT TIME ZONE 'UTC')::date + \(Int32(days)), 'YYYYMMDD')",
+                as: String.self))
+    }
+
+    static func exists(_ db: TestDatabase, _ table: String) async throws -> Bool {
+        try await db.one("SELECT to_regclass(\(table)) IS NOT NULL", as: Bool.self) == true
+    }
+
+    @Test("outcome rows are partitioned by day: pruning drops the days older than the retention whole, empties the default partition of old rows, and makes the next days")
+    func outcomeDays() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, id, sendID) = try await Self.fixture(db)
+            _ = try await Self.begin(db, store, sendID)
+            try await store.record([
+                HubSendResult(
+                    hubSendID: sendID, notificationID: id, attempt: 1, state: .queued, httpStatus: 503, error: "busy",
+                    decision: .retry)
+            ])
+            let today = try await Self.outcomePartition(db, daysFromToday: 0)
+            #expect(try await db.count("SELECT count(*) FROM \(unescaped: today)") == 1)
+            try await db.execute(
+                "SELECT create_outcome_partitions((now() AT TIME ZONE 'UTC')::date - 10, (now() AT TIME ZONE 'UTC')::date - 10)")
+            let tenDaysAgo = try await Self.outcomePartition(db, daysFromToday: -10)
+            // Five rows written ten days ago (that day's partition), three eight days ago (no
+            // partition: the default one), one six days ago (default, within the retention).
+            for (count, days) in [(5, 10), (3, 8), (1, 6)] {
+                try await db.execute(
+                    """
+                    INSERT INTO notification_outcomes (hub_send_id, notification_id, kind, attempt, duration_ms, decision,
+                                                       state, at)
+                    SELECT \(sendID), \(id), 'send', 1, 0, 'retry', 'Queued', now() - make_interval(days => \(Int32(days)))
+                    FROM generate_series(1, \(Int32(count)))
+                    """)
+            }
+            #expect(try await db.count("SELECT count(*) FROM \(unescaped: tenDaysAgo)") == 5)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes_default") == 4)
+
+            let pruned = try await store.pruneOutcomes(olderThan: .seconds(7 * 24 * 3600), batch: 2)
+            #expect(pruned.days == 1)
+            #expect(pruned.rows == 3)
+            #expect(try await Self.exists(db, tenDaysAgo) == false)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes") == 2)
+            #expect(try await db.count("SELECT count(*) FROM notification_outcomes_default") == 1)
+            for days in 0...2 { #expect(try await Self.exists(db, try await Self.outcomePartition(db, daysFromToday: days))) }
+            let again = try await store.pruneOutcomes(olderThan: .seconds(7 * 24 * 3600))
+            #expect(again.days == 0 && again.rows == 0)
+            // The writer's rows land in today's partition, and the statistics' trigger still counts them.
+            #expect(try await db.count("SELECT count(*) FROM \(unescaped: today)") == 1)
+            #expect(
+                try await db.count("SELECT coalesce(sum(count), 0)::int8 FROM stats_send_results WHERE bucket_seconds = 60")
+                    == 10)
         }
     }
 

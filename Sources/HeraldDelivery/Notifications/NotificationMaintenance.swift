@@ -9,7 +9,8 @@ public import ServiceLifecycle
 /// the hub call on its job's last attempt ends `Unknown`) and the expiry sweep
 /// (``NotificationStore/expireOverdue(batch:)``: waiting sends past their deadline end
 /// `Expired` even when no worker got to them), and every minute the retention pruner
-/// (``NotificationStore/pruneFinished(olderThan:batch:)``, in batches until done) and the
+/// (``NotificationStore/pruneFinished(olderThan:batch:)``, in batches until done; outcome rows by
+/// whole days, ``NotificationStore/pruneOutcomes(olderThan:batch:)``) and the
 /// statistics rollups' pruner (``NotificationStore/pruneStatsRollups(olderThan:batch:)``: buckets
 /// older than 8 days, which outlive the pruned notifications). Safe to
 /// run in every worker process at once (`SKIP LOCKED`, idempotent deletes).
@@ -63,6 +64,11 @@ public struct NotificationMaintenance: Service {
                 await PeriodicTask.run(every: pruneInterval) {
                     let total = try await inBatches { try await store.pruneFinished(olderThan: retention, batch: $0) }
                     if total > 0 { logger.info("herald.notifications.pruned", metadata: ["count": "\(total)"]) }
+                    let outcomes = try await store.pruneOutcomes(olderThan: retention, batch: batch)
+                    if outcomes.days > 0 || outcomes.rows > 0 {
+                        logger.info(
+                            "herald.outcomes.pruned", metadata: ["days": "\(outcomes.days)", "rows": "\(outcomes.rows)"])
+                    }
                     let rollups = try await store.pruneStatsRollups(batch: batch)
                     if rollups > 0 { logger.info("herald.stats.pruned", metadata: ["count": "\(rollups)"]) }
                 } onError: {

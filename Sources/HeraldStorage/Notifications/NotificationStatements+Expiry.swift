@@ -114,4 +114,29 @@ extension NotificationStatements {
         RETURNING id
         """
     }
+
+    /// UTC days ahead whose outcome partitions each prune makes sure exist.
+    static let outcomePartitionDaysAhead = 2
+
+    /// Drops the outcome partitions whose whole UTC day ended more than `seconds` ago, then
+    /// makes today's and the next days' that are missing; one row: the partitions dropped.
+    static func dropOutcomeDays(olderThan seconds: Double) -> PostgresQuery {
+        """
+        SELECT drop_outcome_partitions(now() - make_interval(secs => \(seconds))),
+               create_outcome_partitions((now() AT TIME ZONE 'UTC')::date,
+                                         (now() AT TIME ZONE 'UTC')::date + \(Int32(outcomePartitionDaysAhead)))
+        """
+    }
+
+    /// Deletes up to `limit` rows written more than `seconds` ago from the default outcome
+    /// partition (rows of a day that had no partition); a row per row deleted.
+    static func pruneDefaultOutcomes(olderThan seconds: Double, limit: Int) -> PostgresQuery {
+        """
+        DELETE FROM notification_outcomes_default WHERE (id, at) IN (
+            SELECT id, at FROM notification_outcomes_default
+            WHERE at < now() - make_interval(secs => \(seconds))
+            ORDER BY at LIMIT \(limit))
+        RETURNING id
+        """
+    }
 }

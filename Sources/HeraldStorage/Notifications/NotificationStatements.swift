@@ -238,6 +238,7 @@ enum NotificationStatements {
     /// Of results written once already, the ordinals (1-based) of those whose outcome row exists:
     /// same hub send, kind, attempt, decision and duration. A retry after a commit whose answer
     /// was lost reads these, so what did commit is answered as applied and not written twice.
+    /// The first try wrote moments ago, so only the last day's outcome partitions are read.
     struct RecordedResults: PostgresPreparedStatement {
         static let name = String(reflecting: Self.self)
 
@@ -249,7 +250,7 @@ enum NotificationStatements {
             WHERE EXISTS (
                 SELECT FROM notification_outcomes o
                 WHERE o.hub_send_id = r.id AND o.kind = r.kind AND o.attempt = r.attempt
-                  AND o.decision = r.decision AND o.duration_ms = r.duration)
+                  AND o.decision = r.decision AND o.duration_ms = r.duration AND o.at > now() - interval '1 day')
             """
 
         var columns: NotificationStatements.ResultColumns

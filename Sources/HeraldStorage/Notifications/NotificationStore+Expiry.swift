@@ -135,7 +135,8 @@ extension NotificationStore {
         }
     }
 
-    /// Deletes at most `batch` notifications (their hub sends and outcomes cascade) that
+    /// Deletes at most `batch` notifications (their hub sends cascade; outcome rows go by their
+    /// own day, ``pruneOutcomes(olderThan:batch:)``) that
     /// finished longer than `retention` ago, and notifications left `Enqueued`/`Processing`
     /// (no telemetry asked for, or telemetry stopped: not available on the tier, or given up) whose last change is that
     /// old: nothing moves them any more. Call until it returns less than `batch`.
@@ -148,5 +149,38 @@ extension NotificationStore {
             let count = try await rows.count()
             return count
         }
+    }
+
+    /// Outcome rows pruned: whole days dropped, and rows deleted from the default partition.
+    public struct OutcomePrune: Sendable, Hashable {
+        /// Day partitions dropped.
+        public var days: Int
+        /// Rows deleted from the default partition (days that had no partition of their own).
+        public var rows: Int
+    }
+
+    /// Drops the outcome partitions of UTC days that ended longer than `retention` ago (each
+    /// at once, nothing left to vacuum), makes today's and the next two days' partitions, and
+    /// deletes the default partition's rows older than `retention` in batches of `batch`.
+    @discardableResult
+    public func pruneOutcomes(olderThan retention: Duration, batch: Int = 1000) async throws -> OutcomePrune {
+        let seconds = retention.seconds
+        let batch = max(1, batch)
+        let days = try await StorageSQL.run("drop outcome days", within: StorageSQL.maintenanceDeadline) {
+            let rows = try await client.query(NotificationStatements.dropOutcomeDays(olderThan: seconds), logger: logger)
+            for try await (dropped, _) in rows.decode((Int32, Int32).self) { return Int(dropped) }
+            throw StorageError(.query, "could not drop outcome days: no row")
+        }
+        var total = 0
+        while true {
+            let deleted = try await StorageSQL.run("prune outcomes", within: StorageSQL.maintenanceDeadline) {
+                try await client.query(
+                    NotificationStatements.pruneDefaultOutcomes(olderThan: seconds, limit: batch), logger: logger
+                ).count()
+            }
+            total += deleted
+            if deleted < batch { break }
+        }
+        return OutcomePrune(days: days, rows: total)
     }
 }
