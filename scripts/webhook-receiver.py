@@ -43,9 +43,18 @@ def main() -> None:
             with lock:
                 in_flight += 1
                 now = in_flight
+            self.counted = True
             try:
                 self.handle_delivery(now)
             finally:
+                self.leave()
+
+        def leave(self) -> None:
+            """No longer counted in flight: before the answer goes out, since the sender may
+            start its next request as soon as it has the answer."""
+            global in_flight
+            if self.counted:
+                self.counted = False
                 with lock:
                     in_flight -= 1
 
@@ -94,6 +103,7 @@ def main() -> None:
                 self.answer(204)
 
         def answer(self, status: int) -> None:
+            self.leave()
             try:
                 self.send_response(status)
                 self.send_header("content-length", "0")
