@@ -234,6 +234,33 @@ struct DeviceStoreTests {
         }
     }
 
+    @Test("a sync write tried again after its commit went unanswered audits no call twice, and keeps a call it had not")
+    func retriedSyncAfterUnansweredCommit() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, alice, _) = try await Self.fixture(db)
+            let a = DeviceID.random(), b = DeviceID.random()
+            let readA = try await store.register(try Self.registration(alice, .apns, Self.tokenA), id: a, owner: alice)
+            let readB = try await store.register(try Self.registration(alice, .apns, Self.tokenB), id: b, owner: alice)
+            func call(_ device: DeviceID, _ milliseconds: Double) -> DeviceHubCall {
+                DeviceHubCall(
+                    deviceID: device, operation: "createOrUpdateRegistration", hubID: "hub", httpStatus: 200,
+                    durationMilliseconds: milliseconds, trackingID: nil, error: nil)
+            }
+            let first = [
+                DeviceStore.SyncResult(id: a, version: readA.version, hubID: "hub-a", expiresAt: nil, calls: [call(a, 3.25)]),
+                DeviceStore.SyncResult(id: b, version: readB.version, hubID: "hub-b", expiresAt: nil, calls: [call(b, 4.5)]),
+            ]
+            #expect(try await store.markSynced(first) == [true, true])
+            // The same batch again, as the writer's retry after a lost commit answer, with one call
+            // the first write never had (b's second call).
+            var again = first
+            again[1].calls.append(call(b, 7.75))
+            #expect(try await store.markSynced(again, retrying: true) == [true, true])
+            #expect(try await db.count("SELECT count(*) FROM device_hub_calls WHERE device_id = \(a.uuid)") == 1)
+            #expect(try await db.count("SELECT count(*) FROM device_hub_calls WHERE device_id = \(b.uuid)") == 2)
+        }
+    }
+
     @Test("sync writes are fenced on the version the job read")
     func fencedSync() async throws {
         try await TestDatabase.with { db async throws in

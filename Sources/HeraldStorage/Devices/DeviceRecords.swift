@@ -131,13 +131,13 @@ public struct DeviceHubCall: Sendable, Hashable {
 }
 
 extension DeviceStore {
-    /// A device marked synced at a version (a row of ``markSynced(_:)``'s statement).
+    /// A device marked synced at a version (a row of ``markSynced(_:retrying:)``'s statement).
     struct SyncedVersion: Hashable {
         var id: UUID
         var version: Int64
     }
 
-    /// One sync's result (``markSynced(_:)``, batched by ``DeviceSyncWriter``).
+    /// One sync's result (``markSynced(_:retrying:)``, batched by ``DeviceSyncWriter``).
     public struct SyncResult: Sendable, Hashable {
         /// The device.
         public var id: DeviceID

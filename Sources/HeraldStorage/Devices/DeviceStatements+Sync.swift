@@ -54,6 +54,23 @@ extension DeviceStatements {
         }
     }
 
+    /// Of `calls`, the offsets (0-based) of those the audit holds already: same device,
+    /// operation and duration, recorded within the last day. A retry after a write whose commit
+    /// went unanswered reads these, so the calls it did commit are not audited twice.
+    static func recordedCalls(_ calls: [DeviceHubCall]) -> PostgresQuery {
+        let devices = calls.map(\.deviceID.uuid)
+        let operations = calls.map(\.operation)
+        let durations = calls.map(\.durationMilliseconds)
+        return """
+            SELECT (c.n - 1)::int8 FROM unnest(\(devices)::uuid[], \(operations)::text[], \(durations)::float8[])
+                WITH ORDINALITY AS c(device_id, operation, duration, n)
+            WHERE EXISTS (
+                SELECT FROM device_hub_calls h
+                WHERE h.device_id = c.device_id AND h.operation = c.operation AND h.duration_ms = c.duration
+                  AND h.at > now() - interval '1 day')
+            """
+    }
+
     /// Marks devices synced, each at the version its sync read (the fence), and appends the
     /// syncs' hub calls to the audit, in one statement: the calls are recorded whether or not
     /// a fence held. One row (the id and version) per device whose fence held: a batch may

@@ -88,8 +88,13 @@ extension DeviceStore {
     /// commit): one statement marks the devices and records every call, then the jobs of the
     /// results whose fence held and that carry their job's end (``SyncResult/jobFinish``) move
     /// to the queue's history. Returns, for each result in order, whether its fence held.
-    public func markSynced(_ results: [SyncResult]) async throws -> [Bool] {
+    ///
+    /// `retrying`: these results were written once already and that write's commit went
+    /// unanswered, so it may have committed. Their fences hold again and their jobs are gone
+    /// either way; the calls the audit already holds are left out, so none is recorded twice.
+    public func markSynced(_ results: [SyncResult], retrying: Bool = false) async throws -> [Bool] {
         guard !results.isEmpty else { return [] }
+        let results = retrying ? try await withoutRecordedCalls(results) : results
         let statement = DeviceStatements.MarkSynced(results)
         let finishing = results.contains { $0.jobFinish != nil }
         @Sendable func held(_ result: SyncResult, _ synced: Set<SyncedVersion>) -> Bool {
@@ -109,6 +114,31 @@ extension DeviceStore {
             }
         }
         return results.map { held($0, synced) }
+    }
+
+    /// `results` without the calls the audit already holds (`DeviceStatements.recordedCalls`).
+    private func withoutRecordedCalls(_ results: [SyncResult]) async throws -> [SyncResult] {
+        let calls = results.flatMap(\.calls)
+        guard !calls.isEmpty else { return results }
+        let recorded = try await StorageSQL.run("read recorded hub calls", within: wait) {
+            var offsets = Set<Int>()
+            for try await offset in try await client.query(DeviceStatements.recordedCalls(calls), logger: logger)
+                .decode(Int64.self)
+            {
+                offsets.insert(Int(offset))
+            }
+            return offsets
+        }
+        guard !recorded.isEmpty else { return results }
+        var offset = 0
+        return results.map { result in
+            var result = result
+            result.calls = result.calls.filter { _ in
+                defer { offset += 1 }
+                return !recorded.contains(offset)
+            }
+            return result
+        }
     }
 
     /// Marks a deleted device as gone from the hub at `version` and appends `calls` to the

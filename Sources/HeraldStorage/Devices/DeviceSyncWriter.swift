@@ -1,11 +1,12 @@
-/// Records device syncs' results (``DeviceStore/markSynced(_:)``) in batches across
+/// Records device syncs' results (``DeviceStore/markSynced(_:retrying:)``) in batches across
 /// concurrently finishing sync jobs: one transaction, so one commit (one WAL flush), for
 /// every sync that finished while the previous batch was being written, with the jobs of
 /// those whose fence held ending in it. Batches grow with load; an idle worker writes at once.
 ///
-/// ``record(_:)`` returns once its result is committed. A transient failure is retried once:
-/// a retry after a commit whose answer was lost finds the devices already synced at their
-/// versions (the fence holds again, and the audit gets the calls twice) and the jobs gone.
+/// ``record(_:)`` returns once its result is committed. A transient failure is retried once,
+/// as a retry (``DeviceStore/markSynced(_:retrying:)``): after a commit whose answer was lost
+/// it finds the devices already synced at their versions (the fence holds again), the jobs
+/// gone, and the calls audited, which it leaves out.
 public struct DeviceSyncWriter: Sendable {
     private let committer: GroupCommitter<DeviceStore.SyncResult, Bool>
 
@@ -17,7 +18,7 @@ public struct DeviceSyncWriter: Sendable {
             do {
                 return try await store.markSynced(batch)
             } catch {
-                return try await store.markSynced(batch)
+                return try await store.markSynced(batch, retrying: true)
             }
         }
     }

@@ -8,7 +8,7 @@ public import HeraldDomain
 ///
 /// Each read sees its row as committed when its batch ran, as a read of its own would: what the
 /// caller writes afterwards is fenced (a sync by the device's version,
-/// ``DeviceStore/markSynced(_:)``; a telemetry answer by the attempt it read,
+/// ``DeviceStore/markSynced(_:retrying:)``; a telemetry answer by the attempt it read,
 /// ``NotificationStore/record(_:retrying:)``).
 public struct BatchedReader<Key: Sendable, Row: Sendable>: Sendable {
     private let committer: GroupCommitter<Key, Row?>
