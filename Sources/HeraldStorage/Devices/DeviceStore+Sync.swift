@@ -90,8 +90,8 @@ extension DeviceStore {
     /// to the queue's history. Returns, for each result in order, whether its fence held.
     ///
     /// `retrying`: these results were written once already and that write's commit went
-    /// unanswered, so it may have committed. Their fences hold again and their jobs are gone
-    /// either way; the calls the audit already holds are left out, so none is recorded twice.
+    /// unanswered, so it may have committed (then their fences hold again and their jobs are
+    /// gone already). The calls the audit already holds are left out, so none is recorded twice.
     public func markSynced(_ results: [SyncResult], retrying: Bool = false) async throws -> [Bool] {
         guard !results.isEmpty else { return [] }
         let results = retrying ? try await withoutRecordedCalls(results) : results
