@@ -111,7 +111,7 @@ public struct DeliveryConfiguration: Sendable {
     /// `HERALD_NOTIFICATION_RETENTION_HOURS`.
     public static let notificationRetentionHours = Setting.int(
         "notification_retention_hours", default: 720, range: 1...87_600, details: "operations.md",
-        "hours finished notifications (with their hub sends and outcomes) are kept")
+        "hours finished notifications (with their hub sends) and outcome rows are kept (outcomes dropped a UTC day at a time)")
     /// `HERALD_DEVICE_RETENTION_HOURS`.
     public static let deviceRetentionHours = Setting.int(
         "device_retention_hours", default: 720, range: 1...87_600, details: "operations.md",
