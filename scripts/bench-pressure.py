@@ -33,10 +33,11 @@ Figures, one line each, on standard output, `bench pressure.PART.PHASE.FIGURE VA
   and p99_ratio (over clean), the same per minute (`.minuteN.`), `TABLE.dead_tuples` and
   `TABLE.size_mb` at the phase's end (pgqueue.jobs and pgqueue.job_history; the pipeline also
   notifications, hub_sends, notification_outcomes), `recovered_s` for a recovery (seconds from its
-  start until completion >= 0.95 of clean and p99 <= 1.5x clean), and for the reader phases
-  `cpu.GROUP` in cores (user + system time from /proc over the phase): the readers' backends, the
-  adapter (or herald-api and herald-worker), their backends, the rest of PostgreSQL, its processes
-  that ended within the phase (`postgres_exited`: the readers' parallel workers), the machine.
+  start until completion >= 0.95 of clean and p99 <= 1.5x clean), and for every phase
+  `cpu.GROUP` in cores (user + system time from /proc over the phase): in the reader phases the
+  readers' backends; the adapter (or herald-api and herald-worker), their backends, the rest of
+  PostgreSQL, its processes that ended within the phase (`postgres_exited`: the readers' parallel
+  workers, autovacuum workers), the machine.
   Chaos cells, `bench pressure.chaos.CELL.FIGURE`: settled_s (how long the backlog before the
   cell took to drain), accepted, final, lost, p99_ms during the fault,
   longest_gap_s without a completed send (from the fault's start to the end of its recovery),
@@ -97,6 +98,7 @@ CLK = os.sysconf("SC_CLK_TCK")
 QUEUE_TABLES = ["pgqueue.jobs", "pgqueue.job_history"]
 SEND_TABLES = ["notifications", "hub_sends", "notification_outcomes"]
 FIGURES = {}
+SLOW_STATEMENT_MS = 250  # a watched window names its slowest statement when it ran this long
 
 
 def progress(message):
@@ -274,18 +276,23 @@ class StatementWatch:
 
     def __init__(self, url):
         self.session = Session(url, APP + "-watch")
-        self.samples = []  # (time, longest statement in ms, a lock wait)
+        self.samples = []  # (time, longest statement in ms, a lock wait, its text and wait event)
         self.stopping = threading.Event()
-        sql = ("SELECT coalesce(round(max(extract(epoch FROM clock_timestamp() - query_start)) * 1000), 0), "
-               "count(*) FILTER (WHERE wait_event_type = 'Lock') FROM pg_stat_activity "
+        sql = ("WITH s AS (SELECT query_start, query, wait_event_type, wait_event FROM pg_stat_activity "
                "WHERE datname = current_database() AND backend_type = 'client backend' AND state = 'active' "
-               f"AND application_name NOT LIKE '{APP}%' AND pid <> pg_backend_pid()")
+               f"AND application_name NOT LIKE '{APP}%' AND pid <> pg_backend_pid()) "
+               "SELECT coalesce(round(extract(epoch FROM clock_timestamp() - min(query_start)) * 1000), 0), "
+               "count(*) FILTER (WHERE wait_event_type = 'Lock'), "
+               "(SELECT translate(left(regexp_replace(query, '\\s+', ' ', 'g'), 100), '|', '/') || ' [' "
+               "|| coalesce(wait_event_type || ':' || wait_event, 'on CPU') || ']' FROM s ORDER BY query_start LIMIT 1) "
+               "FROM s")
 
         def run():
             while not self.stopping.is_set():
                 try:
                     rows = self.session.query(sql, timeout=30)
-                    self.samples.append((time.time(), float(rows[0][0]), int(rows[0][1]) > 0))
+                    row = rows[0]
+                    self.samples.append((time.time(), float(row[0]), int(row[1]) > 0, "|".join(row[2:])))
                 except (Failure, OSError, IndexError, ValueError, queues.Empty):
                     pass
                 self.stopping.wait(self.EVERY)
@@ -298,13 +305,14 @@ class StatementWatch:
         self.session.close()
 
     def window(self, start, end):
-        """(slowest statement ms, samples with a lock wait, longest gap between looks ms)."""
+        """(slowest statement ms, samples with a lock wait, longest gap between looks ms, the
+        slowest statement's text and what it waited on when seen longest)."""
         inside = [s for s in self.samples if start <= s[0] < end]
         if not inside:
-            return None, None, None
+            return None, None, None, None
         gaps = [b[0] - a[0] for a, b in zip(inside, inside[1:])]
-        return (max(s[1] for s in inside), sum(1 for s in inside if s[2]),
-                round(max(gaps, default=0) * 1000))
+        slowest = max(inside, key=lambda s: s[1])
+        return (slowest[1], sum(1 for s in inside if s[2]), round(max(gaps, default=0) * 1000), slowest[3])
 
 
 class Readers:
@@ -485,17 +493,18 @@ def run_each_phase(plan, url, tables, session, set_rate, set_label, cpu_groups):
         set_label(phase.name)
         progress(f"{phase.name}: {phase.seconds:.0f} s at {phase.rate:.0f}/s")
         phase.start = time.time()
-        held = readers = meter = None
+        held = readers = None
         if phase.pressure == "held":
             held = HeldXid(url)
             phase.note = f"xid {held.xid}"
         elif phase.pressure:
             readers = Readers(url, tables, phase.pressure[1])
-            meter = CpuMeter(lambda: cpu_groups(readers.pids))
+        meter = CpuMeter(lambda: cpu_groups(readers.pids if readers else []))
         time.sleep(max(0.0, phase.start + phase.seconds - time.time()))
         phase.end = time.time()
-        if meter:
-            phase.cpu = meter.cores()
+        phase.cpu = meter.cores()
+        if not readers:
+            del phase.cpu["readers"]
         phase.tables = table_stats(session, tables)
         if held:
             held.stop()
@@ -517,7 +526,9 @@ def watched(prefix, watch, start, end):
     """The `StatementWatch`'s figures over a window."""
     if watch is None:
         return
-    slowest, locks, gap = watch.window(start, end)
+    slowest, locks, gap, text = watch.window(start, end)
+    if slowest is not None and slowest >= SLOW_STATEMENT_MS and text:
+        progress(f"{prefix}: slowest statement {slowest:.0f} ms: {text}")
     figure(f"{prefix}.slowest_statement_ms", slowest, "ms")
     figure(f"{prefix}.lock_wait_samples", locks, "samples")
     figure(f"{prefix}.watch_gap_ms", gap, "ms")
