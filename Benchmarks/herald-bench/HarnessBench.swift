@@ -96,9 +96,10 @@ final class HarnessAdapter: Sendable {
     static let kind = "bench"
     /// The tables that hold the queue's rows, as `adapter.json` lists them: the claim table's
     /// partitions (a partitioned table has no storage of its own to measure) and history's default
-    /// partition (its day partitions are named by date).
+    /// partition (its day partitions are named by date). A ring segment comes first: the harness's
+    /// readers scan the first table, and the standing partition is empty in its runs.
     static let eventTables = [
-        "pgqueue.jobs_standing", "pgqueue.jobs_ring_1", "pgqueue.jobs_ring_2", "pgqueue.jobs_ring_3",
+        "pgqueue.jobs_ring_1", "pgqueue.jobs_ring_2", "pgqueue.jobs_ring_3", "pgqueue.jobs_standing",
         "pgqueue.job_history_default",
     ]
 

@@ -72,6 +72,8 @@ struct HarnessAdapterTests {
                 try JSONSerialization.jsonObject(with: Data(contentsOf: manifestURL)) as? [String: Any])
             let tables = try #require(descriptor["event_tables"] as? [String])
             #expect(tables == manifest["event_tables"] as? [String])
+            // The harness's readers scan the first table: one where jobs are claimed.
+            #expect(tables.first?.hasPrefix("pgqueue.jobs_ring_") == true)
             for relation in tables + (manifest["event_indexes"] as? [String] ?? []) {
                 #expect(
                     try await db.count(
