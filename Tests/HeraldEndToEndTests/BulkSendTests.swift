@@ -25,6 +25,25 @@ struct BulkSendTests {
         return (alice, bob)
     }
 
+    /// The hub's deliveries to `handle`, `user`'s device, checked against the hub calls of the
+    /// user's notifications: a call whose answer was lost is made again and both may have gone out
+    /// (at least once, guarantees.md), so each delivery needs a call of its own, and all went to
+    /// one registration.
+    static func deliveries(
+        _ system: HeraldSystem, _ db: TestDatabase, user: String, handle: String
+    ) async throws -> [HubDelivery] {
+        let found = try await SendTests.deliveries(system, to: handle)
+        let calls = try await db.one(
+            """
+            SELECT count(*) FROM notification_outcomes o JOIN notifications n ON n.id = o.notification_id
+            WHERE n.target->>'user' = \(user) AND o.kind = 'send'
+            """, as: Int64.self) ?? 0
+        let seen = found.map { "\($0.registrationId ?? "-") \($0.notificationId ?? "-")" }
+        #expect(calls >= 1 && found.count <= calls, "\(user): \(found.count) deliveries for \(calls) hub calls: \(seen)")
+        #expect(Set(found.map(\.registrationId)).count == 1, "\(user): deliveries to more than one registration: \(seen)")
+        return found
+    }
+
     static func key(_ system: HeraldSystem, rate: Int? = nil) async throws -> String {
         try await APIKeyStore(client: system.db.client, logger: system.db.logger)
             .create(name: "bulk-\(UUID().uuidString.prefix(8))", scopes: [.send, .read], rateLimitPerSecond: rate).key
@@ -245,9 +264,9 @@ struct BulkSendTests {
                 #expect(first.stdout.contains { $0.contains("303 accepted, 2 rejected") }, "\(first.stdout)")
                 #expect(first.stdout.contains("  Completed 2"), "\(first.stdout)")
                 #expect(first.stdout.contains("  NoTargetFound 301"), "\(first.stdout)")
-                let delivered = try await SendTests.deliveries(system, to: alice)
-                #expect(delivered.map(\.payload) == [#"{"aps":{"alert":"From Ops: Hello"}}"#])
-                #expect(try await SendTests.deliveries(system, to: bob).count == 1)
+                let delivered = try await Self.deliveries(system, db, user: "alice", handle: alice)
+                #expect(Set(delivered.map(\.payload)) == [#"{"aps":{"alert":"From Ops: Hello"}}"#])
+                _ = try await Self.deliveries(system, db, user: "bob", handle: bob)
                 // The CSV's columns became template parameters.
                 let content = try await db.one(
                     "SELECT content->'template'->>'first_name' FROM notifications WHERE target->>'user' = 'bob'", as: String.self)
