@@ -33,11 +33,11 @@ struct BulkSendTests {
         _ system: HeraldSystem, _ db: TestDatabase, user: String, handle: String
     ) async throws -> [HubDelivery] {
         let found = try await SendTests.deliveries(system, to: handle)
-        let calls = try await db.one(
+        let calls = try await db.count(
             """
             SELECT count(*) FROM notification_outcomes o JOIN notifications n ON n.id = o.notification_id
             WHERE n.target->>'user' = \(user) AND o.kind = 'send'
-            """, as: Int64.self) ?? 0
+            """)
         let seen = found.map { "\($0.registrationId ?? "-") \($0.notificationId ?? "-")" }
         #expect(calls >= 1 && found.count <= calls, "\(user): \(found.count) deliveries for \(calls) hub calls: \(seen)")
         #expect(Set(found.map(\.registrationId)).count == 1, "\(user): deliveries to more than one registration: \(seen)")
