@@ -3,6 +3,7 @@ library (PyPI `standardwebhooks`, in the venv of scripts/webhook-venv.sh), answe
 errors or too late, and prints one JSON line per request.
 
     python scripts/webhook-receiver.py --secret-file F [--fail-every 3] [--slow-every 10] [--slow-seconds 2]
+                                       [--refuse-at-most K]
 
 Each line also has "inFlight", the requests being handled when it arrived (itself included), and
 "at", its arrival in seconds on a monotonic clock.
@@ -10,7 +11,10 @@ Each line also has "inFlight", the requests being handled when it arrived (itsel
 Prints `PORT=<n>` first (it listens on 127.0.0.1, a free port). The secret is read from F at the
 first request (the test writes it once the endpoint exists). Request n (from 1) is answered late
 (after --slow-seconds, longer than Herald waits) when n is a multiple of --slow-every, else 500
-when n is a multiple of --fail-every, else 204. Each line: {"n", "id", "verified", "answer",
+when n is a multiple of --fail-every, else 204; but an event (a webhook-id) already answered late
+or 500 K times (--refuse-at-most) is answered 204. Without that bound a retry schedule can fall
+into step with n: a few events retried in turn, each once per round, keep their place modulo
+--fail-every and one of them is refused every time. Each line: {"n", "id", "verified", "answer",
 "type", "notificationId", "error"}; a request whose body ends early (the sender gave up) is
 answered nothing and logged with "answer": "truncated".
 """
@@ -27,6 +31,7 @@ from standardwebhooks.webhooks import Webhook
 lock = threading.Lock()
 count = 0
 in_flight = 0
+refused: dict = {}  # webhook-id -> how many times it was answered late or 500
 
 
 def main() -> None:
@@ -35,6 +40,7 @@ def main() -> None:
     parser.add_argument("--fail-every", type=int, default=0)
     parser.add_argument("--slow-every", type=int, default=0)
     parser.add_argument("--slow-seconds", type=float, default=2.0)
+    parser.add_argument("--refuse-at-most", type=int, default=0, help="0: no bound")
     options = parser.parse_args()
 
     class Handler(BaseHTTPRequestHandler):
@@ -84,7 +90,11 @@ def main() -> None:
                     line["error"] = "the body's id is not the webhook-id"
             except Exception as error:  # any failure to verify is reported, never answered 2xx
                 line["error"] = f"{type(error).__name__}: {error}"
-            if options.slow_every and n % options.slow_every == 0:
+            slow = bool(options.slow_every) and n % options.slow_every == 0
+            fail = bool(options.fail_every) and n % options.fail_every == 0
+            if (slow or fail) and line["verified"] and not self.may_refuse(line["id"]):
+                slow = fail = False
+            if slow:
                 line["answer"] = "slow"
                 self.emit(line)
                 time.sleep(options.slow_seconds)
@@ -93,7 +103,7 @@ def main() -> None:
                 line["answer"] = 400
                 self.emit(line)
                 self.answer(400)
-            elif options.fail_every and n % options.fail_every == 0:
+            elif fail:
                 line["answer"] = 500
                 self.emit(line)
                 self.answer(500)
@@ -101,6 +111,16 @@ def main() -> None:
                 line["answer"] = 204
                 self.emit(line)
                 self.answer(204)
+
+        def may_refuse(self, event_id: str) -> bool:
+            """Whether the event may be answered late or 500 once more (counting this time)."""
+            if not options.refuse_at_most:
+                return True
+            with lock:
+                if refused.get(event_id, 0) >= options.refuse_at_most:
+                    return False
+                refused[event_id] = refused.get(event_id, 0) + 1
+                return True
 
         def answer(self, status: int) -> None:
             self.leave()
