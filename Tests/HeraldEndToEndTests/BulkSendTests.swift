@@ -259,8 +259,12 @@ struct BulkSendTests {
 
                 // A first run, then an earlier request with erin's key is made to differ: the
                 // API answers 409 naming the key, so erin's line is rejected and the rest resent.
+                // Each --wait takes about half a minute alone; the bound is for a hang, and a run
+                // beside seven other suites on a loaded machine went past three minutes.
                 let first = try Self.send(system, key: key, arguments)
-                #expect(try await first.waitForExit(timeout: .seconds(180)) == 3, "\(first.stderr.suffix(5))")
+                #expect(
+                    try await first.waitForExit(timeout: .seconds(360)) == 3,
+                    "\(first.stderr.suffix(5)) \(first.stdout.suffix(5))")
                 #expect(first.stdout.contains { $0.contains("303 accepted, 2 rejected") }, "\(first.stdout)")
                 #expect(first.stdout.contains("  Completed 2"), "\(first.stdout)")
                 #expect(first.stdout.contains("  NoTargetFound 301"), "\(first.stdout)")
@@ -274,7 +278,9 @@ struct BulkSendTests {
 
                 try await db.execute("UPDATE notifications SET request_hash = '\\x00' WHERE target->>'user' = 'erin'")
                 let second = try Self.send(system, key: key, arguments)
-                #expect(try await second.waitForExit(timeout: .seconds(180)) == 3, "\(second.stderr.suffix(5))")
+                #expect(
+                    try await second.waitForExit(timeout: .seconds(360)) == 3,
+                    "\(second.stderr.suffix(5)) \(second.stdout.suffix(5))")
                 #expect(second.stdout.contains { $0.contains("302 accepted, 3 rejected") }, "\(second.stdout)")
                 let rejects = try String(contentsOf: URL(fileURLWithPath: file.path + ".rejects"), encoding: .utf8)
                 let numbers = rejects.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { $0.split(separator: "\t")[0] }

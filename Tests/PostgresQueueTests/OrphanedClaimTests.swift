@@ -184,9 +184,13 @@ struct OrphanedClaimTests {
                 #expect(ran.attempts(of: job.id).map(\.attempt) == [1, 2], "the attempt that ran counts")
                 try await Poll.until(timeout: .seconds(20)) { try await db.history(q, state: "completed") == 1 }
                 let finished = try #require(try await db.queue.job(id: job.id))
-                #expect(finished.errors.map(\.error) == ["outcome not written (worker w-\(q) gave up writing it)"])
+                // On a loaded machine a later claim of the job can pass its one-second deadline too;
+                // that claim's job goes back with its attempt given back, and says so.
+                let errors = finished.errors.map(\.error)
+                #expect(errors.first == "outcome not written (worker w-\(q) gave up writing it)", "\(errors)")
+                #expect(
+                    errors.dropFirst().allSatisfy { $0 == "claim not answered (worker w-\(q) never got the job)" }, "\(errors)")
             }
         }
     }
 }
-
