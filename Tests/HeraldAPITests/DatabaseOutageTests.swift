@@ -116,8 +116,9 @@ struct DatabaseOutageTests {
         // Whether the database counted as available when each probe began (after the ones before it).
         let seen = Shared<[Bool]>([])
         let monitor = Shared<DatabaseAvailability?>(nil)
+        // The timeout leaves a busy test process time to run a probe that answers at once.
         let availability = DatabaseAvailability(
-            interval: .milliseconds(20), timeout: .milliseconds(200), logger: .quiet("test.probe")
+            interval: .milliseconds(20), timeout: .seconds(1), logger: .quiet("test.probe")
         ) {
             let available = monitor.withLock { $0 }?.isAvailable ?? true
             let index = seen.withLock { list -> Int in
