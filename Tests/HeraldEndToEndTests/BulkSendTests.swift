@@ -29,11 +29,9 @@ struct BulkSendTests {
     /// user's notifications: a call whose answer was lost is made again and both may have gone out
     /// (at least once, guarantees.md), so each delivery needs a call of its own, and all went to
     /// one registration.
-    static func deliveries(
-        _ system: HeraldSystem, _ db: TestDatabase, user: String, handle: String
-    ) async throws -> [HubDelivery] {
+    static func deliveries(_ system: HeraldSystem, user: String, handle: String) async throws -> [HubDelivery] {
         let found = try await SendTests.deliveries(system, to: handle)
-        let calls = try await db.count(
+        let calls = try await system.db.count(
             """
             SELECT count(*) FROM notification_outcomes o JOIN notifications n ON n.id = o.notification_id
             WHERE n.target->>'user' = \(user) AND o.kind = 'send'
@@ -268,9 +266,9 @@ struct BulkSendTests {
                 #expect(first.stdout.contains { $0.contains("303 accepted, 2 rejected") }, "\(first.stdout)")
                 #expect(first.stdout.contains("  Completed 2"), "\(first.stdout)")
                 #expect(first.stdout.contains("  NoTargetFound 301"), "\(first.stdout)")
-                let delivered = try await Self.deliveries(system, db, user: "alice", handle: alice)
+                let delivered = try await Self.deliveries(system, user: "alice", handle: alice)
                 #expect(Set(delivered.map(\.payload)) == [#"{"aps":{"alert":"From Ops: Hello"}}"#])
-                _ = try await Self.deliveries(system, db, user: "bob", handle: bob)
+                _ = try await Self.deliveries(system, user: "bob", handle: bob)
                 // The CSV's columns became template parameters.
                 let content = try await db.one(
                     "SELECT content->'template'->>'first_name' FROM notifications WHERE target->>'user' = 'bob'", as: String.self)
