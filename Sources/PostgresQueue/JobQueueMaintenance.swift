@@ -33,19 +33,26 @@ public final class JobQueueMaintenance: Service, Sendable {
         /// How long a segment of the claim table takes new jobs before the ring turns; a job due
         /// later than this at insert goes to the standing partition.
         public var segmentRotation: Duration
+        /// The longest one statement may wait for the database before the duty gives it up
+        /// (``Deadline``) and tries again at its next run; one whose connection closes is given
+        /// up at once. A statement sent on a connection the server killed may never answer, and
+        /// a duty stuck on it would stop the ring: a job put back in a segment noted as drained
+        /// would wait there for good.
+        public var statementDeadline: Duration
 
         /// Creates settings. Defaults: rescue every 5 s, prune every minute, keep 7 days, rotate
-        /// every 5 s.
+        /// every 5 s, give a statement up after 2 minutes.
         public init(
             rescueInterval: Duration = .seconds(5), pruneInterval: Duration = .seconds(60),
             historyRetention: Duration = .seconds(7 * 24 * 3600), batchSize: Int = 5_000,
-            segmentRotation: Duration = .seconds(5)
+            segmentRotation: Duration = .seconds(5), statementDeadline: Duration = .seconds(120)
         ) {
             self.rescueInterval = rescueInterval
             self.pruneInterval = pruneInterval
             self.historyRetention = historyRetention
             self.batchSize = batchSize
             self.segmentRotation = segmentRotation
+            self.statementDeadline = max(statementDeadline, .milliseconds(100))
         }
     }
 
@@ -99,6 +106,18 @@ public final class JobQueueMaintenance: Service, Sendable {
         queue.logger.warning("pgqueue.maintenance.failed", metadata: ["error": "\(error)"])
     }
 
+    /// Runs one statement's work on a leased connection within the statement deadline, mapping
+    /// database errors to ``JobQueueError`` (`doing` names the duty).
+    private func bounded<T: Sendable>(
+        _ doing: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        do {
+            return try await Deadline.run(within: configuration.statementDeadline, doing, on: queue.client, body)
+        } catch let error as PSQLError {
+            throw QueueSQL.map(error, doing: doing)
+        }
+    }
+
     /// Rescues every job whose lease has expired. Returns (rescued, discarded).
     @discardableResult
     public func rescueExpired() async throws -> (rescued: Int, discarded: Int) {
@@ -117,16 +136,13 @@ public final class JobQueueMaintenance: Service, Sendable {
     }
 
     private func rescueBatch() async throws -> (Int, Int) {
-        func run(clearKeys: Bool) async throws -> (Int, Int) {
-            let rows = try await queue.client.query(
-                QueueSQL.rescue(limit: configuration.batchSize, clearKeys: clearKeys), logger: queue.logger)
-            for try await (discarded, rescued) in rows.decode((Int64, Int64).self) { return (Int(discarded), Int(rescued)) }
-            return (0, 0)
-        }
-        do {
-            return try await QueueSQL.clearingKeysOnConflict { clearKeys in try await run(clearKeys: clearKeys) }
-        } catch let error as PSQLError {
-            throw QueueSQL.map(error, doing: "rescue")
+        let (limit, logger) = (configuration.batchSize, queue.logger)
+        return try await bounded("rescue") { connection in
+            try await QueueSQL.clearingKeysOnConflict { clearKeys in
+                let rows = try await connection.query(QueueSQL.rescue(limit: limit, clearKeys: clearKeys), logger: logger)
+                for try await (discarded, rescued) in rows.decode((Int64, Int64).self) { return (Int(discarded), Int(rescued)) }
+                return (0, 0)
+            }
         }
     }
 
@@ -137,19 +153,17 @@ public final class JobQueueMaintenance: Service, Sendable {
     /// holding it).
     @discardableResult
     public func rotateSegments() async throws -> Int? {
-        do {
-            let rows = try await queue.client.query(
-                QueueSQL.rotateSegments(periodMs: configuration.segmentRotation.milliseconds, maxMoved: configuration.batchSize),
-                logger: queue.logger)
-            for try await segment in rows.decode(Int16?.self) {
-                guard let segment else { return nil }
-                queue.logger.debug("pgqueue.rotate", metadata: ["segment": "\(segment)"])
-                return Int(segment)
-            }
+        let (query, logger) = (
+            QueueSQL.rotateSegments(periodMs: configuration.segmentRotation.milliseconds, maxMoved: configuration.batchSize),
+            queue.logger
+        )
+        let turned = try await bounded("rotate") { connection -> Int16? in
+            for try await segment in try await connection.query(query, logger: logger).decode(Int16?.self) { return segment }
             return nil
-        } catch let error as PSQLError {
-            throw QueueSQL.map(error, doing: "rotate")
         }
+        guard let turned else { return nil }
+        logger.debug("pgqueue.rotate", metadata: ["segment": "\(turned)"])
+        return Int(turned)
     }
 
     /// Notes the ring's older segments in which no job waits; claims leave them out until the
@@ -160,12 +174,11 @@ public final class JobQueueMaintenance: Service, Sendable {
     /// ring.
     @discardableResult
     public func markDrainedSegments() async throws -> [Int]? {
-        do {
-            let rows = try await queue.client.query(QueueSQL.markDrainedSegments, logger: queue.logger)
+        let logger = queue.logger
+        return try await bounded("note drained segments") { connection -> [Int]? in
+            let rows = try await connection.query(QueueSQL.markDrainedSegments, logger: logger)
             for try await segments in rows.decode([Int16]?.self) { return segments.map { $0.map(Int.init) } }
             return nil
-        } catch let error as PSQLError {
-            throw QueueSQL.map(error, doing: "note drained segments")
         }
     }
 
@@ -176,17 +189,17 @@ public final class JobQueueMaintenance: Service, Sendable {
     /// over. Returns the segments it vacuumed (none while the ring turns).
     @discardableResult
     public func vacuumStalledSegments() async throws -> [Int] {
-        var segments: [Int16] = []
-        do {
-            let rows = try await queue.client.query(
-                QueueSQL.stalledSegments(periodMs: configuration.segmentRotation.milliseconds), logger: queue.logger)
-            for try await segment in rows.decode(Int16.self) { segments.append(segment) }
-            guard !segments.isEmpty else { return [] }
-            try await queue.client.query(QueueSQL.vacuumSegments(segments), logger: queue.logger)
-        } catch let error as PSQLError {
-            throw QueueSQL.map(error, doing: "vacuum")
+        let (query, logger) = (QueueSQL.stalledSegments(periodMs: configuration.segmentRotation.milliseconds), queue.logger)
+        let segments = try await bounded("vacuum") { connection -> [Int16] in
+            var segments: [Int16] = []
+            for try await segment in try await connection.query(query, logger: logger).decode(Int16.self) {
+                segments.append(segment)
+            }
+            if !segments.isEmpty { try await connection.query(QueueSQL.vacuumSegments(segments), logger: logger) }
+            return segments
         }
-        queue.logger.debug("pgqueue.vacuum", metadata: ["segments": "\(segments)"])
+        guard !segments.isEmpty else { return [] }
+        logger.debug("pgqueue.vacuum", metadata: ["segments": "\(segments)"])
         return segments.map(Int.init)
     }
 
@@ -198,28 +211,23 @@ public final class JobQueueMaintenance: Service, Sendable {
     /// period. Returns the rows removed.
     @discardableResult
     public func prune() async throws -> Int {
-        let retention = configuration.historyRetention.milliseconds
-        var total = 0
-        do {
-            for try await dropped in try await queue.client.query(
-                QueueSQL.dropHistoryPartitions(olderThanMs: retention), logger: queue.logger
-            ).decode(Int.self) {
-                total += dropped
-            }
-            try await queue.client.query(
-                QueueSQL.createHistoryPartitions(daysAhead: Self.partitionDaysAhead), logger: queue.logger)
-        } catch let error as PSQLError {
-            throw QueueSQL.map(error, doing: "prune")
+        let (retention, limit, logger) = (configuration.historyRetention.milliseconds, configuration.batchSize, queue.logger)
+        var total = try await bounded("prune") { connection in
+            var dropped = 0
+            let rows = try await connection.query(QueueSQL.dropHistoryPartitions(olderThanMs: retention), logger: logger)
+            for try await count in rows.decode(Int.self) { dropped += count }
+            try await connection.query(QueueSQL.createHistoryPartitions(daysAhead: Self.partitionDaysAhead), logger: logger)
+            return dropped
         }
         while true {
-            var deleted = 0
-            do {
-                let rows = try await queue.client.query(
-                    QueueSQL.prune(olderThanMs: retention, limit: configuration.batchSize),
-                    logger: queue.logger)
-                for try await _ in rows { deleted += 1 }
-            } catch let error as PSQLError {
-                throw QueueSQL.map(error, doing: "prune")
+            let deleted = try await bounded("prune") { connection in
+                var deleted = 0
+                for try await _ in try await connection.query(
+                    QueueSQL.prune(olderThanMs: retention, limit: limit), logger: logger)
+                {
+                    deleted += 1
+                }
+                return deleted
             }
             total += deleted
             if deleted < configuration.batchSize { break }

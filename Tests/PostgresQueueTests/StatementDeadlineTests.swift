@@ -1,3 +1,4 @@
+import Foundation
 import HeraldTestSupport
 import Logging
 import PostgresNIO
@@ -5,7 +6,7 @@ import PostgresQueue
 import Testing
 
 @Suite(
-    "PostgresQueue's executor bounds its database waits by its configuration",
+    "PostgresQueue bounds its database waits by its configuration",
     .enabled(if: TestDatabase.isEnabled, "needs HERALD_DATABASE_URL (make test sets it)"))
 struct StatementDeadlineTests {
     @Test("a claim that does not answer is given up after the configured statement deadline, then tried again")
@@ -32,7 +33,8 @@ struct StatementDeadlineTests {
             }
             let executor = JobExecutor(
                 queue: JobQueue(client: db.client, logger: logger), handlers: handlers,
-                configuration: .init(queue: q, concurrency: 1, pollInterval: .milliseconds(20), statementDeadline: .milliseconds(300)))
+                configuration: .init(
+                    queue: q, concurrency: 1, pollInterval: .milliseconds(20), statementDeadline: .milliseconds(300)))
             try await running([executor]) {
                 // Two claims given up while the lock is held: the fixed 30 s bound gave up none.
                 try await Poll.until(timeout: .seconds(10), "no claim was given up") {
@@ -62,17 +64,64 @@ struct StatementDeadlineTests {
             _ = try await db.client.query("SELECT pg_terminate_backend(\(pid))", logger: logger)
             try? await connection.closeFuture.get()
             do {
-                _ = try await Deadline.run(within: .seconds(60), "a query after the kill", watching: { watch in
-                    watch(connection)
-                    var rows = 0
-                    for try await _ in try await connection.query("SELECT 1", logger: logger) { rows += 1 }
-                    return rows
-                })
+                _ = try await Deadline.run(
+                    within: .seconds(60), "a query after the kill",
+                    watching: { watch in
+                        watch(connection)
+                        var rows = 0
+                        for try await _ in try await connection.query("SELECT 1", logger: logger) { rows += 1 }
+                        return rows
+                    })
                 Issue.record("a query on a closed connection answered")
             } catch let error as JobQueueError {
                 #expect(error.code == .unavailable)
                 // The watch ended it, not the 60 s limit.
                 #expect(error.message == "a query after the kill: its connection closed before it answered")
+            }
+        }
+    }
+
+    @Test("maintenance gives up a statement that never answers and goes on: the ring turns again")
+    func maintenanceDeadline() async throws {
+        try await TestDatabase.with { db async throws in
+            let (host, port) = try db.endpoint()
+            let proxy = try await FaultProxy.start(upstreamHost: host, upstreamPort: port)
+            defer { proxy.stop() }
+            let logged = Shared<[String]>([])
+            let lines = Shared<[Logger.Metadata]>([])
+            var logger = Logger(label: "maintenance-deadline-test") { _ in CollectingLogHandler(messages: logged, lines: lines) }
+            logger.logLevel = .warning
+            let client = PostgresClient(
+                configuration: try db.configurations(host: "127.0.0.1", port: proxy.port).pool, backgroundLogger: .quiet("pool"))
+            // Due at every tick (every 100 ms), and the ring of an empty queue turns at each one.
+            let maintenance = JobQueueMaintenance(
+                queue: JobQueue(client: client, logger: logger),
+                configuration: .init(segmentRotation: .milliseconds(1), statementDeadline: .seconds(1)))
+            @Sendable func rotatedAt() async throws -> Date {
+                var at = Date.distantPast
+                for try await value in try await db.client.query("SELECT rotated_at FROM pgqueue.ring").decode(Date.self) {
+                    at = value
+                }
+                return at
+            }
+            try await TestDatabase.withRunning(client) {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { await maintenance.run() }
+                    defer { group.cancelAll() }
+                    let before = try await rotatedAt()
+                    try await Poll.until(timeout: .seconds(30), "the ring never turned") { try await rotatedAt() > before }
+                    // The proxy closes the server's side of every open connection and holds new
+                    // ones: a statement in flight, or the next, never answers.
+                    try await proxy.set(.halfOpen)
+                    try await Poll.until(timeout: .seconds(30), "no statement was given up") {
+                        lines.withLock { $0.contains { "\($0["error"] ?? "")".contains("did not answer within") } }
+                    }
+                    try await proxy.set(.pass)
+                    let healed = try await rotatedAt()
+                    try await Poll.until(timeout: .seconds(30), "the ring did not turn again after the statement given up") {
+                        try await rotatedAt() > healed
+                    }
+                }
             }
         }
     }
