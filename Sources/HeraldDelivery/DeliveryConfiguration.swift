@@ -176,7 +176,7 @@ public struct DeliveryConfiguration: Sendable {
         key: "webhook.retry_schedule", default: WebhookStore.retrySchedule,
         defaultText: "`5,30,120,600,1800,3600,7200,14400,28800,28800`",
         summary:
-            "seconds to wait before each retry of a failed webhook delivery, comma-separated (at most 20 retries of at most a day each); after the last, the delivery is `Failed`",
+            "seconds to wait before each retry of a failed webhook delivery, comma-separated (at most 20 retries of at most a day each; each lengthened at random by up to a tenth); after the last, the delivery is `Failed`",
         details: "webhooks.md"
     ) { text in
         var waits: [Duration] = []

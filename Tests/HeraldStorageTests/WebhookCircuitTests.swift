@@ -46,6 +46,13 @@ struct WebhookCircuitTests {
         return ""
     }
 
+    /// Whether `outcome` asks for a retry after the schedule's first wait (5 s), stretched by
+    /// at most its jitter.
+    static func isFirstRetry(_ outcome: WebhookStore.AttemptOutcome) -> Bool {
+        guard case .retry(let wait) = outcome else { return false }
+        return wait >= .seconds(5) && wait < .seconds(5) * (1 + WebhookStore.retryJitter)
+    }
+
     @Test("fail, pause after the bound (deliveries wait), resume, succeed; a healthy endpoint's row is never written")
     func circuit() async throws {
         try await TestDatabase.with { db in
@@ -65,8 +72,8 @@ struct WebhookCircuitTests {
             // A failure starts the failing time and asks for the schedule's first retry.
             let failing = try await Self.deliveries(db, stores, key: key, count: 2)
             #expect(
-                try await webhooks.attempt(deliveryID: failing[0], retrySchedule: schedule) { _, _ in Self.failed }
-                    == .retry(after: .seconds(5)))
+                Self.isFirstRetry(
+                    try await webhooks.attempt(deliveryID: failing[0], retrySchedule: schedule) { _, _ in Self.failed }))
             let since = try #require(try await webhooks.endpoint(id: endpoint.id, owner: nil)?.failingSince)
             // Failing for longer than the bound: the next failure pauses it.
             _ = try await db.client.query(
@@ -99,14 +106,46 @@ struct WebhookCircuitTests {
 
             // A failure, then a success: the success closes the circuit.
             #expect(
-                try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in Self.failed }
-                    == .retry(after: .seconds(5)))
+                Self.isFirstRetry(
+                    try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in Self.failed }))
             #expect(try await webhooks.endpoint(id: endpoint.id, owner: nil)?.failingSince != nil)
             #expect(
                 try await webhooks.attempt(deliveryID: waiting[0], retrySchedule: schedule) { _, _ in Self.delivered }
                     == .settled)
             #expect(try await webhooks.endpoint(id: endpoint.id, owner: nil)?.failingSince == nil)
             #expect(try await webhooks.pausedEndpoints() == 0)
+        }
+    }
+
+    @Test("deliveries that fail together retry spread over a tenth of their wait, each as its row records")
+    func retriesSpread() async throws {
+        try await TestDatabase.with { db in
+            let (stores, key, _) = try await Self.endpoint(db)
+            let ids = try await Self.deliveries(db, stores, key: key, count: 20)
+            var waits: [Duration] = []
+            for id in ids {
+                let outcome = try await stores.webhooks.attempt(deliveryID: id, retrySchedule: [.seconds(600)]) { _, _ in
+                    Self.failed
+                }
+                guard case .retry(let wait) = outcome else {
+                    Issue.record("delivery \(id) was not retried: \(outcome)")
+                    continue
+                }
+                #expect(wait >= .seconds(600) && wait < .seconds(660), "\(wait)")
+                waits.append(wait)
+            }
+            #expect(Set(waits).count > 10, "the retries keep step: \(waits)")
+            // Each row's next try is the wait its attempt answered, from when the result was written.
+            var recorded: [Double] = []
+            let rows = try await db.client.query(
+                "SELECT extract(epoch FROM next_try_at - updated_at)::float8 FROM webhook_deliveries ORDER BY id",
+                logger: db.logger)
+            for try await seconds in rows.decode(Double.self) { recorded.append(seconds) }
+            #expect(recorded.count == waits.count)
+            for (row, wait) in zip(recorded, waits) {
+                // The row keeps microseconds.
+                #expect(abs(row - wait / .seconds(1)) < 0.000_002, "row \(row) s, answered \(wait)")
+            }
         }
     }
 

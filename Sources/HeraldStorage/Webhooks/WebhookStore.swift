@@ -27,6 +27,11 @@ public struct WebhookStore: Sendable {
         .seconds(5), .seconds(30), .seconds(120), .seconds(600), .seconds(1800), .seconds(3600), .seconds(7200),
         .seconds(14_400), .seconds(28_800), .seconds(28_800),
     ]
+    /// A retry's wait, lengthened by a random share of it up to ``retryJitter``: deliveries that
+    /// failed together (an endpoint down for a while) then retry spread out, not all at once.
+    static func stretched(_ wait: Duration) -> Duration { wait + wait * Double.random(in: 0..<retryJitter) }
+    /// The largest share of a retry's wait added to it at random.
+    public static let retryJitter = 0.1
     /// An endpoint whose every attempt has failed for this long is paused (its circuit opens)
     /// until its owner enables it again; its deliveries wait, none is lost.
     public static let pauseAfter = Duration.seconds(6 * 3600)
@@ -121,7 +126,9 @@ public struct WebhookStore: Sendable {
 
     /// Changes endpoint `id`; enabling it closes its circuit and sends its waiting deliveries.
     /// Nil when `owner` has no such endpoint.
-    public func update(id: Int64, owner: Int64?, isAdmin: Bool, _ change: WebhookEndpointChange) async throws
+    public func update(
+        id: Int64, owner: Int64?, isAdmin: Bool, _ change: WebhookEndpointChange
+    ) async throws
         -> WebhookEndpoint?
     {
         if change.allKeys == true, !isAdmin {
@@ -170,7 +177,9 @@ public struct WebhookStore: Sendable {
     /// Writes the deliveries of events `eventIDs` (just numbered, in feed order) and their jobs,
     /// on the sequencer's connection and transaction. Paused endpoints' deliveries get no job:
     /// enabling the endpoint sends them.
-    static func fanOut(eventIDs: [Int64], queue: JobQueue, on connection: PostgresConnection, logger: Logger)
+    static func fanOut(
+        eventIDs: [Int64], queue: JobQueue, on connection: PostgresConnection, logger: Logger
+    )
         async throws -> Int
     {
         guard !eventIDs.isEmpty else { return 0 }
@@ -231,12 +240,16 @@ public struct WebhookStore: Sendable {
         if let value = maxConcurrency, !WebhookLimits.concurrencyRange.contains(value) {
             throw DomainError(
                 code: .invalidRequest,
-                message: "maxConcurrency is \(WebhookLimits.concurrencyRange.lowerBound) to \(WebhookLimits.concurrencyRange.upperBound)")
+                message:
+                    "maxConcurrency is \(WebhookLimits.concurrencyRange.lowerBound) to \(WebhookLimits.concurrencyRange.upperBound)"
+            )
         }
         if let value = maxPerSecond, !WebhookLimits.perSecondRange.contains(value) {
             throw DomainError(
                 code: .invalidRequest,
-                message: "maxPerSecond is \(WebhookLimits.perSecondRange.lowerBound) to \(WebhookLimits.perSecondRange.upperBound), or null for no cap")
+                message:
+                    "maxPerSecond is \(WebhookLimits.perSecondRange.lowerBound) to \(WebhookLimits.perSecondRange.upperBound), or null for no cap"
+            )
         }
     }
 
@@ -335,7 +348,7 @@ public struct WebhookStore: Sendable {
         var started = attempt
         started.attempts += 1
         let result = await send(started, event)
-        let retryIn = result.error == nil ? nil : retrySchedule[safe: attempt.attempts]
+        let retryIn = result.error == nil ? nil : retrySchedule[safe: attempt.attempts].map(Self.stretched)
         let paused = try await record(started, result, retryIn: retryIn)
         // A paused endpoint's retries wait with it; enabling it sends them at once.
         guard !paused, let retryIn else { return .settled }
@@ -429,7 +442,9 @@ public struct WebhookStore: Sendable {
     /// circuit, in one statement with whatever else is being recorded; whether the endpoint is
     /// now paused.
     @discardableResult
-    private func record(_ attempt: WebhookAttempt, _ result: WebhookAttemptResult, retryIn: Duration? = nil)
+    private func record(
+        _ attempt: WebhookAttempt, _ result: WebhookAttemptResult, retryIn: Duration? = nil
+    )
         async throws -> Bool
     {
         let succeeded = result.error == nil
