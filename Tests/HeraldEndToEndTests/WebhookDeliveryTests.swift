@@ -97,9 +97,10 @@ struct WebhookDeliveryTests {
             secretFile: secretFile, ["--fail-every", "3", "--slow-every", "10", "--slow-seconds", "2", "--refuse-at-most", "2"])
         defer { receiver.signal(SIGTERM) }
         try await TestDatabase.with { db async throws in
-            // Quick retries, then a tail of 5 s waits: a machine that stalls for half a minute
-            // (1 s answers all timing out) must not use up a delivery's 20 retries.
-            let retry = Array(repeating: "0.2", count: 10) + Array(repeating: "5", count: 10)
+            // Quick retries, then a tail that doubles to 30 s: a machine that stalls for
+            // minutes (1 s answers all timing out, the receiver starved of CPU) must not use up
+            // a delivery's 20 retries, which a tail of 5 s waits did in about a minute.
+            let retry = Array(repeating: "0.2", count: 10) + ["1", "2", "4", "8", "16"] + Array(repeating: "30", count: 5)
             try await HeraldSystem.with(db, environment: Self.environment(timeout: 1, retry: retry)) { system in
                 let key = try await Self.key(db)
                 let created = try await system.request(
@@ -125,8 +126,9 @@ struct WebhookDeliveryTests {
 
                 let delivered = Shared(0)
                 do {
+                    // Room for a delivery that reaches the end of its retries after a stall.
                     try await Poll.until(
-                        timeout: .seconds(300),
+                        timeout: .seconds(480),
                         "\(delivered.withLock { $0 }) of 1000 events delivered; worker: \(system.worker.stderr.suffix(3))"
                     ) {
                         let count = try await db.count("SELECT count(*) FROM webhook_deliveries WHERE state = 'Delivered'")
@@ -134,17 +136,24 @@ struct WebhookDeliveryTests {
                         return count == 1000
                     }
                 } catch {
-                    // What the undelivered ones are waiting for, to tell a lost job from a stuck attempt.
+                    // What the undelivered ones are waiting for, to tell a lost job from a stuck attempt,
+                    // and what the receiver saw of each (answers, seconds after the first request).
                     var left: [String] = []
+                    let received = (try? Self.received(receiver)) ?? []
                     let rows = try await db.client.query(
                         """
                         SELECT d.id, d.state, d.attempts, coalesce(d.last_error, ''),
                                coalesce((SELECT j.state || ' attempt ' || j.attempt || ' run_at ' || j.run_at FROM pgqueue.jobs j
-                                         WHERE j.unique_key = 'webhook-delivery:' || d.id), 'no job')
+                                         WHERE j.unique_key = 'webhook-delivery:' || d.id), 'no job'),
+                               'evt_' || d.event_id
                         FROM webhook_deliveries d WHERE d.state <> 'Delivered' ORDER BY d.id LIMIT 10
                         """, logger: db.logger)
-                    for try await (id, state, attempts, error, job) in rows.decode((Int64, String, Int32, String, String).self) {
-                        left.append("\(id) \(state) \(attempts) [\(error)] \(job)")
+                    for try await (id, state, attempts, error, job, event) in rows.decode(
+                        (Int64, String, Int32, String, String, String).self)
+                    {
+                        let seen = received.filter { $0.id == event }
+                        let answers = seen.map { "\($0.answer)@\(Int($0.at - (seen.first?.at ?? 0)))s" }
+                        left.append("\(id) \(state) \(attempts) [\(error)] \(job); the receiver: \(answers)")
                     }
                     Issue.record("undelivered: \(left)")
                     throw error
