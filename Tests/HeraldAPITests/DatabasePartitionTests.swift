@@ -23,10 +23,9 @@ struct DatabasePartitionTests {
     @Test("black-holed database: 503 + Retry-After and readiness fails within the bound; served again within the bound")
     func blackholeAndRecover() async throws {
         try await TestDatabase.with { db async throws in
-            let (host, port) = try db.endpoint()
-            let proxy = try await FaultProxy.start(upstreamHost: host, upstreamPort: port)
+            let proxy = try await db.faultProxy()
             defer { proxy.stop() }
-            let through = try db.configurations(host: "127.0.0.1", port: proxy.port)
+            let through = try db.configurations(through: proxy)
             let logger = Logger.quiet("test.partition")
             let client = PostgresClient(configuration: through.pool, backgroundLogger: logger)
             var storage = StorageConfiguration()
@@ -89,13 +88,12 @@ struct DatabasePartitionTests {
     @Test("readiness answers at once from the gate's state while the gate's own connection is black-holed")
     func readyWithoutQuery() async throws {
         try await TestDatabase.with { db async throws in
-            let (host, port) = try db.endpoint()
-            let proxy = try await FaultProxy.start(upstreamHost: host, upstreamPort: port)
+            let proxy = try await db.faultProxy()
             defer { proxy.stop() }
             // The main pool is healthy (direct); only the gate's probe goes through the proxy.
             var stores = db.stores()
             stores.availability = DatabaseAvailability(
-                configuration: try db.configurations(host: "127.0.0.1", port: proxy.port).connection, interval: .milliseconds(200), timeout: .seconds(1),
+                configuration: try db.configurations(through: proxy).connection, interval: .milliseconds(200), timeout: .seconds(1),
                 logger: db.logger)
             let gate = stores.availability
             try await withThrowingTaskGroup(of: Void.self) { group in

@@ -176,11 +176,10 @@ struct DatabaseAvailabilitySchemaTests {
     @Test("a probe that answers after its deadline, once the loop has stopped, has its connection closed")
     func lateAnswerAfterStop() async throws {
         try await TestDatabase.with { db async throws in
-            let (host, port) = try db.endpoint()
-            let proxy = try await FaultProxy.start(upstreamHost: host, upstreamPort: port)
+            let proxy = try await db.faultProxy()
             defer { proxy.stop() }
             let name = "gate_late_\(UInt32.random(in: 0...UInt32.max))"
-            var configuration = try db.configurations(host: "127.0.0.1", port: proxy.port).connection
+            var configuration = try db.configurations(through: proxy).connection
             configuration.options.additionalStartupParameters = [("application_name", name)]
             // After an unanswered probe the loop sleeps most of the interval: the late answer
             // comes in that sleep, and the loop is stopped before it takes the connection. The

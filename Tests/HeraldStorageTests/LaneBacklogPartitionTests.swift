@@ -17,10 +17,9 @@ struct LaneBacklogPartitionTests {
     @Test("a silent database: a stale reading answers the last one at once, a first reading gives up within its wait")
     func silentDatabase() async throws {
         try await TestDatabase.with { db async throws in
-            let (host, port) = try db.endpoint()
-            let proxy = try await FaultProxy.start(upstreamHost: host, upstreamPort: port)
+            let proxy = try await db.faultProxy()
             defer { proxy.stop() }
-            let through = try db.configurations(host: "127.0.0.1", port: proxy.port)
+            let through = try db.configurations(through: proxy)
             let logger = Logger.quiet("test.lane-backlog")
             let client = PostgresClient(configuration: through.pool, backgroundLogger: logger)
             let stores = TestDatabase.stores(client: client, logger: logger)

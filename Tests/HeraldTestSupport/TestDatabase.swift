@@ -40,20 +40,20 @@ public struct TestDatabase: Sendable {
         try DatabaseSettings(url: url).connection(connectTimeout: .seconds(5))
     }
 
-    /// Where the cluster listens (to put a proxy in front of it).
-    public func endpoint() throws -> (host: String, port: Int) {
+    /// A fault proxy started in front of the cluster; the caller stops it.
+    public func faultProxy() async throws -> FaultProxy {
         let settings = try DatabaseSettings(url: url)
-        return (settings.host, settings.port)
+        return try await FaultProxy.start(upstreamHost: settings.host, upstreamPort: settings.port)
     }
 
     /// A pool configuration (`poolSize` connections) and a direct-connection configuration for
-    /// this database reached at `host:port` instead (a proxy in front of the cluster).
+    /// this database reached through `proxy`.
     public func configurations(
-        host: String, port: Int, poolSize: Int = 4
+        through proxy: FaultProxy, poolSize: Int = 4
     ) throws -> (pool: PostgresClient.Configuration, connection: PostgresConnection.Configuration) {
         var settings = try DatabaseSettings(url: url)
-        settings.host = host
-        settings.port = port
+        settings.host = "127.0.0.1"
+        settings.port = proxy.port
         settings.poolSize = poolSize
         return (settings.postgres, try settings.connection(connectTimeout: .seconds(5)))
     }

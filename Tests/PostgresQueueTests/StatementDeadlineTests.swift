@@ -84,15 +84,14 @@ struct StatementDeadlineTests {
     @Test("maintenance gives up a statement that never answers and goes on: the ring turns again")
     func maintenanceDeadline() async throws {
         try await TestDatabase.with { db async throws in
-            let (host, port) = try db.endpoint()
-            let proxy = try await FaultProxy.start(upstreamHost: host, upstreamPort: port)
+            let proxy = try await db.faultProxy()
             defer { proxy.stop() }
             let logged = Shared<[String]>([])
             let lines = Shared<[Logger.Metadata]>([])
             var logger = Logger(label: "maintenance-deadline-test") { _ in CollectingLogHandler(messages: logged, lines: lines) }
             logger.logLevel = .warning
             let client = PostgresClient(
-                configuration: try db.configurations(host: "127.0.0.1", port: proxy.port).pool, backgroundLogger: .quiet("pool"))
+                configuration: try db.configurations(through: proxy).pool, backgroundLogger: .quiet("pool"))
             // Due at every tick (every 100 ms), and the ring of an empty queue turns at each one.
             let maintenance = JobQueueMaintenance(
                 queue: JobQueue(client: client, logger: logger),
