@@ -151,9 +151,36 @@ struct HeraldSystem: Sendable {
         "Basic " + Data("\(user):\(password ?? "\(user)-password")".utf8).base64EncodedString()
     }
 
+    /// One request to herald-api, asked again as a client does when the answer is a `503` with
+    /// `Retry-After` (a loaded machine's database gate, or a queue of sign-ins) and asking again
+    /// is safe: any method but POST and PATCH, or one with an `Idempotency-Key`. It gives up after
+    /// ``unavailablePatience`` of such waits and returns the last answer.
     func request(
         _ method: HTTPMethod, _ path: String, user: String? = "alice", authorization: String? = nil,
         headers: [String: String] = [:], body: String? = nil, contentType: String = "application/json"
+    ) async throws -> Reply {
+        let repeatable =
+            (method != .POST && method != .PATCH) || headers.keys.contains { $0.lowercased() == "idempotency-key" }
+        var waited = Duration.zero
+        while true {
+            let reply = try await requestOnce(
+                method, path, user: user, authorization: authorization, headers: headers, body: body,
+                contentType: contentType)
+            guard repeatable, reply.status == .serviceUnavailable,
+                let seconds = reply.headers.first(name: "Retry-After").flatMap(Int.init), seconds > 0,
+                waited < Self.unavailablePatience
+            else { return reply }
+            try await Task.sleep(for: .seconds(seconds))
+            waited += .seconds(seconds)
+        }
+    }
+
+    /// How long ``request(_:_:user:authorization:headers:body:contentType:)`` waits out `503`s in all.
+    static let unavailablePatience = Duration.seconds(30)
+
+    private func requestOnce(
+        _ method: HTTPMethod, _ path: String, user: String?, authorization: String?,
+        headers: [String: String], body: String?, contentType: String
     ) async throws -> Reply {
         var request = HTTPClientRequest(url: apiURL + path)
         request.method = method
