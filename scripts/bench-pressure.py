@@ -43,7 +43,8 @@ Figures, one line each, on standard output, `bench pressure.PART.PHASE.FIGURE VA
   longest_gap_s without a completed send (from the fault's start to the end of its recovery),
   recovered_s (from the fault's end until a 5 s mean of completed sends >= 0.9 of clean),
   answers_503, 503_without_retry_after, hung (no answer within BENCH_PRESSURE_CLIENT_TIMEOUT_S),
-  slow (answered after HERALD_DATABASE_WAIT_SECONDS + 1 s), longest_answer_s.
+  slow (answered after HERALD_DATABASE_WAIT_SECONDS + 1 s), longest_answer_s; worker_kill also
+  restart_s (from the SIGKILL until the new worker logged that it started).
 Then the issue's acceptance bars as `target NAME VALUE OP GOAL met|missed`. Progress on stderr;
 every process's log in .data/bench-pressure/, and each adapter's samples as NAME.samples.jsonl.
 
@@ -1038,7 +1039,7 @@ CELLS = ("kills", "idle", "full", "restart", "worker_kill")
 class Cell:
     def __init__(self, name):
         self.name = name
-        self.start = self.fault_end = self.end = self.settled_s = None
+        self.start = self.fault_end = self.end = self.settled_s = self.restart_s = None
         self.note = ""
 
 
@@ -1108,8 +1109,10 @@ def chaos_cells(system, session, loader):
         worker = system.workers[0]
         held = system.held_by(worker)
         worker.kill9()
+        began = time.monotonic()
         system.restart_worker(worker)
-        return f"SIGKILL with {held} jobs held; restarted"
+        c.restart_s = round(time.monotonic() - began, 1)
+        return f"SIGKILL with {held} jobs held; restarted in {c.restart_s} s"
 
     runs = {"kills": kills, "idle": idle, "full": full, "restart": restart, "worker_kill": worker_kill}
     for name in chosen_cells():
@@ -1129,6 +1132,8 @@ def report_cells(cells, loader, windows, session, clean_completion, accounting):
     for c in cells:
         prefix = f"chaos.{c.name}"
         figure(f"{prefix}.settled_s", c.settled_s, "s")
+        if c.restart_s is not None:
+            figure(f"{prefix}.restart_s", c.restart_s, "s")
         accepted = sum(accounting.get(label, (0, 0, 0, 0))[0] for label in (c.name, f"{c.name}_recovery"))
         finished = sum(accounting.get(label, (0, 0, 0, 0))[2] for label in (c.name, f"{c.name}_recovery"))
         figure(f"{prefix}.accepted", accepted, "notifications")
