@@ -151,25 +151,22 @@ struct HeraldSystem: Sendable {
         "Basic " + Data("\(user):\(password ?? "\(user)-password")".utf8).base64EncodedString()
     }
 
-    /// One request to herald-api, asked again as a client does when the answer is a `503` or a
-    /// `429` with `Retry-After` (a loaded machine's database gate, a queue of sign-ins, a lane
-    /// past its bound) and asking again is safe: `repeatable`, or when nil, any method but POST
-    /// and PATCH, or one with an `Idempotency-Key`. It gives up after ``unavailablePatience`` of
-    /// such waits and returns the last answer.
+    /// One request to herald-api, asked again as a client does when the answer is a `503` with
+    /// `Retry-After` (a loaded machine's database gate, or a queue of sign-ins) and asking again
+    /// is safe: any method but POST and PATCH, or one with an `Idempotency-Key`. It gives up after
+    /// ``unavailablePatience`` of such waits and returns the last answer.
     func request(
         _ method: HTTPMethod, _ path: String, user: String? = "alice", authorization: String? = nil,
-        headers: [String: String] = [:], body: String? = nil, contentType: String = "application/json",
-        repeatable: Bool? = nil
+        headers: [String: String] = [:], body: String? = nil, contentType: String = "application/json"
     ) async throws -> Reply {
         let repeatable =
-            repeatable
-            ?? ((method != .POST && method != .PATCH) || headers.keys.contains { $0.lowercased() == "idempotency-key" })
+            (method != .POST && method != .PATCH) || headers.keys.contains { $0.lowercased() == "idempotency-key" }
         var waited = Duration.zero
         while true {
             let reply = try await requestOnce(
                 method, path, user: user, authorization: authorization, headers: headers, body: body,
                 contentType: contentType)
-            guard repeatable, reply.status == .serviceUnavailable || reply.status == .tooManyRequests,
+            guard repeatable, reply.status == .serviceUnavailable,
                 let seconds = reply.headers.first(name: "Retry-After").flatMap(Int.init), seconds > 0,
                 waited < Self.unavailablePatience
             else { return reply }
@@ -178,7 +175,7 @@ struct HeraldSystem: Sendable {
         }
     }
 
-    /// How long ``request(_:_:user:authorization:headers:body:contentType:repeatable:)`` waits out refusals in all.
+    /// How long ``request(_:_:user:authorization:headers:body:contentType:)`` waits out `503`s in all.
     static let unavailablePatience = Duration.seconds(30)
 
     private func requestOnce(
