@@ -48,6 +48,32 @@ struct NotificationCreateTests {
         }
     }
 
+    @Test("notification ids are version-7 UUIDs: later ones sort later in the key index")
+    func timeOrderedIDs() async throws {
+        try await TestDatabase.with { db async throws in
+            let (store, keyID) = try await Self.fixture(db)
+            var ids: [UUID] = []
+            for _ in 0..<3 {
+                let accepted = try await store.create(
+                    (0..<50).map { _ in NewNotification(request: try Self.request(["ann"])) }, sender: .apiKey(keyID))
+                ids += accepted.map(\.id)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            #expect(ids.allSatisfy { $0.uuid.6 >> 4 == 7 && $0.uuid.8 >> 6 == 0b10 })
+            #expect(Set(ids).count == ids.count)
+            // Each create takes a later millisecond, so every id of a later batch sorts after the
+            // earlier batches' in PostgreSQL's order of uuids, and the index sees them in that order.
+            #expect(
+                try await db.count(
+                    """
+                    SELECT count(*) FROM (SELECT id, lag(created_at) OVER (ORDER BY id) AS before, created_at
+                                          FROM notifications) t
+                    WHERE before > created_at
+                    """) == 0)
+            #expect(try await db.count("SELECT count(*) FROM notifications") == 150)
+        }
+    }
+
     @Test("creating notifications runs prepared statements, or unnamed ones when turned off", arguments: [true, false])
     func preparedOrUnnamed(prepared: Bool) async throws {
         try await TestDatabase.with { db async throws in

@@ -499,7 +499,7 @@ struct NotificationRows {
         _ request: NotificationRequest, idempotencyKey: IdempotencyKey? = nil, requestHash: Data? = nil, now: Date,
         encoder: JSONEncoder
     ) throws -> NotificationState {
-        let id = UUID()
+        let id = UUID.timeOrdered(at: now)
         let state: NotificationState = request.isScheduled(now: now) ? .scheduled : .queued
         ids.append(id)
         targets.append(try NotificationStore.json(request.target, encoder))
