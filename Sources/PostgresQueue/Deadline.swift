@@ -1,6 +1,7 @@
 import NIOCore
 import NIOPosix
 public import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 
 /// Runs work with a deadline that holds even when the work does not end on cancellation.
@@ -23,6 +24,13 @@ public enum Deadline {
     /// How often a watched connection is looked at: the most a killed backend costs the work.
     public static let closedCheckInterval = Duration.milliseconds(50)
 
+    /// Whether a wait in this task also ends, with `CancellationError`, when the task is
+    /// cancelled or its service shuts down gracefully (the work is then cancelled and its result
+    /// dropped, as at the limit). Off by default: a job's writes finish even when its handler is
+    /// cancelled at the end of the shutdown budget. ``PeriodicTask`` turns it on for its runs, so
+    /// housekeeping waiting on a database that does not answer never holds a shutdown.
+    @TaskLocal public static var endsOnShutdown = false
+
     /// Names the connection a piece of work is using (``run(within:_:watching:)``).
     public struct Watch: Sendable {
         fileprivate let watch: @Sendable (PostgresConnection) -> Void
@@ -37,6 +45,9 @@ public enum Deadline {
     private final class Once<T: Sendable>: Sendable {
         private struct State {
             var continuation: CheckedContinuation<T, any Error>?
+            /// The result when the wait ended before its continuation was set (a task already
+            /// cancelled or shutting down).
+            var early: Result<T, any Error>?
             var work: Task<Void, Never>?
             var timer: Scheduled<Void>?
             var watcher: RepeatedTask?
@@ -47,7 +58,11 @@ public enum Deadline {
         private let state = Mutex(State())
 
         func set(_ continuation: CheckedContinuation<T, any Error>) {
-            state.withLock { $0.continuation = continuation }
+            let early = state.withLock { s in
+                if s.early == nil { s.continuation = continuation }
+                return s.early
+            }
+            if let early { continuation.resume(with: early) }
         }
 
         func setWork(_ work: Task<Void, Never>) {
@@ -88,20 +103,22 @@ public enum Deadline {
         }
 
         /// Ends the wait with `error` and cancels the work (whose result is then dropped).
-        func give(up error: JobQueueError) {
+        func give(up error: any Error) {
             let work = state.withLock { $0.work }
             if finish(.failure(error)) { work?.cancel() }
         }
 
         func finish(_ result: Result<T, any Error>) -> Bool {
-            let (continuation, timer, watcher) = state.withLock { s in
+            let (first, continuation, timer, watcher) = state.withLock { s in
+                let first = !s.done
+                if first && s.continuation == nil { s.early = result }
                 s.done = true
                 defer { (s.continuation, s.work, s.timer, s.watcher, s.connection) = (nil, nil, nil, nil, nil) }
-                return (s.continuation, s.timer, s.watcher)
+                return (first, s.continuation, s.timer, s.watcher)
             }
             timer?.cancel()
             watcher?.cancel()
-            guard let continuation else { return false }
+            guard let continuation else { return first }
             continuation.resume(with: result)
             return true
         }
@@ -123,18 +140,26 @@ public enum Deadline {
     ) async throws -> T {
         let once = Once<T>()
         let watch = Watch { connection in once.watch(connection, what: what) }
-        return try await withCheckedThrowingContinuation { continuation in
-            once.set(continuation)
-            once.setWork(
-                Task {
-                    let result: Result<T, any Error>
-                    do { result = .success(try await body(watch)) } catch { result = .failure(error) }
-                    _ = once.finish(result)
-                })
-            once.setTimer(
-                MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: .nanoseconds(limit.nanoseconds)) {
-                    once.give(up: JobQueueError(.unavailable, "\(what) did not answer within \(limit)"))
-                })
+        let wait = {
+            try await withCheckedThrowingContinuation { continuation in
+                once.set(continuation)
+                once.setWork(
+                    Task {
+                        let result: Result<T, any Error>
+                        do { result = .success(try await body(watch)) } catch { result = .failure(error) }
+                        _ = once.finish(result)
+                    })
+                once.setTimer(
+                    MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: .nanoseconds(limit.nanoseconds)) {
+                        once.give(up: JobQueueError(.unavailable, "\(what) did not answer within \(limit)"))
+                    })
+            }
+        }
+        guard endsOnShutdown else { return try await wait() }
+        return try await withTaskCancellationOrGracefulShutdownHandler {
+            try await wait()
+        } onCancelOrGracefulShutdown: {
+            once.give(up: CancellationError())
         }
     }
 

@@ -2,7 +2,9 @@ import ServiceLifecycle
 
 /// A loop for housekeeping services: runs a body at once and then again `interval` after
 /// each run ends, until its task is cancelled or its service group shuts down gracefully.
-/// A failed run is handed to `onError` and the loop goes on.
+/// A failed run is handed to `onError` and the loop goes on. A run waiting on the database
+/// (``Deadline``) when the loop is told to stop is given up, as housekeeping runs again later
+/// and a shutdown must not wait for a database that does not answer.
 ///
 /// The loop behind ``JobQueueMaintenance``, public so an application's own housekeeping
 /// services (expiry sweeps, retention pruning) behave the same at shutdown.
@@ -18,12 +20,19 @@ import ServiceLifecycle
 /// ```
 public enum PeriodicTask {
     /// Runs `body` now and then every `interval` (measured from the end of a run) until
-    /// cancellation or graceful shutdown; a sleep in progress ends at once on either.
+    /// cancellation or graceful shutdown; a sleep in progress ends at once on either, and so
+    /// does a wait of the run's on the database (``Deadline/endsOnShutdown``).
     public static func run(
         every interval: Duration, _ body: () async throws -> Void, onError: (any Error) -> Void
     ) async {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            do { try await body() } catch { onError(error) }
+            do {
+                try await Deadline.$endsOnShutdown.withValue(true) { try await body() }
+            } catch {
+                // A run cut short by the stop is not a failure to report.
+                if Task.isCancelled || Task.isShuttingDownGracefully { return }
+                onError(error)
+            }
             do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) } } catch { return }
         }
     }

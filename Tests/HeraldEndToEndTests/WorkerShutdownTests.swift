@@ -131,6 +131,45 @@ struct WorkerShutdownTests {
         }
     }
 
+    @Test("SIGTERM while a housekeeping sweep waits on a lock: the worker gives the sweep up and exits 0")
+    func sigtermGivesUpWaitingHousekeeping() async throws {
+        try await TestDatabase.with { db async throws in
+            try await HeraldSystem.with(db, workers: 1) { system in
+                let worker = system.worker
+                // An operator's statement holding `hub_sends` (a migration, a `VACUUM FULL`): the
+                // worker's lost-attempt sweep, every 5 s, waits on it for up to its 2-minute deadline.
+                let holder = db.makeClient(poolSize: 1)
+                try await TestDatabase.withRunning(holder) {
+                    try await holder.withConnection { held in
+                        _ = try await held.query("BEGIN", logger: db.logger)
+                        _ = try await held.query("LOCK TABLE hub_sends IN ACCESS EXCLUSIVE MODE", logger: db.logger)
+                        let holderPID = try #require(
+                            try await held.query("SELECT pg_backend_pid()", logger: db.logger).decode(Int32.self)
+                                .first { _ in true })
+                        try await Poll.until(timeout: .seconds(30), "no sweep waited on the lock") {
+                            try await db.count(
+                                """
+                                SELECT count(*) FROM pg_locks
+                                WHERE relation = 'hub_sends'::regclass AND NOT granted AND pid <> \(holderPID)
+                                """) >= 1
+                        }
+                        worker.signal(SIGTERM)
+                        // The lock is still held: a worker that waited for its sweep would still be
+                        // running when this gives up (the sweep's deadline is 2 minutes).
+                        let status = try await worker.waitForExit(timeout: .seconds(60))
+                        let log = worker.stderr.suffix(20).joined(separator: "\n")
+                        #expect(status == 0, "exit status; worker: \(log)")
+                        #expect(worker.stderr.contains { $0.contains("herald.worker.drained") }, "worker: \(log)")
+                        #expect(
+                            !worker.stderr.contains { $0.contains("maintenance_failed") || $0.contains("maintenance.failed") },
+                            "the given-up sweep was reported as a failure; worker: \(log)")
+                        _ = try await held.query("ROLLBACK", logger: db.logger)
+                    }
+                }
+            }
+        }
+    }
+
     /// The grace periods in deploy/ cover the drain budget, with room for the last writes.
     static func checkGracePeriods(budgetSeconds budget: Int) throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -1,3 +1,4 @@
+import HeraldTestSupport
 import PostgresQueue
 import Synchronization
 import Testing
@@ -14,6 +15,9 @@ struct DeadlineTests {
         func wait() async {
             await withCheckedContinuation { continuation in parked.withLock { $0.append(continuation) } }
         }
+
+        /// How many waits are parked.
+        var waiting: Int { parked.withLock { $0.count } }
 
         /// Lets the parked waits go (so the test leaves no task behind).
         func release() {
@@ -50,5 +54,48 @@ struct DeadlineTests {
         await #expect(throws: Boom.self) {
             try await Deadline.run(within: .seconds(10), "x") { () async throws -> Int in throw Boom() }
         }
+    }
+
+    @Test("with endsOnShutdown, cancelling the task ends the wait at once, also when it was cancelled before the wait began")
+    func endsOnCancellation() async throws {
+        let forever = Forever()
+        defer { forever.release() }
+        let waiting = Task {
+            try await Deadline.$endsOnShutdown.withValue(true) {
+                try await Deadline.run(within: .seconds(30), "a sweep") { () async throws -> Int in
+                    await forever.wait()
+                    return 1
+                }
+            }
+        }
+        try await Poll.until(timeout: .seconds(10)) { forever.waiting == 1 }
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+
+        let cancelledFirst = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await Deadline.$endsOnShutdown.withValue(true) {
+                try await Deadline.run(within: .seconds(30), "a sweep") { () async throws -> Int in
+                    await forever.wait()
+                    return 1
+                }
+            }
+        }
+        await #expect(throws: CancellationError.self) { try await cancelledFirst.value }
+    }
+
+    @Test("without endsOnShutdown, a cancelled task still waits for the work, which finishes")
+    func finishesWhenCancelledByDefault() async throws {
+        let forever = Forever()
+        let waiting = Task {
+            try await Deadline.run(within: .seconds(3600), "a write") { () async throws -> Int in
+                await forever.wait()
+                return 7
+            }
+        }
+        try await Poll.until(timeout: .seconds(10)) { forever.waiting == 1 }
+        waiting.cancel()
+        forever.release()
+        #expect(try await waiting.value == 7)
     }
 }

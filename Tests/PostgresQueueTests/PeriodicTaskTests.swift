@@ -59,4 +59,41 @@ struct PeriodicTaskTests {
         #expect(runs.withLock { $0 } == 1)
         #expect(ContinuousClock.now - started < .seconds(60), "the hour-long wait did not hold the shutdown")
     }
+
+    /// A service whose periodic run waits on a database that never answers.
+    struct StuckHousekeeping: Service {
+        let runs: Shared<Int>
+        let failures: Shared<Int>
+        let forever: DeadlineTests.Forever
+
+        func run() async {
+            await PeriodicTask.run(every: .seconds(3600)) {
+                runs.withLock { $0 += 1 }
+                _ = try await Deadline.run(within: .seconds(30), "a sweep") { () async throws -> Int in
+                    await forever.wait()
+                    return 1
+                }
+            } onError: { _ in
+                failures.withLock { $0 += 1 }
+            }
+        }
+    }
+
+    @Test("a graceful shutdown gives up a run waiting on the database, and does not report it as a failure")
+    func givesUpAWaitingRunOnGracefulShutdown() async throws {
+        let (runs, failures, forever) = (Shared(0), Shared(0), DeadlineTests.Forever())
+        defer { forever.release() }
+        let logger = Logger(label: "periodic-task-test", factory: { _ in SwiftLogNoOpLogHandler() })
+        let group = ServiceGroup(
+            services: [StuckHousekeeping(runs: runs, failures: failures, forever: forever)], logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await Poll.until(timeout: .seconds(10)) { forever.waiting == 1 }
+            await group.triggerGracefulShutdown()
+            // Before, the group waited for the run's deadline, which then counted as a failure.
+            try await tasks.waitForAll()
+        }
+        #expect(runs.withLock { $0 } == 1)
+        #expect(failures.withLock { $0 } == 0, "the stop was reported as a failed run")
+    }
 }
