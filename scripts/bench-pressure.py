@@ -1304,7 +1304,17 @@ def reduced(bin_dir, base_url, sample_s):
 # ---------------------------------------------------------------- main
 
 
+def stop_on_signal(signum, _frame):
+    """SIGTERM or SIGHUP (`timeout`, a closed terminal) ends the run as an error would: the
+    processes it started are in sessions of their own, and only its `finally` blocks stop them."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the cleanup short
+    raise SystemExit(128 + signum)
+
+
 def main():
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop_on_signal)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", required=True)
     parser.add_argument("--mode", choices=("full", "reduced"), default="full")
