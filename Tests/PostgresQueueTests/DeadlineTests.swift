@@ -19,6 +19,14 @@ struct DeadlineTests {
         /// How many waits are parked.
         var waiting: Int { parked.withLock { $0.count } }
 
+        /// A `Deadline.run` whose work is this wait (a statement that never answers).
+        func run(within limit: Duration, _ what: String) async throws -> Int {
+            try await Deadline.run(within: limit, what) { () async throws -> Int in
+                await self.wait()
+                return 1
+            }
+        }
+
         /// Lets the parked waits go (so the test leaves no task behind).
         func release() {
             for continuation in parked.withLock({ list in
@@ -62,10 +70,7 @@ struct DeadlineTests {
         defer { forever.release() }
         let waiting = Task {
             try await Deadline.$endsOnShutdown.withValue(true) {
-                try await Deadline.run(within: .seconds(30), "a sweep") { () async throws -> Int in
-                    await forever.wait()
-                    return 1
-                }
+                try await forever.run(within: .seconds(30), "a sweep")
             }
         }
         try await Poll.until(timeout: .seconds(10)) { forever.waiting == 1 }
@@ -75,10 +80,7 @@ struct DeadlineTests {
         let cancelledFirst = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             return try await Deadline.$endsOnShutdown.withValue(true) {
-                try await Deadline.run(within: .seconds(30), "a sweep") { () async throws -> Int in
-                    await forever.wait()
-                    return 1
-                }
+                try await forever.run(within: .seconds(30), "a sweep")
             }
         }
         await #expect(throws: CancellationError.self) { try await cancelledFirst.value }

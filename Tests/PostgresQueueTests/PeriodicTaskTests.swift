@@ -69,10 +69,7 @@ struct PeriodicTaskTests {
         func run() async {
             await PeriodicTask.run(every: .seconds(3600)) {
                 runs.withLock { $0 += 1 }
-                _ = try await Deadline.run(within: .seconds(30), "a sweep") { () async throws -> Int in
-                    await forever.wait()
-                    return 1
-                }
+                _ = try await forever.run(within: .seconds(30), "a sweep")
             } onError: { _ in
                 failures.withLock { $0 += 1 }
             }
