@@ -96,15 +96,14 @@ cluster_dir() {
 }
 
 # The primary's options on every start. Parallel query is sized to the machine, never above
-# PostgreSQL's defaults (8 workers, 2 a query): with the defaults on a small machine, four
-# analytics scans run three processes each and the queue's claims wait for the CPU. Autovacuum
-# looks at each database every 10 s: at 1 s its workers' starts, and its passes that free
-# nothing while a transaction holds the horizon, took CPU from the sends.
+# PostgreSQL's defaults (8 workers, 2 a query), and off below 4 cores: each parallel worker of
+# an analytics scan is one more process that the queue's claims wait behind for the CPU.
+# Autovacuum looks at each database every 10 s: at 1 s its workers' starts, and its passes that
+# free nothing while a transaction holds the horizon, took CPU from the sends.
 server_options() {
   local cores
   cores="$(nproc 2>/dev/null || echo 2)"
-  local workers=$(( cores < 8 ? cores : 8 )) per_query=$(( cores / 2 ))
-  [ "$per_query" -ge 1 ] || per_query=1
+  local workers=$(( cores < 8 ? cores : 8 )) per_query=$(( cores / 4 ))
   [ "$per_query" -le 2 ] || per_query=2
   printf '%s' "-p $1 -k $2 -c max_connections=500 -c max_parallel_workers=$workers -c max_parallel_workers_per_gather=$per_query -c autovacuum_naptime=10s"
 }
