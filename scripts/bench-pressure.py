@@ -229,6 +229,15 @@ def machine_ticks():
     return sum(int(x) for x in fields[:3]) + sum(int(x) for x in fields[5:8])  # all but idle and iowait
 
 
+def steal_ticks():
+    """The machine's CPU time taken by the hypervisor for others (`steal` in /proc/stat)."""
+    try:
+        with open("/proc/stat") as f:
+            return int(f.readline().split()[8])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 class CpuMeter:
     """CPU of groups of processes over a phase, in cores: `groups()` returns {name: [pid]} at the
     start and the end; a process counts in the group it was in at the end. `postgres_exited` is
@@ -270,14 +279,16 @@ class HeldXid:
 class StatementWatch:
     """Every 0.1 s, the longest-running statement of the system under test (the script's own
     sessions left out) and whether one of them waits on a lock; and the longest interval between
-    two of its own looks, which grows when the machine stalls every process. A p99 that rises
-    with no slow statement and no lock wait is not the database's."""
+    two of its own looks, which grows when the machine stalls every process; and the CPU time the
+    hypervisor took from the machine. A p99 that rises with no slow statement and no lock wait is
+    not the database's."""
 
     EVERY = 0.1
 
     def __init__(self, url):
         self.session = Session(url, APP + "-watch")
-        self.samples = []  # (time, longest statement in ms, a lock wait, its text and wait event)
+        # (time, longest statement in ms, a lock wait, its text and wait event, steal ticks)
+        self.samples = []
         self.stopping = threading.Event()
         sql = ("WITH s AS (SELECT query_start, query, wait_event_type, wait_event FROM pg_stat_activity "
                "WHERE datname = current_database() AND backend_type = 'client backend' AND state = 'active' "
@@ -293,7 +304,8 @@ class StatementWatch:
                 try:
                     rows = self.session.query(sql, timeout=30)
                     row = rows[0]
-                    self.samples.append((time.time(), float(row[0]), int(row[1]) > 0, "|".join(row[2:])))
+                    self.samples.append((time.time(), float(row[0]), int(row[1]) > 0, "|".join(row[2:]),
+                                         steal_ticks()))
                 except (Failure, OSError, IndexError, ValueError, queues.Empty):
                     pass
                 self.stopping.wait(self.EVERY)
@@ -307,13 +319,27 @@ class StatementWatch:
 
     def window(self, start, end):
         """(slowest statement ms, samples with a lock wait, longest gap between looks ms, the
-        slowest statement's text and what it waited on when seen longest)."""
+        slowest statement's text and what it waited on when seen longest, cores stolen over the
+        window, the most stolen over any 5 s of it)."""
         inside = [s for s in self.samples if start <= s[0] < end]
         if not inside:
-            return None, None, None, None
+            return None, None, None, None, None, None
         gaps = [b[0] - a[0] for a, b in zip(inside, inside[1:])]
         slowest = max(inside, key=lambda s: s[1])
-        return (slowest[1], sum(1 for s in inside if s[2]), round(max(gaps, default=0) * 1000), slowest[3])
+
+        def stolen(a, b):
+            return (b[4] - a[4]) / CLK / (b[0] - a[0]) if b[0] > a[0] else None
+        peak, j = None, 0
+        for i, sample in enumerate(inside):
+            while j < len(inside) and inside[j][0] - sample[0] < 5:
+                j += 1
+            if j == len(inside):
+                break
+            cores = stolen(sample, inside[j])
+            peak = cores if peak is None else max(peak, cores)
+        mean = stolen(inside[0], inside[-1])
+        return (slowest[1], sum(1 for s in inside if s[2]), round(max(gaps, default=0) * 1000), slowest[3],
+                None if mean is None else round(mean, 3), None if peak is None else round(peak, 3))
 
 
 class Readers:
@@ -527,12 +553,14 @@ def watched(prefix, watch, start, end):
     """The `StatementWatch`'s figures over a window."""
     if watch is None:
         return
-    slowest, locks, gap, text = watch.window(start, end)
+    slowest, locks, gap, text, steal, steal_peak = watch.window(start, end)
     if slowest is not None and slowest >= SLOW_STATEMENT_MS and text:
         progress(f"{prefix}: slowest statement {slowest:.0f} ms: {text}")
     figure(f"{prefix}.slowest_statement_ms", slowest, "ms")
     figure(f"{prefix}.lock_wait_samples", locks, "samples")
     figure(f"{prefix}.watch_gap_ms", gap, "ms")
+    figure(f"{prefix}.cpu_stolen", steal, "cores")
+    figure(f"{prefix}.cpu_stolen_peak_5s", steal_peak, "cores")
 
 
 def report_phases(part, plan, windows, unit):
