@@ -330,7 +330,7 @@ class StatementWatch:
         def stolen(a, b):
             return (b[4] - a[4]) / CLK / (b[0] - a[0]) if b[0] > a[0] else None
         peak, j = None, 0
-        for i, sample in enumerate(inside):
+        for sample in inside:
             while j < len(inside) and inside[j][0] - sample[0] < 5:
                 j += 1
             if j == len(inside):
